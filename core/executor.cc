@@ -1,0 +1,39 @@
+// Serialises syncs and frees the graph behind every computed target.
+#include "core/executor.h"
+
+#include <mutex>
+#include <stdexcept>
+
+namespace metajit {
+namespace {
+
+GraphRunner* graph_runner = nullptr;
+
+std::mutex& sync_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+}  // namespace
+
+void set_graph_runner(GraphRunner* runner) { graph_runner = runner; }
+
+void sync(const std::vector<NodePtr>& targets) {
+  std::vector<NodePtr> pending;
+  for (const NodePtr& target : targets)
+    if (target && !target->is_computed()) pending.push_back(target);
+  if (pending.empty()) return;
+  std::lock_guard<std::mutex> lock(sync_mutex());
+  std::vector<NodePtr> still_pending;
+  for (const NodePtr& target : pending)  // another thread may have computed it meanwhile
+    if (!target->is_computed()) still_pending.push_back(target);
+  if (still_pending.empty()) return;
+  if (!graph_runner) throw std::runtime_error("metajit: no graph runner registered (the JIT is not initialised)");
+  graph_runner->run(still_pending);
+  for (const NodePtr& target : still_pending) {
+    target->inputs.clear();
+    target->payload.reset();
+  }
+}
+
+}  // namespace metajit

@@ -1,0 +1,22 @@
+// Entry point for "a value is needed": gathers the targets that are not computed yet and hands them to the
+// registered graph runner (the JIT, registered from jit/), one sync at a time. Core knows no kernels.
+#pragma once
+#include <vector>
+
+#include "core/node.h"
+
+namespace metajit {
+
+class GraphRunner {
+ public:
+  virtual ~GraphRunner() = default;
+  // Computes every target (none is computed on entry) and gives each a Storage.
+  virtual void run(const std::vector<NodePtr>& targets) = 0;
+};
+
+void set_graph_runner(GraphRunner* runner);
+// Makes every target computed. Thread-safe: concurrent syncs are serialised. On return each target holds a
+// Storage and has dropped its inputs. Errors propagate as exceptions and leave the targets uncomputed.
+void sync(const std::vector<NodePtr>& targets);
+
+}  // namespace metajit

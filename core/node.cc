@@ -1,0 +1,108 @@
+// Node lifetime bookkeeping (the live-node gauge behind mj.stats()["vars_live"]) and small shape helpers.
+#include "core/node.h"
+
+#include <atomic>
+#include <mutex>
+#include <sstream>
+#include <unordered_set>
+
+#include "core/stats.h"
+
+namespace metajit {
+namespace {
+
+std::atomic<uint64_t> next_node_id{1};
+ProvenanceHook provenance_hook = nullptr;
+OpNamer op_namer = nullptr;
+
+}  // namespace
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t count = 1;
+  for (int64_t extent : shape) count *= extent;
+  return count;
+}
+
+std::string shape_to_string(const Shape& shape) {
+  std::ostringstream text;
+  text << "[";
+  for (size_t dim = 0; dim < shape.size(); ++dim) text << (dim ? ", " : "") << shape[dim];
+  text << "]";
+  return text.str();
+}
+
+const char* node_kind_name(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::Data: return "data";
+    case NodeKind::Constant: return "constant";
+    case NodeKind::Arange: return "arange";
+    case NodeKind::Unary: return "unary";
+    case NodeKind::Binary: return "binary";
+    case NodeKind::Where: return "where";
+    case NodeKind::Cast: return "cast";
+    case NodeKind::View: return "view";
+    case NodeKind::Reshape: return "reshape";
+    case NodeKind::Reindex: return "reindex";
+    case NodeKind::Reduce: return "reduce";
+    case NodeKind::ReindexReduce: return "reindex_reduce";
+  }
+  return "?";
+}
+
+std::string Provenance::to_string() const {
+  if (!file) return "<unknown>";
+  return std::string(file) + ":" + std::to_string(line);
+}
+
+void set_provenance_hook(ProvenanceHook hook) { provenance_hook = hook; }
+
+Provenance current_provenance() { return provenance_hook ? provenance_hook() : Provenance{}; }
+
+const char* intern_string(const std::string& text) {
+  static std::mutex mutex;
+  static auto* strings = new std::unordered_set<std::string>();  // leaked: pointers outlive static destruction
+  std::lock_guard<std::mutex> lock(mutex);
+  return strings->insert(text).first->c_str();
+}
+
+void set_op_namer(OpNamer namer) { op_namer = namer; }
+
+Node::Node(NodeKind kind_, DType dtype_, Shape shape_)
+    : kind(kind_), dtype(dtype_), shape(std::move(shape_)), id(next_node_id.fetch_add(1, std::memory_order_relaxed)) {
+  stats().vars_live.fetch_add(1, std::memory_order_relaxed);
+}
+
+Node::~Node() {
+  stats().vars_live.fetch_sub(1, std::memory_order_relaxed);
+  // Long chains (x = x + 1 a million times) would recurse once per node through shared_ptr destructors;
+  // unlink iteratively instead so deep graphs cannot overflow the stack.
+  std::vector<NodePtr> pending = std::move(inputs);
+  while (!pending.empty()) {
+    NodePtr node = std::move(pending.back());
+    pending.pop_back();
+    if (node && node.use_count() == 1) {
+      for (auto& input : node->inputs) pending.push_back(std::move(input));
+      node->inputs.clear();
+    }
+  }
+}
+
+std::string Node::op_name() const {
+  if (op_namer) return op_namer(*this);
+  return node_kind_name(kind);
+}
+
+NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> inputs) {
+  auto node = std::make_shared<Node>(kind, dtype, std::move(shape));
+  node->inputs = std::move(inputs);
+  node->provenance = current_provenance();
+  return node;
+}
+
+NodePtr make_data_node(DType dtype, Shape shape) {
+  auto node = make_node(NodeKind::Data, dtype, std::move(shape));
+  node->storage = std::make_shared<Storage>(size_t(node->numel()) * dtype_size(dtype));
+  return node;
+}
+
+}  // namespace metajit

@@ -1,0 +1,89 @@
+// A node of the lazy graph: what a Var points at. It records one meta-op (its kind, operands and the small
+// payload that op needs), its inferred shape and dtype, and where the user created it. Once computed it holds
+// a Storage and drops its inputs, so the graph behind it is freed. Nodes never run anything themselves.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/storage.h"
+
+namespace metajit {
+
+using Shape = std::vector<int64_t>;
+int64_t shape_numel(const Shape& shape);
+std::string shape_to_string(const Shape& shape);
+
+// The graph vocabulary. Elementwise family: Constant .. Cast. Reindex family: View, Reshape, Reindex.
+// Reindex-reduce family: Reduce, ReindexReduce. Data is a computed leaf.
+enum class NodeKind : uint8_t {
+  Data, Constant, Arange, Unary, Binary, Where, Cast, View, Reshape, Reindex, Reduce, ReindexReduce
+};
+const char* node_kind_name(NodeKind kind);
+
+// Where the user created a node: interned file name and line (file may be null when unknown).
+struct Provenance {
+  const char* file = nullptr;
+  int line = 0;
+  std::string to_string() const;  // "train.py:12" or "<unknown>"
+};
+// Hook set by the Python binding so nodes learn their user source line without core knowing about Python.
+using ProvenanceHook = Provenance (*)();
+void set_provenance_hook(ProvenanceHook hook);
+Provenance current_provenance();
+const char* intern_string(const std::string& text);  // stable pointer for the process lifetime
+
+// Per input dimension of a View: index = offset + step * output_index[output_dim] (output_dim -1: just offset).
+struct ViewDimension {
+  int32_t output_dim;
+  int64_t step;
+  int64_t offset;
+};
+
+// Op-specific data too large to keep inline (index expressions live in meta_ops; core only holds them).
+struct NodePayload {
+  virtual ~NodePayload() = default;
+  virtual std::string describe() const = 0;  // canonical text: part of kernel identity and comments
+};
+
+struct Node;
+using NodePtr = std::shared_ptr<Node>;
+
+struct Node {
+  Node(NodeKind kind, DType dtype, Shape shape);
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  NodeKind kind;
+  DType dtype;
+  uint16_t op_code = 0;     // unary/binary/reduce operator (meta_ops enums)
+  bool keepdim = false;     // Reduce
+  uint64_t reduce_mask = 0; // Reduce: bit d set when input dim d is reduced
+  double scalar = 0;        // Constant value, Arange start, Reindex overflow value
+  double scalar_step = 0;   // Arange step
+  Shape shape;
+  std::vector<NodePtr> inputs;
+  std::vector<ViewDimension> view;                // View
+  std::shared_ptr<const NodePayload> payload;     // Reindex, ReindexReduce
+  StoragePtr storage;                             // set once computed
+  Provenance provenance;
+  uint64_t id;                                    // creation order, for stable traversal
+
+  bool is_computed() const { return storage != nullptr; }
+  int64_t numel() const { return shape_numel(shape); }
+  // Human-readable op name, e.g. "exp", "add", "reindex", "sum".
+  std::string op_name() const;
+};
+
+NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> inputs = {});
+// A computed leaf holding a fresh uninitialised buffer of the right size.
+NodePtr make_data_node(DType dtype, Shape shape);
+
+// Names of elementwise/reduce op codes; registered by meta_ops so core can print them.
+using OpNamer = std::string (*)(const Node& node);
+void set_op_namer(OpNamer namer);
+
+}  // namespace metajit

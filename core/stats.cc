@@ -1,0 +1,36 @@
+// Counter storage and the snapshot handed to Python.
+#include "core/stats.h"
+
+namespace metajit {
+
+Stats& stats() {
+  static Stats instance;
+  return instance;
+}
+
+void reset_stats() {
+  Stats& counters = stats();
+  counters.kernels_compiled = 0;
+  counters.kernels_loaded_from_disk = 0;
+  counters.kernel_memory_hits = 0;
+  counters.kernels_launched = 0;
+  counters.compile_nanoseconds = 0;
+  counters.cache_entries_discarded = 0;
+}
+
+std::map<std::string, double> stats_snapshot() {
+  Stats& counters = stats();
+  return {
+      {"kernels_compiled", double(counters.kernels_compiled)},
+      {"kernels_loaded_from_disk", double(counters.kernels_loaded_from_disk)},
+      {"kernel_memory_hits", double(counters.kernel_memory_hits)},
+      {"kernels_launched", double(counters.kernels_launched)},
+      {"compile_seconds", double(counters.compile_nanoseconds) * 1e-9},
+      {"cache_entries_discarded", double(counters.cache_entries_discarded)},
+      {"vars_live", double(counters.vars_live)},
+      {"bytes_allocated", double(counters.bytes_allocated)},
+      {"bytes_cached", double(counters.bytes_cached)},
+  };
+}
+
+}  // namespace metajit

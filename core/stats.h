@@ -1,0 +1,26 @@
+// Process-wide counters behind mj.stats(). Lock-free increments; the executor, cache and compiler bump them.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace metajit {
+
+struct Stats {
+  std::atomic<int64_t> kernels_compiled{0};
+  std::atomic<int64_t> kernels_loaded_from_disk{0};
+  std::atomic<int64_t> kernel_memory_hits{0};
+  std::atomic<int64_t> kernels_launched{0};
+  std::atomic<int64_t> compile_nanoseconds{0};
+  std::atomic<int64_t> cache_entries_discarded{0};  // corrupt or untrusted disk entries thrown away
+  std::atomic<int64_t> vars_live{0};                 // graph nodes currently alive (not reset)
+  std::atomic<int64_t> bytes_allocated{0};           // host bytes handed out by the allocator (not reset)
+  std::atomic<int64_t> bytes_cached{0};              // host bytes held in the allocator's free lists (not reset)
+};
+
+Stats& stats();
+void reset_stats();                                   // zeroes the event counters, keeps the live gauges
+std::map<std::string, double> stats_snapshot();
+
+}  // namespace metajit

@@ -1,0 +1,109 @@
+// Kept as one raw string so the generated source is exactly what is shown by inspection tools.
+#include "jit/cpp_prelude.h"
+
+namespace metajit {
+
+const char* const kCppPrelude = R"PRELUDE(// ---- metajit prelude ----
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+extern "C" {
+float expf(float); float logf(float); float sinf(float); float cosf(float); float tanhf(float);
+float powf(float, float); float fmodf(float, float);
+double exp(double); double log(double); double sin(double); double cos(double); double tanh(double);
+double pow(double, double); double fmod(double, double);
+}
+static inline float mj_bits_to_float(uint32_t bits) { float value; __builtin_memcpy(&value, &bits, 4); return value; }
+static inline uint32_t mj_float_to_bits(float value) { uint32_t bits; __builtin_memcpy(&bits, &value, 4); return bits; }
+// exp for float32 without a libm call, so loops around it vectorise: exp(x) = 2^n * p(r), |r| <= ln2/2.
+static inline float mj_exp(float x) {
+  float clamped = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  float n = __builtin_floorf(clamped * 1.44269504088896341f + 0.5f);
+  float r = clamped - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t exponent = (int32_t)n;
+  int32_t half = exponent / 2;  // two steps keep 2^n representable down to the subnormal range
+  float scale_a = mj_bits_to_float((uint32_t)(half + 127) << 23);
+  float scale_b = mj_bits_to_float((uint32_t)(exponent - half + 127) << 23);
+  float result = p * scale_a * scale_b;
+  result = x > 88.7228394f ? __builtin_inff() : result;
+  result = x < -103.972084f ? 0.0f : result;
+  return x != x ? x : result;
+}
+// log for float32: x = m * 2^e with m in [sqrt(0.5), sqrt(2)), log(m) from an odd series in s = (m-1)/(m+1).
+static inline float mj_log(float x) {
+  uint32_t bits = mj_float_to_bits(x);
+  int32_t exponent = (int32_t)((bits >> 23) & 0xff) - 127;
+  float mantissa = mj_bits_to_float((bits & 0x007fffffu) | 0x3f800000u);
+  int big = mantissa > 1.41421356f;
+  mantissa = big ? mantissa * 0.5f : mantissa;
+  exponent += big;
+  float s = (mantissa - 1.0f) / (mantissa + 1.0f);
+  float s2 = s * s;
+  float series = s2 * (0.666666686534881591796875f + s2 * (0.4000000059604644775390625f +
+                 s2 * (0.2857142984867095947265625f + s2 * (0.222222223877906799316406f + s2 * 0.181818187236785888671875f))));
+  float result = (float)exponent * 0.693147180559945f + 2.0f * s + s * series;
+  result = x == __builtin_inff() ? x : result;
+  result = x == 0.0f ? -__builtin_inff() : result;
+  result = x < 0.0f ? __builtin_nanf("") : result;
+  result = x != x ? x : result;
+  // Subnormal inputs are rare: take the exact libm path for them.
+  return (x > 0.0f && x < 1.17549435e-38f) ? logf(x) : result;
+}
+static inline float mj_half_to_float(uint16_t half) {
+  uint32_t sign = (uint32_t)(half & 0x8000u) << 16;
+  uint32_t exponent = (half >> 10) & 0x1f, mantissa = half & 0x3ffu;
+  if (exponent == 0x1f) return mj_bits_to_float(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent == 0) {
+    float value = (float)mantissa * 5.9604644775390625e-8f;  // 2^-24
+    return sign ? -value : value;
+  }
+  return mj_bits_to_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+static inline uint16_t mj_float_to_half(float value) {  // round to nearest even
+  uint32_t bits = mj_float_to_bits(value);
+  uint32_t sign = (bits >> 16) & 0x8000u;
+  uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+  if (magnitude >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+  if (magnitude < 0x38800000u) {  // subnormal half
+    float scaled = mj_bits_to_float(magnitude) * 16777216.0f;  // 2^24
+    return (uint16_t)(sign | (uint32_t)__builtin_rintf(scaled));
+  }
+  uint32_t rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);
+  return (uint16_t)(sign | ((rounded - 0x38000000u) >> 13));
+}
+static inline float mj_round_to_half(float value) { return mj_half_to_float(mj_float_to_half(value)); }
+static inline int64_t mj_floor_divide(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0ull - (uint64_t)a);
+  int64_t quotient = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? quotient - 1 : quotient;
+}
+static inline int64_t mj_floor_modulo(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0;
+  int64_t remainder = a % b;
+  return (remainder != 0 && ((remainder < 0) != (b < 0))) ? remainder + b : remainder;
+}
+static inline int64_t mj_integer_power(int64_t base, int64_t exponent) {
+  if (exponent < 0) return base == 1 ? 1 : (base == -1 ? ((exponent & 1) ? -1 : 1) : 0);
+  uint64_t result = 1, factor = (uint64_t)base;
+  while (exponent) { if (exponent & 1) result *= factor; factor *= factor; exponent >>= 1; }
+  return (int64_t)result;
+}
+template <typename T> static inline T mj_max(T a, T b) { return (a != a || a > b) ? a : b; }
+template <typename T> static inline T mj_min(T a, T b) { return (a != a || a < b) ? a : b; }
+// ---- end of prelude ----
+)PRELUDE";
+
+}  // namespace metajit

@@ -1,0 +1,119 @@
+// Fusion planning is a fixpoint: start by materialising only the targets, lower every group, and whenever a
+// group asks for one of its producers to be materialised (a reduction needed at another index, a scatter, a
+// node recomputed too often) add it and lower again. Node ids follow creation order, so sorting by id gives a
+// valid launch order.
+#include "jit/graph_executor.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "core/stats.h"
+#include "core/thread_pool.h"
+#include "jit/compiler.h"
+#include "jit/kernel_cache.h"
+
+namespace metajit {
+namespace {
+
+class JitGraphRunner : public GraphRunner {
+ public:
+  void run(const std::vector<NodePtr>& targets) override {
+    std::vector<PlannedKernel> kernels = plan_kernels(targets);
+    KernelCache& cache = KernelCache::instance();
+    std::vector<std::pair<std::string, std::string>> sources;
+    for (const PlannedKernel& kernel : kernels) sources.push_back({kernel.key, kernel.rendered.source});
+    cache.prepare(sources);
+    for (PlannedKernel& kernel : kernels) {
+      KernelFunction function;
+      try {
+        function = cache.get(kernel.key, kernel.rendered.source, kernel.rendered.header_comment);
+      } catch (const CompileError& error) {
+        const NodePtr& output = kernel.lowered.output;
+        throw std::runtime_error("while computing " + output->op_name() + " created at " +
+                                 output->provenance.to_string() + ":\n" + error.what());
+      }
+      launch(kernel, function);
+    }
+    for (PlannedKernel& kernel : kernels) {
+      kernel.lowered.output->inputs.clear();
+      kernel.lowered.output->payload.reset();
+    }
+  }
+
+ private:
+  static void launch(PlannedKernel& kernel, KernelFunction function) {
+    const NodePtr& output = kernel.lowered.output;
+    auto storage = std::make_shared<Storage>(size_t(output->numel()) * dtype_size(output->dtype));
+    std::vector<void*> buffers{storage->data()};
+    for (const NodePtr& input : kernel.lowered.inputs) {
+      if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");
+      buffers.push_back(input->storage->data());
+    }
+    int64_t work = kernel.rendered.work_items;
+    if (work > 0) {
+      parallel_for(work, kernel.rendered.grain,
+                   [&](int64_t begin, int64_t end) { function(buffers.data(), begin, end); });
+      stats().kernels_launched++;
+    }
+    output->storage = std::move(storage);
+  }
+};
+
+}  // namespace
+
+std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets) {
+  std::unordered_set<Node*> materialized;
+  std::vector<NodePtr> roots;
+  auto add_root = [&](const NodePtr& node) {
+    if (node->is_computed() || !materialized.insert(node.get()).second) return;
+    roots.push_back(node);
+  };
+  for (const NodePtr& target : targets) add_root(target);
+  // Find NodePtrs for requested raw pointers by walking the pending graph.
+  auto find_node = [&](Node* wanted) -> NodePtr {
+    std::vector<NodePtr> stack(roots.begin(), roots.end());
+    std::unordered_set<Node*> seen;
+    while (!stack.empty()) {
+      NodePtr node = std::move(stack.back());
+      stack.pop_back();
+      if (node.get() == wanted) return node;
+      if (!seen.insert(node.get()).second || node->is_computed()) continue;
+      for (const NodePtr& input : node->inputs) stack.push_back(input);
+    }
+    throw std::logic_error("requested node not found in graph");
+  };
+  std::vector<LoweredKernel> lowered;
+  for (int iteration = 0;; ++iteration) {
+    if (iteration > 10000) throw std::logic_error("fusion planning did not converge");
+    std::sort(roots.begin(), roots.end(), [](const NodePtr& a, const NodePtr& b) { return a->id < b->id; });
+    lowered.clear();
+    std::vector<Node*> requests;
+    for (const NodePtr& root : roots) {
+      LoweringResult result = lower_group(root, materialized);
+      requests.insert(requests.end(), result.materialize_requests.begin(), result.materialize_requests.end());
+      lowered.push_back(std::move(result.lowered));
+      if (!requests.empty()) break;  // re-plan right away: later groups would change anyway
+    }
+    if (requests.empty()) break;
+    for (Node* request : requests)
+      if (!materialized.count(request)) add_root(find_node(request));
+  }
+  std::vector<PlannedKernel> kernels;
+  KernelCache& cache = KernelCache::instance();
+  for (LoweredKernel& kernel : lowered) {
+    PlannedKernel planned;
+    planned.rendered = render_cpp(kernel.kernel);
+    planned.key = cache.key_for(planned.rendered.source);
+    planned.lowered = std::move(kernel);
+    kernels.push_back(std::move(planned));
+  }
+  return kernels;
+}
+
+void install_graph_executor() {
+  static JitGraphRunner runner;
+  set_graph_runner(&runner);
+}
+
+}  // namespace metajit

@@ -1,0 +1,25 @@
+// The JIT's implementation of core's GraphRunner: plan fused groups, lower, render, fetch kernels from the
+// cache and launch them on the thread pool. Also the planning step on its own, for inspection.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/executor.h"
+#include "jit/cpp_renderer.h"
+#include "jit/lowering.h"
+
+namespace metajit {
+
+struct PlannedKernel {
+  LoweredKernel lowered;
+  RenderedKernel rendered;
+  std::string key;
+};
+
+// The kernels that computing `targets` would launch, in launch order. Runs nothing.
+std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets);
+
+// Registers the JIT as core's graph runner (idempotent).
+void install_graph_executor();
+
+}  // namespace metajit

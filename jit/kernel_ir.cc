@@ -1,0 +1,225 @@
+// Constructors, constant folding of index arithmetic, range analysis and canonical keys for the kernel IR.
+#include "jit/kernel_ir.h"
+
+#include <limits>
+#include <sstream>
+
+namespace metajit {
+namespace {
+
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+IrExprPtr make(IrKind kind, DType dtype, uint16_t op, std::vector<IrExprPtr> args) {
+  auto expression = std::make_shared<IrExpr>();
+  expression->kind = kind;
+  expression->dtype = dtype;
+  expression->op = op;
+  expression->args = std::move(args);
+  return expression;
+}
+
+bool is_int_constant(const IrExprPtr& expression, int64_t* value = nullptr) {
+  if (expression->kind != IrKind::IntConstant) return false;
+  if (value) *value = expression->integer;
+  return true;
+}
+
+IrRange full_range() { return {kMin, kMax}; }
+
+IrRange checked(__int128 low, __int128 high) {
+  if (low < kMin || high > kMax) return full_range();
+  return {int64_t(low), int64_t(high)};
+}
+
+}  // namespace
+
+IrExprPtr ir_int(int64_t value) {
+  auto expression = make(IrKind::IntConstant, DType::Int64, 0, {});
+  std::const_pointer_cast<IrExpr>(expression)->integer = value;
+  return expression;
+}
+
+IrExprPtr ir_bool(bool value) {
+  auto expression = make(IrKind::IntConstant, DType::Bool, 0, {});
+  std::const_pointer_cast<IrExpr>(expression)->integer = value;
+  return expression;
+}
+
+IrExprPtr ir_float(double value, DType dtype) {
+  auto expression = std::make_shared<IrExpr>();
+  expression->kind = IrKind::FloatConstant;
+  expression->dtype = dtype;
+  expression->floating = value;
+  return expression;
+}
+
+IrExprPtr ir_loop_variable(const std::string& name, int64_t extent) {
+  auto expression = std::make_shared<IrExpr>();
+  expression->kind = IrKind::Variable;
+  expression->dtype = DType::Int64;
+  expression->name = name;
+  expression->integer = extent;
+  return expression;
+}
+
+IrExprPtr ir_variable(const std::string& name, DType dtype) {
+  auto expression = std::make_shared<IrExpr>();
+  expression->kind = IrKind::Variable;
+  expression->dtype = dtype;
+  expression->name = name;
+  return expression;
+}
+
+IrExprPtr ir_load(int buffer, DType dtype, IrExprPtr offset) {
+  auto expression = std::make_shared<IrExpr>();
+  expression->kind = IrKind::Load;
+  expression->dtype = dtype;
+  expression->buffer = buffer;
+  expression->args = {std::move(offset)};
+  return expression;
+}
+
+IrExprPtr ir_unary(UnaryOp op, DType dtype, IrExprPtr operand) {
+  return make(IrKind::Unary, dtype, uint16_t(op), {std::move(operand)});
+}
+
+IrExprPtr ir_binary(BinaryOp op, DType dtype, IrExprPtr left, IrExprPtr right) {
+  return make(IrKind::Binary, dtype, uint16_t(op), {std::move(left), std::move(right)});
+}
+
+IrExprPtr ir_select(IrExprPtr condition, IrExprPtr if_true, IrExprPtr if_false) {
+  int64_t value;
+  if (is_int_constant(condition, &value)) return value ? if_true : if_false;
+  DType dtype = if_true->dtype;
+  return make(IrKind::Select, dtype, 0, {std::move(condition), std::move(if_true), std::move(if_false)});
+}
+
+IrExprPtr ir_cast(DType dtype, IrExprPtr operand) {
+  if (operand->dtype == dtype) return operand;
+  return make(IrKind::Cast, dtype, 0, {std::move(operand)});
+}
+
+IrExprPtr ir_index(IndexOperator op, IrExprPtr left, IrExprPtr right) {
+  bool boolean_result = op == IndexOperator::Not || (op >= IndexOperator::Less && op <= IndexOperator::LogicalOr);
+  int64_t a = 0, b = 0;
+  bool left_constant = is_int_constant(left, &a);
+  bool right_constant = right && is_int_constant(right, &b);
+  if (left_constant && (!right || right_constant)) {
+    IndexEnvironment environment;
+    IndexExpression folded = right ? make_binary(op, left->dtype == DType::Bool ? make_boolean(a) : make_integer(a),
+                                                 right->dtype == DType::Bool ? make_boolean(b) : make_integer(b))
+                                   : make_unary(op, left->dtype == DType::Bool ? make_boolean(a) : make_integer(a));
+    int64_t value = evaluate_index_expression(folded, environment);
+    return boolean_result ? ir_bool(value) : ir_int(value);
+  }
+  // Cheap identities that keep generated indices readable.
+  switch (op) {
+    case IndexOperator::Add:
+      if (left_constant && a == 0) return right;
+      if (right_constant && b == 0) return left;
+      break;
+    case IndexOperator::Subtract:
+      if (right_constant && b == 0) return left;
+      break;
+    case IndexOperator::Multiply:
+      if (left_constant && a == 1) return right;
+      if (right_constant && b == 1) return left;
+      if ((left_constant && a == 0) || (right_constant && b == 0)) return ir_int(0);
+      break;
+    case IndexOperator::FloorDivide:
+      if (right_constant && b == 1) return left;
+      break;
+    case IndexOperator::FloorModulo:
+      if (right_constant && b == 1) return ir_int(0);
+      break;
+    case IndexOperator::LogicalAnd:
+      if (left_constant) return a ? right : ir_bool(false);
+      if (right_constant) return b ? left : ir_bool(false);
+      break;
+    case IndexOperator::LogicalOr:
+      if (left_constant) return a ? ir_bool(true) : right;
+      if (right_constant) return b ? ir_bool(true) : left;
+      break;
+    default:
+      break;
+  }
+  bool is_binary = right != nullptr;
+  std::vector<IrExprPtr> args{std::move(left)};
+  if (is_binary) args.push_back(std::move(right));
+  return make(is_binary ? IrKind::IndexBinary : IrKind::IndexUnary, boolean_result ? DType::Bool : DType::Int64,
+              uint16_t(op), std::move(args));
+}
+
+IrRange ir_range(const IrExprPtr& expression) {
+  switch (expression->kind) {
+    case IrKind::IntConstant: return {expression->integer, expression->integer};
+    case IrKind::Variable:
+      if (expression->dtype == DType::Bool) return {0, 1};
+      if (expression->integer > 0) return {0, expression->integer - 1};
+      return full_range();
+    case IrKind::Select: {
+      IrRange first = ir_range(expression->args[1]), second = ir_range(expression->args[2]);
+      return {std::min(first.low, second.low), std::max(first.high, second.high)};
+    }
+    case IrKind::Cast:
+      if (expression->args[0]->dtype == DType::Bool) return {0, 1};
+      if (is_integral(expression->args[0]->dtype) && expression->dtype == DType::Int64)
+        return ir_range(expression->args[0]);
+      return full_range();
+    case IrKind::IndexUnary: {
+      if (expression->dtype == DType::Bool) return {0, 1};
+      IrRange operand = ir_range(expression->args[0]);
+      if (IndexOperator(expression->op) == IndexOperator::Negate) return checked(-__int128(operand.high), -__int128(operand.low));
+      return full_range();
+    }
+    case IrKind::IndexBinary: {
+      if (expression->dtype == DType::Bool) return {0, 1};
+      IrRange left = ir_range(expression->args[0]), right = ir_range(expression->args[1]);
+      switch (IndexOperator(expression->op)) {
+        case IndexOperator::Add: return checked(__int128(left.low) + right.low, __int128(left.high) + right.high);
+        case IndexOperator::Subtract: return checked(__int128(left.low) - right.high, __int128(left.high) - right.low);
+        case IndexOperator::Multiply: {
+          __int128 products[4] = {__int128(left.low) * right.low, __int128(left.low) * right.high,
+                                  __int128(left.high) * right.low, __int128(left.high) * right.high};
+          __int128 low = products[0], high = products[0];
+          for (__int128 product : products) low = std::min(low, product), high = std::max(high, product);
+          return checked(low, high);
+        }
+        case IndexOperator::FloorDivide:
+          if (right.low == right.high && right.low > 0)
+            return {index_floor_divide(left.low, right.low), index_floor_divide(left.high, right.low)};
+          return full_range();
+        case IndexOperator::FloorModulo:
+          if (right.low == right.high && right.low > 0) {
+            if (left.low >= 0 && left.high < right.low) return left;
+            return {0, right.low - 1};
+          }
+          return full_range();
+        case IndexOperator::Minimum: return {std::min(left.low, right.low), std::min(left.high, right.high)};
+        case IndexOperator::Maximum: return {std::max(left.low, right.low), std::max(left.high, right.high)};
+        default: return full_range();
+      }
+    }
+    default:
+      return expression->dtype == DType::Bool ? IrRange{0, 1} : full_range();
+  }
+}
+
+std::string ir_key(const IrExprPtr& expression) {
+  std::ostringstream text;
+  text << int(expression->kind) << ':' << int(expression->dtype) << ':' << expression->op << ':';
+  switch (expression->kind) {
+    case IrKind::IntConstant: text << expression->integer; break;
+    case IrKind::FloatConstant: text << std::hexfloat << expression->floating; break;
+    case IrKind::Variable: text << expression->name; break;
+    case IrKind::Load: text << 'b' << expression->buffer; break;
+    default: break;
+  }
+  text << '(';
+  for (const IrExprPtr& argument : expression->args) text << ir_key(argument) << ',';
+  text << ')';
+  return text.str();
+}
+
+}  // namespace metajit

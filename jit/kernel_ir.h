@@ -1,0 +1,89 @@
+// The kernel IR between fused groups and source text: typed expression trees, a few statement kinds (let,
+// reduction loop, store, scatter-accumulate) and the kernel's buffers and iteration domain. Both the C++
+// renderer and a future CUDA renderer read it; it never refers to graph nodes.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/node.h"
+#include "meta_ops/elementwise.h"
+#include "meta_ops/index_expression.h"
+#include "meta_ops/reduce.h"
+
+namespace metajit {
+
+enum class IrKind : uint8_t {
+  IntConstant, FloatConstant, Variable, Load, Unary, Binary, Select, Cast, IndexUnary, IndexBinary
+};
+
+struct IrExpr;
+using IrExprPtr = std::shared_ptr<const IrExpr>;
+
+struct IrExpr {
+  IrKind kind;
+  DType dtype;               // the computation type (float16 values are float32 here)
+  uint16_t op = 0;           // UnaryOp / BinaryOp / IndexOperator
+  int64_t integer = 0;       // IntConstant; loop extent of a loop Variable (0 for lets)
+  double floating = 0;       // FloatConstant
+  int buffer = -1;           // Load
+  std::string name;          // Variable
+  std::vector<IrExprPtr> args;  // operands; Load: [offset]
+};
+
+IrExprPtr ir_int(int64_t value);
+IrExprPtr ir_bool(bool value);
+IrExprPtr ir_float(double value, DType dtype);
+IrExprPtr ir_loop_variable(const std::string& name, int64_t extent);
+IrExprPtr ir_variable(const std::string& name, DType dtype);
+IrExprPtr ir_load(int buffer, DType dtype, IrExprPtr offset);
+IrExprPtr ir_unary(UnaryOp op, DType dtype, IrExprPtr operand);
+IrExprPtr ir_binary(BinaryOp op, DType dtype, IrExprPtr left, IrExprPtr right);
+IrExprPtr ir_select(IrExprPtr condition, IrExprPtr if_true, IrExprPtr if_false);
+IrExprPtr ir_cast(DType dtype, IrExprPtr operand);
+// Integer (int64) and boolean index arithmetic with the index language's semantics; folds constants.
+IrExprPtr ir_index(IndexOperator op, IrExprPtr left, IrExprPtr right = nullptr);
+
+// Conservative value range of an integer/bool expression (loop variables span [0, extent-1]).
+struct IrRange { int64_t low, high; };
+IrRange ir_range(const IrExprPtr& expression);
+// Stable text of an expression, used for common-subexpression keys.
+std::string ir_key(const IrExprPtr& expression);
+
+struct IrStatement {
+  enum class Kind : uint8_t { Let, ReduceLoop, Store, ScatterAccumulate };
+  Kind kind;
+  std::string name;                 // Let / ReduceLoop: the variable defined
+  DType dtype = DType::Float32;     // type of the defined variable
+  IrExprPtr value;                  // Let: value; ReduceLoop: value accumulated per iteration; Store: value
+  IrExprPtr offset;                 // Store / ScatterAccumulate: flat element offset
+  IrExprPtr condition;              // ScatterAccumulate: only when true (may be null)
+  int buffer = -1;                  // Store / ScatterAccumulate target
+  ReduceOp reduce_op = ReduceOp::Add;
+  std::vector<std::pair<std::string, int64_t>> loops;  // ReduceLoop: loop variables and extents, outermost first
+  std::vector<IrStatement> body;    // ReduceLoop: per-iteration statements
+};
+
+struct IrBuffer {
+  std::string name;   // in0, in1, ..., out0
+  DType dtype;        // storage type
+  Shape shape;
+  bool is_output;
+};
+
+struct IrKernel {
+  enum class Kind : uint8_t { Pointwise, Scatter };
+  Kind kind = Kind::Pointwise;
+  std::vector<IrBuffer> buffers;
+  Shape domain;                       // loop nest i0..; Pointwise: the output shape; Scatter: the input shape
+  std::vector<IrStatement> body;      // statements per domain point
+  // Scatter only: output buffer initialised to the reduction identity before accumulation.
+  ReduceOp scatter_op = ReduceOp::Add;
+  bool scatter_split_rows = false;    // the work range splits dim 0 of both input and output
+  int64_t inner_work = 1;             // loop iterations per domain point (for choosing a parallel grain)
+  std::vector<std::string> fused_ops; // "exp (train.py:12)" for the header comment
+};
+
+}  // namespace metajit

@@ -1,0 +1,150 @@
+// View construction with validation. Views of views are folded into one View so chains of transposes and
+// slices cost one index computation in the kernel.
+#include "meta_ops/broadcast.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace metajit {
+
+std::vector<int> normalize_dims(const std::vector<int64_t>& dims, int rank, const char* what) {
+  std::vector<int> result;
+  for (int64_t dim : dims) {
+    if (dim < -rank || dim >= rank)
+      throw std::invalid_argument(std::string(what) + ": dim " + std::to_string(dim) +
+                                  " is out of range for a tensor of rank " + std::to_string(rank) + " (expected " +
+                                  std::to_string(-rank) + ".." + std::to_string(rank - 1) + ")");
+    int normalized = int(dim < 0 ? dim + rank : dim);
+    if (std::find(result.begin(), result.end(), normalized) != result.end())
+      throw std::invalid_argument(std::string(what) + ": dim " + std::to_string(dim) + " is repeated");
+    result.push_back(normalized);
+  }
+  std::sort(result.begin(), result.end());
+  return result;
+}
+
+NodePtr view(const NodePtr& input, const Shape& shape, std::vector<ViewDimension> dimensions) {
+  if (dimensions.size() != input->shape.size())
+    throw std::invalid_argument("view needs one mapping per input dimension");
+  for (int64_t extent : shape)
+    if (extent < 0) throw std::invalid_argument("negative dimension in shape " + shape_to_string(shape));
+  bool identity = shape == input->shape;
+  for (size_t dim = 0; dim < dimensions.size() && identity; ++dim)
+    identity = dimensions[dim].output_dim == int(dim) && dimensions[dim].step == 1 && dimensions[dim].offset == 0;
+  if (identity) return input;
+  if (input->kind == NodeKind::View && !input->is_computed()) {
+    // Compose: inner index = offset + step * (outer offset + outer step * i[outer dim]).
+    const NodePtr& source = input->inputs[0];
+    std::vector<ViewDimension> composed;
+    for (const ViewDimension& inner : input->view) {
+      if (inner.output_dim < 0) {
+        composed.push_back(inner);
+        continue;
+      }
+      const ViewDimension& outer = dimensions[inner.output_dim];
+      composed.push_back({outer.output_dim, inner.step * outer.step, inner.offset + inner.step * outer.offset});
+    }
+    for (ViewDimension& dimension : composed)
+      if (dimension.output_dim < 0) dimension.step = 0;
+    return view(source, shape, std::move(composed));
+  }
+  auto node = make_node(NodeKind::View, input->dtype, shape, {input});
+  node->view = std::move(dimensions);
+  return node;
+}
+
+NodePtr broadcast(const NodePtr& input, const Shape& shape, const std::vector<int64_t>& dims) {
+  int rank = int(shape.size());
+  std::vector<int> new_dims = normalize_dims(dims, rank, "broadcast");
+  if (int(input->shape.size()) + int(new_dims.size()) != rank)
+    throw std::invalid_argument("broadcast: input of shape " + shape_to_string(input->shape) + " plus " +
+                                std::to_string(new_dims.size()) + " new dims does not give rank " +
+                                std::to_string(rank) + " of " + shape_to_string(shape));
+  std::vector<ViewDimension> mapping;
+  int input_dim = 0;
+  for (int dim = 0; dim < rank; ++dim) {
+    if (std::find(new_dims.begin(), new_dims.end(), dim) != new_dims.end()) continue;
+    int64_t extent = input->shape[input_dim];
+    if (extent != shape[dim] && extent != 1)
+      throw std::invalid_argument("broadcast: input dim " + std::to_string(input_dim) + " of shape " +
+                                  shape_to_string(input->shape) + " has extent " + std::to_string(extent) +
+                                  " which cannot broadcast to " + std::to_string(shape[dim]) + " in " +
+                                  shape_to_string(shape));
+    mapping.push_back(extent == 1 ? ViewDimension{-1, 0, 0} : ViewDimension{dim, 1, 0});
+    ++input_dim;
+  }
+  return view(input, shape, std::move(mapping));
+}
+
+NodePtr broadcast_to(const NodePtr& input, const Shape& shape) {
+  int rank = int(shape.size()), input_rank = int(input->shape.size());
+  if (input_rank > rank)
+    throw std::invalid_argument("cannot broadcast shape " + shape_to_string(input->shape) + " to " +
+                                shape_to_string(shape));
+  std::vector<int64_t> new_dims;
+  for (int dim = 0; dim < rank - input_rank; ++dim) new_dims.push_back(dim);
+  for (int dim = 0; dim < input_rank; ++dim) {
+    int64_t extent = input->shape[dim], target = shape[rank - input_rank + dim];
+    if (extent != target && extent != 1)
+      throw std::invalid_argument("cannot broadcast shape " + shape_to_string(input->shape) + " to " +
+                                  shape_to_string(shape));
+  }
+  return broadcast(input, shape, new_dims);
+}
+
+NodePtr permute(const NodePtr& input, const std::vector<int64_t>& order) {
+  int rank = int(input->shape.size());
+  if (int(order.size()) != rank)
+    throw std::invalid_argument("permute: expected " + std::to_string(rank) + " dims for a tensor of shape " +
+                                shape_to_string(input->shape) + ", got " + std::to_string(order.size()));
+  normalize_dims(order, rank, "permute");  // validates range and repeats
+  Shape shape(rank);
+  std::vector<ViewDimension> mapping(rank);
+  for (int output_dim = 0; output_dim < rank; ++output_dim) {
+    int source = int(order[output_dim] < 0 ? order[output_dim] + rank : order[output_dim]);
+    shape[output_dim] = input->shape[source];
+    mapping[source] = {output_dim, 1, 0};
+  }
+  return view(input, shape, std::move(mapping));
+}
+
+NodePtr transpose(const NodePtr& input, int64_t first, int64_t second) {
+  int rank = int(input->shape.size());
+  std::vector<int> dims = normalize_dims({first}, rank, "transpose");
+  std::vector<int> other = normalize_dims({second}, rank, "transpose");
+  std::vector<int64_t> order(rank);
+  for (int dim = 0; dim < rank; ++dim) order[dim] = dim;
+  std::swap(order[dims[0]], order[other[0]]);
+  return permute(input, order);
+}
+
+NodePtr reshape(const NodePtr& input, Shape shape) {
+  int64_t known = 1;
+  int inferred = -1;
+  for (size_t dim = 0; dim < shape.size(); ++dim) {
+    if (shape[dim] == -1) {
+      if (inferred >= 0) throw std::invalid_argument("reshape: only one dimension can be -1");
+      inferred = int(dim);
+    } else if (shape[dim] < 0) {
+      throw std::invalid_argument("reshape: invalid extent " + std::to_string(shape[dim]));
+    } else {
+      known *= shape[dim];
+    }
+  }
+  int64_t count = input->numel();
+  if (inferred >= 0) {
+    if (known == 0 || count % known != 0)
+      throw std::invalid_argument("reshape: cannot reshape " + shape_to_string(input->shape) + " into " +
+                                  shape_to_string(shape));
+    shape[inferred] = count / known;
+  }
+  if (shape_numel(shape) != count)
+    throw std::invalid_argument("reshape: cannot reshape " + shape_to_string(input->shape) + " (" +
+                                std::to_string(count) + " elements) into " + shape_to_string(shape));
+  if (shape == input->shape) return input;
+  if (input->kind == NodeKind::Reshape && !input->is_computed()) return reshape(input->inputs[0], shape);
+  return make_node(NodeKind::Reshape, input->dtype, shape, {input});
+}
+
+}  // namespace metajit

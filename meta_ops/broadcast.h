@@ -1,0 +1,27 @@
+// The reindex family's affine special cases: broadcast, permute, strided slicing and reshape. They build View
+// and Reshape nodes (index = offset + step * output index per dimension) that fuse into their consumers
+// without any index-expression parsing. Shapes and dims are checked at the call.
+#pragma once
+#include <vector>
+
+#include "core/node.h"
+
+namespace metajit {
+
+// Turns a dims argument (negatives count from the end) into sorted unique dims in [0, rank); throws on
+// out-of-range or repeated dims, naming them.
+std::vector<int> normalize_dims(const std::vector<int64_t>& dims, int rank, const char* what);
+
+// Jittor semantics: `dims` lists the output dims x does not have; x's own dims map in order onto the rest,
+// and size-1 dims of x broadcast too.
+NodePtr broadcast(const NodePtr& input, const Shape& shape, const std::vector<int64_t>& dims);
+// numpy semantics: align trailing dims.
+NodePtr broadcast_to(const NodePtr& input, const Shape& shape);
+NodePtr permute(const NodePtr& input, const std::vector<int64_t>& order);
+NodePtr transpose(const NodePtr& input, int64_t first, int64_t second);
+// A general affine view: output `shape`, one ViewDimension per input dimension.
+NodePtr view(const NodePtr& input, const Shape& shape, std::vector<ViewDimension> dimensions);
+// Row-major reshape; one extent may be -1 and is inferred.
+NodePtr reshape(const NodePtr& input, Shape shape);
+
+}  // namespace metajit

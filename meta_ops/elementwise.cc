@@ -1,0 +1,185 @@
+// Shape/dtype rules of the elementwise family. Broadcasting inserts explicit View nodes so the fuser and the
+// code generator only ever see same-shaped elementwise operands.
+#include "meta_ops/elementwise.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "meta_ops/broadcast.h"
+#include "meta_ops/reduce.h"
+
+namespace metajit {
+namespace {
+
+const char* const kUnaryNames[] = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
+                                   "relu", "floor", "ceil", "round", "logical_not", "bitwise_not"};
+const char* const kBinaryNames[] = {"add", "sub", "mul", "div", "floor_div", "mod", "pow", "maximum", "minimum",
+                                    "less", "less_equal", "greater", "greater_equal", "equal", "not_equal",
+                                    "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+                                    "bitwise_xor"};
+
+bool is_bitwise(BinaryOp op) {
+  return op == BinaryOp::BitwiseAnd || op == BinaryOp::BitwiseOr || op == BinaryOp::BitwiseXor;
+}
+
+// Result dtype given the promoted operand dtype.
+DType binary_result_dtype(BinaryOp op, DType promoted) {
+  if (is_comparison(op) || is_logical(op)) return DType::Bool;
+  if (is_bitwise(op)) {
+    if (is_floating(promoted))
+      throw std::invalid_argument(std::string(binary_op_name(op)) + " needs integer or bool operands, got " +
+                                  dtype_name(promoted));
+    return promoted;
+  }
+  if (op == BinaryOp::Divide && !is_floating(promoted)) return DType::Float32;  // true division
+  if (promoted == DType::Bool && (op == BinaryOp::Add || op == BinaryOp::Subtract || op == BinaryOp::Multiply ||
+                                  op == BinaryOp::FloorDivide || op == BinaryOp::Modulo || op == BinaryOp::Power)) {
+    if (op == BinaryOp::Subtract)
+      throw std::invalid_argument("sub of two bool tensors is not supported; use logical_xor instead");
+    return DType::Int64;
+  }
+  return promoted;
+}
+
+NodePtr make_binary(BinaryOp op, NodePtr left, NodePtr right, DType operand_dtype) {
+  Shape shape = broadcast_shapes(left->shape, right->shape);
+  DType result = binary_result_dtype(op, operand_dtype);
+  // Operands are cast to the common dtype first so the kernel sees one computation type.
+  DType common = (op == BinaryOp::Divide && !is_floating(operand_dtype)) ? result
+                 : (result == DType::Int64 && operand_dtype == DType::Bool) ? DType::Int64
+                                                                            : operand_dtype;
+  if (left->dtype != common) left = cast(left, common);
+  if (right->dtype != common) right = cast(right, common);
+  if (left->shape != shape) left = broadcast_to(left, shape);
+  if (right->shape != shape) right = broadcast_to(right, shape);
+  auto node = make_node(NodeKind::Binary, result, shape, {std::move(left), std::move(right)});
+  node->op_code = uint16_t(op);
+  return node;
+}
+
+std::string name_node(const Node& node) {
+  switch (node.kind) {
+    case NodeKind::Unary: return unary_op_name(UnaryOp(node.op_code));
+    case NodeKind::Binary: return binary_op_name(BinaryOp(node.op_code));
+    case NodeKind::Reduce: return std::string("reduce_") + reduce_op_name(ReduceOp(node.op_code));
+    case NodeKind::ReindexReduce: return std::string("reindex_reduce_") + reduce_op_name(ReduceOp(node.op_code));
+    case NodeKind::Cast: return std::string("cast_") + dtype_name(node.dtype);
+    default: return node_kind_name(node.kind);
+  }
+}
+
+}  // namespace
+
+const char* unary_op_name(UnaryOp op) { return kUnaryNames[int(op)]; }
+const char* binary_op_name(BinaryOp op) { return kBinaryNames[int(op)]; }
+
+UnaryOp unary_op_from_name(const std::string& name) {
+  for (size_t index = 0; index < sizeof(kUnaryNames) / sizeof(*kUnaryNames); ++index)
+    if (name == kUnaryNames[index]) return UnaryOp(index);
+  throw std::invalid_argument("unknown unary op '" + name + "'");
+}
+
+BinaryOp binary_op_from_name(const std::string& name) {
+  for (size_t index = 0; index < sizeof(kBinaryNames) / sizeof(*kBinaryNames); ++index)
+    if (name == kBinaryNames[index]) return BinaryOp(index);
+  throw std::invalid_argument("unknown binary op '" + name + "'");
+}
+
+bool is_comparison(BinaryOp op) { return op >= BinaryOp::Less && op <= BinaryOp::NotEqual; }
+bool is_logical(BinaryOp op) { return op >= BinaryOp::LogicalAnd && op <= BinaryOp::LogicalXor; }
+
+Shape broadcast_shapes(const Shape& left, const Shape& right) {
+  size_t rank = std::max(left.size(), right.size());
+  Shape result(rank);
+  for (size_t dim = 0; dim < rank; ++dim) {
+    int64_t left_extent = dim < rank - left.size() ? 1 : left[dim - (rank - left.size())];
+    int64_t right_extent = dim < rank - right.size() ? 1 : right[dim - (rank - right.size())];
+    if (left_extent != right_extent && left_extent != 1 && right_extent != 1)
+      throw std::invalid_argument("shapes " + shape_to_string(left) + " and " + shape_to_string(right) +
+                                  " cannot be broadcast together (dimension " + std::to_string(dim) + ": " +
+                                  std::to_string(left_extent) + " vs " + std::to_string(right_extent) + ")");
+    result[dim] = left_extent == 1 ? right_extent : left_extent;
+  }
+  return result;
+}
+
+DType unary_result_dtype(UnaryOp op, DType input) {
+  switch (op) {
+    case UnaryOp::LogicalNot: return DType::Bool;
+    case UnaryOp::BitwiseNot:
+      if (is_floating(input)) throw std::invalid_argument("bitwise_not needs an integer or bool tensor, got " +
+                                                          std::string(dtype_name(input)));
+      return input;
+    case UnaryOp::Negate:
+      if (input == DType::Bool) throw std::invalid_argument("neg of a bool tensor is not supported; use logical_not");
+      return input;
+    case UnaryOp::Abs: case UnaryOp::Relu: case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round:
+      return input == DType::Bool && op != UnaryOp::Abs ? DType::Int64 : input;
+    default:
+      return is_floating(input) ? input : DType::Float32;
+  }
+}
+
+NodePtr unary(UnaryOp op, const NodePtr& input) {
+  DType result = unary_result_dtype(op, input->dtype);
+  NodePtr operand = input;
+  if (op != UnaryOp::LogicalNot && result != input->dtype) operand = cast(input, result);
+  auto node = make_node(NodeKind::Unary, result, input->shape, {std::move(operand)});
+  node->op_code = uint16_t(op);
+  return node;
+}
+
+NodePtr binary(BinaryOp op, const NodePtr& left, const NodePtr& right) {
+  DType operands = is_logical(op) ? DType::Bool : promote_types(left->dtype, right->dtype);
+  return make_binary(op, left, right, operands);
+}
+
+NodePtr binary_with_scalar(BinaryOp op, const NodePtr& tensor, double scalar, bool scalar_is_float,
+                           bool scalar_on_left) {
+  DType scalar_dtype = scalar_is_float ? DType::Float64 : DType::Int64;
+  DType operands = is_logical(op) ? DType::Bool
+                                  : promote_types(tensor->dtype, OperandKind::Tensor, scalar_dtype, OperandKind::Scalar);
+  if (!scalar_is_float && !is_floating(operands) && scalar != std::floor(scalar))
+    throw std::invalid_argument("integer scalar expected");
+  NodePtr scalar_node = constant(tensor->shape, operands, scalar);
+  return scalar_on_left ? make_binary(op, scalar_node, tensor, operands)
+                        : make_binary(op, tensor, scalar_node, operands);
+}
+
+NodePtr where(const NodePtr& condition, const NodePtr& if_true, const NodePtr& if_false) {
+  Shape shape = broadcast_shapes(broadcast_shapes(condition->shape, if_true->shape), if_false->shape);
+  DType result = promote_types(if_true->dtype, if_false->dtype);
+  NodePtr mask = condition->dtype == DType::Bool ? condition : cast(condition, DType::Bool);
+  NodePtr first = if_true->dtype == result ? if_true : cast(if_true, result);
+  NodePtr second = if_false->dtype == result ? if_false : cast(if_false, result);
+  if (mask->shape != shape) mask = broadcast_to(mask, shape);
+  if (first->shape != shape) first = broadcast_to(first, shape);
+  if (second->shape != shape) second = broadcast_to(second, shape);
+  return make_node(NodeKind::Where, result, shape, {std::move(mask), std::move(first), std::move(second)});
+}
+
+NodePtr cast(const NodePtr& input, DType dtype) {
+  if (input->dtype == dtype) return input;
+  return make_node(NodeKind::Cast, dtype, input->shape, {input});
+}
+
+NodePtr constant(const Shape& shape, DType dtype, double value) {
+  for (int64_t extent : shape)
+    if (extent < 0) throw std::invalid_argument("negative dimension in shape " + shape_to_string(shape));
+  auto node = make_node(NodeKind::Constant, dtype, shape);
+  node->scalar = dtype == DType::Bool ? double(value != 0) : value;
+  return node;
+}
+
+NodePtr arange(double start, double stop, double step, DType dtype) {
+  if (step == 0) throw std::invalid_argument("arange step must not be zero");
+  double count = std::ceil((stop - start) / step);
+  auto node = make_node(NodeKind::Arange, dtype, {int64_t(count > 0 ? count : 0)});
+  node->scalar = start;
+  node->scalar_step = step;
+  return node;
+}
+
+void register_op_names() { set_op_namer(&name_node); }
+
+}  // namespace metajit

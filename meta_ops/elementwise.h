@@ -1,0 +1,46 @@
+// The elementwise meta-op family (one-to-one): unary, binary (numpy broadcasting), where, cast, and the
+// nullary generators constant and arange. Builders infer shape and dtype now and throw std::invalid_argument
+// (ValueError in Python) at the user's call; nothing is computed here.
+#pragma once
+#include <string>
+
+#include "core/node.h"
+
+namespace metajit {
+
+enum class UnaryOp : uint16_t {
+  Negate, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu, Floor, Ceil, Round, LogicalNot, BitwiseNot
+};
+enum class BinaryOp : uint16_t {
+  Add, Subtract, Multiply, Divide, FloorDivide, Modulo, Power, Maximum, Minimum,
+  Less, LessEqual, Greater, GreaterEqual, Equal, NotEqual,
+  LogicalAnd, LogicalOr, LogicalXor, BitwiseAnd, BitwiseOr, BitwiseXor
+};
+
+const char* unary_op_name(UnaryOp op);
+const char* binary_op_name(BinaryOp op);
+UnaryOp unary_op_from_name(const std::string& name);    // throws on unknown names
+BinaryOp binary_op_from_name(const std::string& name);
+bool is_comparison(BinaryOp op);
+bool is_logical(BinaryOp op);
+
+// numpy broadcasting of two shapes; throws naming both shapes when they are incompatible.
+Shape broadcast_shapes(const Shape& left, const Shape& right);
+
+NodePtr unary(UnaryOp op, const NodePtr& input);
+NodePtr binary(BinaryOp op, const NodePtr& left, const NodePtr& right);
+// A Python scalar operand: it decides the promotion category only (PyTorch rule), never the width.
+NodePtr binary_with_scalar(BinaryOp op, const NodePtr& tensor, double scalar, bool scalar_is_float,
+                           bool scalar_on_left);
+NodePtr where(const NodePtr& condition, const NodePtr& if_true, const NodePtr& if_false);
+NodePtr cast(const NodePtr& input, DType dtype);
+NodePtr constant(const Shape& shape, DType dtype, double value);
+NodePtr arange(double start, double stop, double step, DType dtype);
+
+// Dtype that a unary op produces from its input dtype (exp of an int tensor is float32, as in PyTorch).
+DType unary_result_dtype(UnaryOp op, DType input);
+
+// Registers op names with core (node->op_name()).
+void register_op_names();
+
+}  // namespace metajit

@@ -1,0 +1,137 @@
+// Shape and dtype rules of reduce, reindex and reindex_reduce; index strings are parsed and validated here so
+// a bad expression raises at the user's call, never at execution time.
+#include "meta_ops/reduce.h"
+
+#include <stdexcept>
+
+#include "meta_ops/broadcast.h"
+
+namespace metajit {
+namespace {
+
+const char* const kReduceNames[] = {"add", "mul", "max", "min", "and", "or"};
+
+IndexContext make_context(int loop_rank, int x_rank, int y_rank, const std::vector<NodePtr>& extras) {
+  IndexContext context;
+  context.loop_rank = loop_rank;
+  context.x_rank = x_rank;
+  context.y_rank = y_rank;
+  for (const NodePtr& extra : extras) {
+    if (is_floating(extra->dtype))
+      throw std::invalid_argument("extra inputs of an index expression must be integer or bool tensors, got " +
+                                  std::string(dtype_name(extra->dtype)));
+    context.extra_ranks.push_back(int(extra->shape.size()));
+    context.extra_is_boolean.push_back(extra->dtype == DType::Bool);
+  }
+  return context;
+}
+
+std::shared_ptr<IndexPayload> parse_payload(const char* what, const std::vector<std::string>& indexes,
+                                            size_t expected_indexes, const std::vector<std::string>& conditions,
+                                            const IndexContext& context) {
+  if (indexes.size() != expected_indexes)
+    throw std::invalid_argument(std::string(what) + ": expected " + std::to_string(expected_indexes) +
+                                " index expressions (one per " + (std::string(what) == "reindex" ? "input" : "output") +
+                                " dimension), got " + std::to_string(indexes.size()));
+  auto payload = std::make_shared<IndexPayload>();
+  for (const std::string& text : indexes)
+    payload->indexes.push_back(simplify(parse_index_expression(text, context, IndexType::Integer)));
+  for (const std::string& text : conditions)
+    payload->overflow_conditions.push_back(simplify(parse_index_expression(text, context, IndexType::Boolean)));
+  return payload;
+}
+
+void check_shape(const Shape& shape) {
+  for (int64_t extent : shape)
+    if (extent < 0) throw std::invalid_argument("negative dimension in shape " + shape_to_string(shape));
+}
+
+}  // namespace
+
+const char* reduce_op_name(ReduceOp op) { return kReduceNames[int(op)]; }
+
+ReduceOp reduce_op_from_name(const std::string& name) {
+  for (int index = 0; index < 6; ++index)
+    if (name == kReduceNames[index]) return ReduceOp(index);
+  if (name == "sum") return ReduceOp::Add;
+  if (name == "prod" || name == "multiply") return ReduceOp::Multiply;
+  if (name == "maximum") return ReduceOp::Maximum;
+  if (name == "minimum") return ReduceOp::Minimum;
+  throw std::invalid_argument("unknown reduce op '" + name + "' (expected add, mul, max, min, and, or)");
+}
+
+DType reduce_result_dtype(ReduceOp op, DType input) {
+  if (op == ReduceOp::LogicalAnd || op == ReduceOp::LogicalOr) return DType::Bool;
+  if ((op == ReduceOp::Add || op == ReduceOp::Multiply) && !is_floating(input)) return DType::Int64;
+  return input;
+}
+
+std::string IndexPayload::describe() const {
+  std::string text = "indexes=[";
+  for (size_t index = 0; index < indexes.size(); ++index)
+    text += (index ? ", " : "") + to_canonical_string(indexes[index]);
+  text += "]";
+  if (!overflow_conditions.empty()) {
+    text += " overflow_conditions=[";
+    for (size_t index = 0; index < overflow_conditions.size(); ++index)
+      text += (index ? ", " : "") + to_canonical_string(overflow_conditions[index]);
+    text += "]";
+  }
+  return text;
+}
+
+NodePtr reduce(const NodePtr& input, ReduceOp op, const std::vector<int64_t>& dims, bool keepdim) {
+  int rank = int(input->shape.size());
+  std::vector<int> reduced = normalize_dims(dims, rank, "reduce");
+  if (rank > 64) throw std::invalid_argument("reduce supports tensors of rank at most 64");
+  uint64_t mask = 0;
+  for (int dim : reduced) mask |= uint64_t(1) << dim;
+  Shape shape;
+  for (int dim = 0; dim < rank; ++dim) {
+    if (mask >> dim & 1) {
+      if (keepdim) shape.push_back(1);
+    } else {
+      shape.push_back(input->shape[dim]);
+    }
+  }
+  if (mask == 0) return input;
+  DType result = reduce_result_dtype(op, input->dtype);
+  NodePtr operand = input;
+  if (result != input->dtype && result != DType::Bool) operand = make_node(NodeKind::Cast, result, input->shape, {input});
+  auto node = make_node(NodeKind::Reduce, result, shape, {operand});
+  node->op_code = uint16_t(op);
+  node->reduce_mask = mask;
+  node->keepdim = keepdim;
+  return node;
+}
+
+NodePtr reindex_reduce(const NodePtr& input, ReduceOp op, const Shape& shape, const std::vector<std::string>& indexes,
+                       const std::vector<std::string>& overflow_conditions, const std::vector<NodePtr>& extras) {
+  check_shape(shape);
+  IndexContext context = make_context(int(input->shape.size()), int(input->shape.size()), int(shape.size()), extras);
+  auto payload = parse_payload("reindex_reduce", indexes, shape.size(), overflow_conditions, context);
+  DType result = reduce_result_dtype(op, input->dtype);
+  NodePtr operand = input;
+  if (result != input->dtype && result != DType::Bool) operand = make_node(NodeKind::Cast, result, input->shape, {input});
+  std::vector<NodePtr> inputs{operand};
+  inputs.insert(inputs.end(), extras.begin(), extras.end());
+  auto node = make_node(NodeKind::ReindexReduce, result, shape, std::move(inputs));
+  node->op_code = uint16_t(op);
+  node->payload = std::move(payload);
+  return node;
+}
+
+NodePtr reindex(const NodePtr& input, const Shape& shape, const std::vector<std::string>& indexes, double overflow_value,
+                const std::vector<std::string>& overflow_conditions, const std::vector<NodePtr>& extras) {
+  check_shape(shape);
+  IndexContext context = make_context(int(shape.size()), int(input->shape.size()), int(shape.size()), extras);
+  auto payload = parse_payload("reindex", indexes, input->shape.size(), overflow_conditions, context);
+  std::vector<NodePtr> inputs{input};
+  inputs.insert(inputs.end(), extras.begin(), extras.end());
+  auto node = make_node(NodeKind::Reindex, input->dtype, shape, std::move(inputs));
+  node->scalar = overflow_value;
+  node->payload = std::move(payload);
+  return node;
+}
+
+}  // namespace metajit

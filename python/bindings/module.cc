@@ -1,0 +1,342 @@
+// pybind11 bindings: metajit._core. Thin on purpose: argument conversion, numpy interop and the provenance
+// hook that records the user's file:line on every node. All semantics live in the C++ layers below.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <Python.h>
+#include <frameobject.h>
+
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <unordered_map>
+
+#include "cache/content_hash.h"
+#include "core/executor.h"
+#include "core/log.h"
+#include "core/stats.h"
+#include "core/thread_pool.h"
+#include "jit/graph_executor.h"
+#include "jit/kernel_cache.h"
+#include "meta_ops/broadcast.h"
+#include "meta_ops/elementwise.h"
+#include "meta_ops/reduce.h"
+
+namespace py = pybind11;
+using namespace metajit;
+
+namespace {
+
+// ---- provenance: the innermost Python frame outside the metajit package ----
+std::string package_directory;
+
+struct FileInfo {
+  const char* interned;
+  bool internal;
+};
+
+Provenance python_provenance() {
+  static std::unordered_map<PyObject*, FileInfo> files;  // filename objects are kept alive (increfed) forever
+  PyFrameObject* frame = PyEval_GetFrame();             // borrowed
+  if (!frame) return {};
+  Py_INCREF(frame);
+  Provenance result;
+  for (int depth = 0; frame && depth < 64; ++depth) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    PyObject* filename = code->co_filename;
+    auto found = files.find(filename);
+    if (found == files.end()) {
+      const char* text = PyUnicode_AsUTF8(filename);
+      std::string name = text ? text : "<unknown>";
+      bool internal = !package_directory.empty() && name.compare(0, package_directory.size(), package_directory) == 0;
+      Py_INCREF(filename);
+      found = files.emplace(filename, FileInfo{intern_string(name), internal}).first;
+    }
+    Py_DECREF(code);
+    if (!found->second.internal) {
+      result = {found->second.interned, PyFrame_GetLineNumber(frame)};
+      Py_DECREF(frame);
+      return result;
+    }
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  return result;
+}
+
+// ---- numpy interop ----
+DType dtype_of_numpy(const py::dtype& dtype) {
+  char kind = dtype.kind();
+  int size = int(dtype.itemsize());
+  if (kind == 'b') return DType::Bool;
+  if (kind == 'f' && size == 2) return DType::Float16;
+  if (kind == 'f' && size == 4) return DType::Float32;
+  if (kind == 'f' && size == 8) return DType::Float64;
+  if (kind == 'i' && size == 1) return DType::Int8;
+  if (kind == 'i' && size == 4) return DType::Int32;
+  if (kind == 'i' && size == 8) return DType::Int64;
+  if (kind == 'u' && size == 1) return DType::UInt8;
+  throw std::invalid_argument("numpy dtype " + std::string(py::str(dtype)) +
+                              " is not supported (use bool, int8, uint8, int32, int64, float16, float32 or float64)");
+}
+
+py::dtype numpy_dtype(DType dtype) { return py::dtype(dtype_name(dtype)); }
+
+NodePtr from_numpy(py::array array) {
+  DType dtype = dtype_of_numpy(array.dtype());
+  py::array contiguous = py::array::ensure(array, py::array::c_style);
+  Shape shape(contiguous.shape(), contiguous.shape() + contiguous.ndim());
+  NodePtr node = make_data_node(dtype, shape);
+  if (node->numel()) std::memcpy(node->storage->data(), contiguous.data(), size_t(node->numel()) * dtype_size(dtype));
+  return node;
+}
+
+void sync_nodes(const std::vector<NodePtr>& nodes) {
+  py::gil_scoped_release release;
+  sync(nodes);
+}
+
+py::array to_numpy(const NodePtr& node) {
+  sync_nodes({node});
+  // Zero-copy: the array keeps the storage alive through a capsule and is read-only, so the Var's value can
+  // never change behind its back.
+  auto* keep = new StoragePtr(node->storage);
+  py::capsule owner(keep, [](void* pointer) { delete static_cast<StoragePtr*>(pointer); });
+  std::vector<py::ssize_t> strides(node->shape.size());
+  py::ssize_t stride = dtype_size(node->dtype);
+  for (int dim = int(node->shape.size()) - 1; dim >= 0; --dim) {
+    strides[dim] = stride;
+    stride *= node->shape[dim];
+  }
+  py::array result(numpy_dtype(node->dtype), node->shape, strides, node->storage->data(), owner);
+  py::detail::array_proxy(result.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return result;
+}
+
+// ---- scalars and operands ----
+bool is_python_scalar(py::handle value) {
+  return PyBool_Check(value.ptr()) || PyLong_Check(value.ptr()) || PyFloat_Check(value.ptr());
+}
+
+NodePtr as_node(py::handle value) {
+  if (py::isinstance<Node>(value)) return value.cast<NodePtr>();
+  if (py::isinstance<py::array>(value)) return from_numpy(value.cast<py::array>());
+  throw py::type_error("expected a metajit Var, a numpy array or a Python number, got " +
+                       std::string(py::str(value.get_type().attr("__name__"))));
+}
+
+py::object binary_dispatch(BinaryOp op, const NodePtr& self, py::handle other, bool reflected) {
+  if (is_python_scalar(other)) {
+    if (PyBool_Check(other.ptr()) && self->dtype == DType::Bool)
+      return py::cast(binary(op, self, constant(self->shape, DType::Bool, other.cast<bool>() ? 1 : 0)));
+    bool is_float = PyFloat_Check(other.ptr());
+    return py::cast(binary_with_scalar(op, self, other.cast<double>(), is_float, reflected));
+  }
+  if (py::isinstance<Node>(other) || py::isinstance<py::array>(other)) {
+    NodePtr operand = as_node(other);
+    return py::cast(reflected ? binary(op, operand, self) : binary(op, self, operand));
+  }
+  return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+}
+
+std::vector<int64_t> dims_argument(py::handle dims, int rank) {
+  if (dims.is_none()) {
+    std::vector<int64_t> all(rank);
+    for (int dim = 0; dim < rank; ++dim) all[dim] = dim;
+    return all;
+  }
+  if (PyLong_Check(dims.ptr())) return {dims.cast<int64_t>()};
+  return dims.cast<std::vector<int64_t>>();
+}
+
+Shape shape_argument(py::handle shape) {
+  if (PyLong_Check(shape.ptr())) return {shape.cast<int64_t>()};
+  return shape.cast<Shape>();
+}
+
+// ---- random numbers: generated eagerly on the host from one seeded engine ----
+std::mutex random_mutex;
+std::mt19937_64& random_engine() {
+  static std::mt19937_64 engine(std::random_device{}());
+  return engine;
+}
+
+template <typename Fill>
+NodePtr random_node(const Shape& shape, DType dtype, Fill fill) {
+  if (!is_floating(dtype)) throw std::invalid_argument("rand/randn need a floating dtype, got " + std::string(dtype_name(dtype)));
+  NodePtr node = make_data_node(DType::Float64, shape);
+  auto* values = static_cast<double*>(node->storage->data());
+  {
+    std::lock_guard<std::mutex> lock(random_mutex);
+    for (int64_t index = 0; index < node->numel(); ++index) values[index] = fill(random_engine());
+  }
+  if (dtype == DType::Float64) return node;
+  NodePtr result = cast(node, dtype);
+  sync({result});
+  return result;
+}
+
+std::string describe(const NodePtr& node) {
+  std::string text = "metajit.Var(shape=" + shape_to_string(node->shape) + ", dtype=" + dtype_name(node->dtype) +
+                     ", op=" + node->op_name();
+  if (!node->is_computed()) text += ", lazy";
+  return text + ")";
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, module) {
+  module.doc() = "metajit C++ core: lazy meta-op graph, fuser, in-process Clang JIT and kernel cache";
+  register_op_names();
+  install_graph_executor();
+  set_provenance_hook(&python_provenance);
+
+  py::class_<Node, NodePtr> var(module, "Var");
+  var.def_property_readonly("shape", [](const Node& node) { return py::tuple(py::cast(node.shape)); })
+      .def_property_readonly("dtype", [](const Node& node) { return std::string(dtype_name(node.dtype)); })
+      .def_property_readonly("ndim", [](const Node& node) { return node.shape.size(); })
+      .def("numel", [](const Node& node) { return node.numel(); })
+      .def("__len__", [](const Node& node) {
+        if (node.shape.empty()) throw py::type_error("len() of a 0-d Var");
+        return node.shape[0];
+      })
+      .def_property_readonly("is_computed", &Node::is_computed)
+      .def_property_readonly("op", &Node::op_name)
+      .def_property_readonly("created_at", [](const Node& node) { return node.provenance.to_string(); })
+      .def("numpy", &to_numpy, "Computes the value (if needed) and returns it as a read-only numpy array (no copy).")
+      .def("sync", [](const NodePtr& node) { sync_nodes({node}); return node; })
+      .def("item", [](const NodePtr& node) -> py::object {
+        if (node->numel() != 1)
+          throw std::invalid_argument("item() needs a Var with exactly one element, this one has shape " +
+                                      shape_to_string(node->shape));
+        return to_numpy(node).attr("reshape")(py::tuple()).attr("item")();
+      })
+      .def("__repr__", &describe)
+      .def("__hash__", [](const Node& node) { return py::int_(reinterpret_cast<uintptr_t>(&node)); });
+
+  auto bind_binary = [&](const char* name, BinaryOp op, bool reflected) {
+    var.def(name, [op, reflected](const NodePtr& self, py::handle other) { return binary_dispatch(op, self, other, reflected); },
+            py::is_operator());
+  };
+  bind_binary("__add__", BinaryOp::Add, false);
+  bind_binary("__radd__", BinaryOp::Add, true);
+  bind_binary("__sub__", BinaryOp::Subtract, false);
+  bind_binary("__rsub__", BinaryOp::Subtract, true);
+  bind_binary("__mul__", BinaryOp::Multiply, false);
+  bind_binary("__rmul__", BinaryOp::Multiply, true);
+  bind_binary("__truediv__", BinaryOp::Divide, false);
+  bind_binary("__rtruediv__", BinaryOp::Divide, true);
+  bind_binary("__floordiv__", BinaryOp::FloorDivide, false);
+  bind_binary("__rfloordiv__", BinaryOp::FloorDivide, true);
+  bind_binary("__mod__", BinaryOp::Modulo, false);
+  bind_binary("__rmod__", BinaryOp::Modulo, true);
+  bind_binary("__pow__", BinaryOp::Power, false);
+  bind_binary("__rpow__", BinaryOp::Power, true);
+  bind_binary("__lt__", BinaryOp::Less, false);
+  bind_binary("__le__", BinaryOp::LessEqual, false);
+  bind_binary("__gt__", BinaryOp::Greater, false);
+  bind_binary("__ge__", BinaryOp::GreaterEqual, false);
+  bind_binary("__eq__", BinaryOp::Equal, false);
+  bind_binary("__ne__", BinaryOp::NotEqual, false);
+  bind_binary("__and__", BinaryOp::BitwiseAnd, false);
+  bind_binary("__rand__", BinaryOp::BitwiseAnd, true);
+  bind_binary("__or__", BinaryOp::BitwiseOr, false);
+  bind_binary("__ror__", BinaryOp::BitwiseOr, true);
+  bind_binary("__xor__", BinaryOp::BitwiseXor, false);
+  bind_binary("__rxor__", BinaryOp::BitwiseXor, true);
+  var.def("__neg__", [](const NodePtr& self) { return unary(UnaryOp::Negate, self); })
+      .def("__abs__", [](const NodePtr& self) { return unary(UnaryOp::Abs, self); })
+      .def("__invert__", [](const NodePtr& self) {
+        return unary(self->dtype == DType::Bool ? UnaryOp::LogicalNot : UnaryOp::BitwiseNot, self);
+      });
+  // Unary methods: x.exp(), x.relu(), ...
+  for (const char* name : {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
+                           "floor", "ceil", "round", "logical_not", "bitwise_not"}) {
+    UnaryOp op = unary_op_from_name(name);
+    var.def(name, [op](const NodePtr& self) { return unary(op, self); });
+  }
+
+  module.def("array", [](py::handle value) { return as_node(value); });
+  module.def("unary", [](const std::string& name, const NodePtr& input) { return unary(unary_op_from_name(name), input); });
+  module.def("binary", [](const std::string& name, py::handle left, py::handle right) -> py::object {
+    BinaryOp op = binary_op_from_name(name);
+    if (py::isinstance<Node>(left)) return binary_dispatch(op, left.cast<NodePtr>(), right, false);
+    if (py::isinstance<Node>(right)) return binary_dispatch(op, right.cast<NodePtr>(), left, true);
+    return py::cast(binary(op, as_node(left), as_node(right)));
+  });
+  module.def("where", [](const NodePtr& condition, const NodePtr& if_true, const NodePtr& if_false) {
+    return where(condition, if_true, if_false);
+  });
+  module.def("cast", [](const NodePtr& input, const std::string& dtype) { return cast(input, dtype_from_name(dtype)); });
+  module.def("constant", [](py::handle shape, const std::string& dtype, double value) {
+    return constant(shape_argument(shape), dtype_from_name(dtype), value);
+  });
+  module.def("arange", [](double start, double stop, double step, const std::string& dtype) {
+    return arange(start, stop, step, dtype_from_name(dtype));
+  });
+  module.def("seed", [](uint64_t seed) {
+    std::lock_guard<std::mutex> lock(random_mutex);
+    random_engine().seed(seed);
+  });
+  module.def("rand", [](py::handle shape, const std::string& dtype) {
+    std::uniform_real_distribution<double> distribution(0.0, 1.0);
+    return random_node(shape_argument(shape), dtype_from_name(dtype), [&](std::mt19937_64& engine) { return distribution(engine); });
+  });
+  module.def("randn", [](py::handle shape, const std::string& dtype) {
+    std::normal_distribution<double> distribution(0.0, 1.0);
+    return random_node(shape_argument(shape), dtype_from_name(dtype), [&](std::mt19937_64& engine) { return distribution(engine); });
+  });
+  module.def("reduce", [](const NodePtr& input, const std::string& op, py::handle dims, bool keepdim) {
+    return reduce(input, reduce_op_from_name(op), dims_argument(dims, int(input->shape.size())), keepdim);
+  }, py::arg("x"), py::arg("op"), py::arg("dims") = py::none(), py::arg("keepdim") = false);
+  module.def("broadcast", [](const NodePtr& input, py::handle shape, py::handle dims) {
+    return broadcast(input, shape_argument(shape), dims.is_none() ? std::vector<int64_t>{} : dims_argument(dims, 0));
+  }, py::arg("x"), py::arg("shape"), py::arg("dims") = py::none());
+  module.def("broadcast_to", [](const NodePtr& input, py::handle shape) { return broadcast_to(input, shape_argument(shape)); });
+  module.def("permute", [](const NodePtr& input, const std::vector<int64_t>& order) { return permute(input, order); });
+  module.def("transpose", [](const NodePtr& input, int64_t first, int64_t second) { return transpose(input, first, second); });
+  module.def("reshape", [](const NodePtr& input, py::handle shape) { return reshape(input, shape_argument(shape)); });
+  module.def("view", [](const NodePtr& input, py::handle shape, const std::vector<std::tuple<int, int64_t, int64_t>>& dims) {
+    std::vector<ViewDimension> mapping;
+    for (const auto& dim : dims) mapping.push_back({std::get<0>(dim), std::get<1>(dim), std::get<2>(dim)});
+    return view(input, shape_argument(shape), std::move(mapping));
+  });
+  module.def("reindex", [](const NodePtr& input, py::handle shape, const std::vector<std::string>& indexes,
+                           double overflow_value, const std::vector<std::string>& conditions,
+                           const std::vector<NodePtr>& extras) {
+    return reindex(input, shape_argument(shape), indexes, overflow_value, conditions, extras);
+  });
+  module.def("reindex_reduce", [](const NodePtr& input, const std::string& op, py::handle shape,
+                                  const std::vector<std::string>& indexes, const std::vector<std::string>& conditions,
+                                  const std::vector<NodePtr>& extras) {
+    return reindex_reduce(input, reduce_op_from_name(op), shape_argument(shape), indexes, conditions, extras);
+  });
+  module.def("sync_all", [](const std::vector<NodePtr>& nodes) { sync_nodes(nodes); });
+  module.def("plan", [](const std::vector<NodePtr>& nodes) {
+    py::list kernels;
+    for (const PlannedKernel& kernel : plan_kernels(nodes)) {
+      py::dict entry;
+      entry["key"] = kernel.key;
+      entry["source"] = kernel.rendered.header_comment + kernel.rendered.source;
+      entry["ops"] = kernel.lowered.kernel.fused_ops;
+      entry["cached_in_memory"] = KernelCache::instance().in_memory(kernel.key);
+      kernels.append(entry);
+    }
+    return kernels;
+  }, "The kernels that computing these Vars would launch, without running anything.");
+  module.def("stats", [] { return stats_snapshot(); });
+  module.def("reset_stats", [] { reset_stats(); });
+  module.def("gc", [] { release_cached_memory(); });
+  module.def("set_log_level", [](const std::string& level) {
+    set_log_level(level == "debug" ? LogLevel::Debug : level == "info" ? LogLevel::Info : LogLevel::Warning);
+  });
+  module.def("thread_count", [] { return thread_count(); });
+  module.def("set_thread_count", [](int count) { set_thread_count(count); });
+  module.def("cache_dir", [] { return KernelCache::instance().directory(); });
+  module.def("set_cache_dir", [](const std::string& directory) { KernelCache::instance().set_directory(directory); });
+  module.def("clear_memory_cache", [] { KernelCache::instance().clear_memory(); });
+  module.def("_set_package_dir", [](const std::string& directory) { package_directory = directory; });
+}
