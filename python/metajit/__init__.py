@@ -1,0 +1,158 @@
+"""metajit: a lazy deep-learning framework built from three meta-ops (reindex, reindex-reduce, elementwise).
+
+Operations record a graph; asking for a value (``.numpy()``, ``.item()``, ``mj.sync``) fuses the pending graph
+into kernels that are generated as C++, compiled in-process by Clang, cached on disk and run on all cores.
+"""
+import os as _os
+
+from . import _core
+from ._core import Var, seed, stats, reset_stats, gc
+
+__all__ = [
+    "Var", "array", "zeros", "ones", "full", "zeros_like", "ones_like", "arange", "rand", "randn", "seed",
+    "reindex", "reindex_reduce", "reduce", "broadcast", "broadcast_to", "where", "sync", "stats", "reset_stats",
+    "flags", "inspect_kernels", "gc",
+]
+
+# Frames inside this package are skipped when recording which user line created a node.
+_core._set_package_dir(_os.path.dirname(_os.path.abspath(__file__)) + _os.sep)
+
+_DTYPE_NAMES = {"bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64"}
+
+
+def _dtype_name(dtype):
+    """Accepts 'float32', numpy dtypes/types and Python types; returns the canonical name."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, str):
+        return dtype
+    if dtype is float:
+        return "float32"
+    if dtype is int:
+        return "int64"
+    if dtype is bool:
+        return "bool"
+    import numpy as np
+    return np.dtype(dtype).name
+
+
+def _shape_argument(shape):
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+        return list(shape[0])
+    return list(shape)
+
+
+def array(data, dtype=None):
+    """A Var holding a copy of `data` (numpy array, nested lists or a number).
+
+    numpy arrays keep their dtype; Python floats become float32 and Python ints int64, as in PyTorch."""
+    import numpy as np
+    if isinstance(data, Var):
+        result = data
+    else:
+        if not isinstance(data, np.ndarray):
+            data = np.asarray(data)
+            if data.dtype == np.float64:
+                data = data.astype(np.float32)
+        result = _core.array(data)
+    if dtype is not None and result.dtype != _dtype_name(dtype):
+        result = _core.cast(result, _dtype_name(dtype))
+    return result
+
+
+def full(shape, value, dtype=None):
+    if dtype is None:
+        dtype = "bool" if isinstance(value, bool) else "int64" if isinstance(value, int) else "float32"
+    return _core.constant(list(shape) if not isinstance(shape, int) else [shape], _dtype_name(dtype), float(value))
+
+
+def zeros(*shape, dtype="float32"):
+    return full(_shape_argument(shape), 0, dtype)
+
+
+def ones(*shape, dtype="float32"):
+    return full(_shape_argument(shape), 1, dtype)
+
+
+def zeros_like(x, dtype=None):
+    return full(list(x.shape), 0, dtype or x.dtype)
+
+
+def ones_like(x, dtype=None):
+    return full(list(x.shape), 1, dtype or x.dtype)
+
+
+def arange(start, stop=None, step=1, dtype=None):
+    if stop is None:
+        start, stop = 0, start
+    if dtype is None:
+        dtype = "int64" if all(isinstance(v, int) for v in (start, stop, step)) else "float32"
+    return _core.arange(float(start), float(stop), float(step), _dtype_name(dtype))
+
+
+def rand(*shape, dtype="float32"):
+    """Uniform [0, 1) samples, drawn from the generator seeded by mj.seed()."""
+    return _core.rand(_shape_argument(shape), _dtype_name(dtype))
+
+
+def randn(*shape, dtype="float32"):
+    """Standard normal samples, drawn from the generator seeded by mj.seed()."""
+    return _core.randn(_shape_argument(shape), _dtype_name(dtype))
+
+
+def _as_var(value, like=None):
+    if isinstance(value, Var):
+        return value
+    if like is not None and isinstance(value, (bool, int, float)):
+        dtype = like.dtype if not (isinstance(value, float) and like.dtype in ("bool", "int8", "uint8", "int32", "int64")) else "float32"
+        return full(list(like.shape), value, dtype)
+    return array(value)
+
+
+def where(condition, x, y):
+    condition = _as_var(condition)
+    x = _as_var(x, condition)
+    y = _as_var(y, x)
+    x = _as_var(x, y)
+    return _core.where(condition, x, y)
+
+
+def reindex(x, shape, indexes, overflow_value=0, overflow_conditions=(), extras=()):
+    """One-to-many: y[i0..iN] = x[indexes[0](i), ..., indexes[r-1](i)], or overflow_value outside x.
+
+    Each index is an integer expression over i0..iN, xshapeK, yshapeK and @eK(...) reads of `extras`."""
+    return _core.reindex(x, list(shape), list(indexes), float(overflow_value), list(overflow_conditions), list(extras))
+
+
+def reindex_reduce(x, op, shape, indexes, overflow_conditions=(), extras=()):
+    """Many-to-one: y[indexes(i)] = op(y[indexes(i)], x[i]) for every i in x; op in add/mul/max/min/and/or."""
+    return _core.reindex_reduce(x, op, list(shape), list(indexes), list(overflow_conditions), list(extras))
+
+
+def reduce(x, op, dims=None, keepdim=False):
+    return _core.reduce(x, op, dims, keepdim)
+
+
+def broadcast(x, shape, dims=()):
+    """Jittor semantics: `dims` lists the output dims x does not have; size-1 dims of x broadcast too."""
+    return _core.broadcast(x, list(shape), list(dims) if not isinstance(dims, int) else [dims])
+
+
+def broadcast_to(x, shape):
+    return _core.broadcast_to(x, list(shape))
+
+
+def sync(*vars):
+    """Computes all given Vars together (one fused plan)."""
+    if len(vars) == 1 and isinstance(vars[0], (list, tuple)):
+        vars = vars[0]
+    _core.sync_all(list(vars))
+
+
+def inspect_kernels(*vars):
+    """The kernels computing these Vars would launch (key, fused ops, source); runs nothing."""
+    return _core.plan(list(vars))
+
+
+from . import _var_methods  # noqa: E402,F401  (adds reshape, slicing, reductions, ... to Var)
+from ._flags import flags  # noqa: E402

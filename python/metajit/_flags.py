@@ -1,0 +1,41 @@
+"""metajit.flags: runtime settings mirroring the METAJIT_* environment variables (see docs/configuration.md)."""
+from . import _core
+
+
+class _Flags:
+    @property
+    def num_threads(self):
+        return _core.thread_count()
+
+    @num_threads.setter
+    def num_threads(self, count):
+        _core.set_thread_count(int(count))
+
+    @property
+    def cache_dir(self):
+        return _core.cache_dir()
+
+    @cache_dir.setter
+    def cache_dir(self, directory):
+        _core.set_cache_dir(str(directory))
+
+    @property
+    def log(self):
+        return self._log
+
+    @log.setter
+    def log(self, level):
+        if level not in ("warning", "info", "debug"):
+            raise ValueError(f"log level must be 'warning', 'info' or 'debug', got {level!r}")
+        self._log = level
+        _core.set_log_level(level)
+
+    def __init__(self):
+        import os
+        self._log = os.environ.get("METAJIT_LOG", "warning")
+
+    def __repr__(self):
+        return f"metajit.flags(num_threads={self.num_threads}, cache_dir={self.cache_dir!r}, log={self.log!r})"
+
+
+flags = _Flags()
