@@ -70,6 +70,8 @@ PY_PACKAGES=(
   "pybind11=pybind11"
   "scikit_build_core=scikit-build-core"
   "tqdm=tqdm"
+  # The demo trains on scikit-learn's bundled handwritten-digits data (shipped in the wheel; nothing is downloaded).
+  "sklearn=scikit-learn"
   # PyTorch (CPU) is only a test-time reference; pip finds the wheel locally on CI machines.
   # "torch=torch==2.13.0"
 )

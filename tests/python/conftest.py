@@ -1,0 +1,61 @@
+"""Shared setup of the Python test suite: makes the in-tree package importable, points the kernel cache at one
+shared folder (the Makefile's, unless METAJIT_CACHE_DIR is already set) and provides numpy comparison helpers.
+Every numeric check compares against numpy with explicit tolerances; nothing is compared with metajit itself."""
+import os
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+if str(ROOT / "python") not in sys.path:
+    sys.path.insert(0, str(ROOT / "python"))
+# Must happen before metajit is imported: the kernel cache reads it once.
+os.environ.setdefault("METAJIT_CACHE_DIR", str(ROOT / "build" / "test-kernel-cache"))
+
+import metajit as mj  # noqa: E402
+
+ALL_DTYPES = ["bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64"]
+FLOAT_DTYPES = ["float16", "float32", "float64"]
+INT_DTYPES = ["int8", "uint8", "int32", "int64"]
+
+
+def assert_close(actual, expected, rtol=1e-6, atol=0.0, equal_nan=False, dtype=None):
+    """actual: a metajit Var (or numpy array); expected: numpy. Shapes must match exactly; if `dtype` is given the
+    Var's dtype must be that."""
+    if isinstance(actual, mj.Var):
+        if dtype is not None:
+            assert actual.dtype == np.dtype(dtype).name, f"dtype {actual.dtype}, expected {np.dtype(dtype).name}"
+        actual = actual.numpy()
+    expected = np.asarray(expected)
+    assert actual.shape == expected.shape, f"shape {actual.shape}, expected {expected.shape}"
+    if actual.dtype == np.bool_ or expected.dtype == np.bool_ or (
+            np.issubdtype(actual.dtype, np.integer) and np.issubdtype(expected.dtype, np.integer)):
+        np.testing.assert_array_equal(actual, expected)
+        return
+    np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol,
+                               equal_nan=equal_nan)
+
+
+def random_array(rng, shape, dtype, low=-5, high=5):
+    """Random values of `dtype` in [low, high] (bools are random; uint8 clips low at 0)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return rng.integers(max(low, info.min), min(high, info.max) + 1, size=shape).astype(dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+def launched(function):
+    """Runs function() and returns (its result, number of kernels it launched)."""
+    mj.reset_stats()
+    result = function()
+    return result, int(mj.stats()["kernels_launched"])
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
