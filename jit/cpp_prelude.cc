@@ -95,6 +95,26 @@ static inline int64_t mj_floor_modulo(int64_t a, int64_t b) {
   int64_t remainder = a % b;
   return (remainder != 0 && ((remainder < 0) != (b < 0))) ? remainder + b : remainder;
 }
+// Float floor division with Python/numpy semantics: derived from fmod so that a == (a // b) * b + a % b holds
+// (floor(a / b) would give 1.0 // 0.1 == 10, numpy and Python give 9). A zero divisor gives a / b (inf or nan).
+static inline float mj_float_floor_divide(float a, float b) {
+  if (b == 0.0f) return a / b;
+  float remainder = fmodf(a, b);
+  float quotient = (a - remainder) / b;
+  if (remainder != 0.0f && ((b < 0.0f) != (remainder < 0.0f))) quotient -= 1.0f;
+  if (quotient == 0.0f) return __builtin_copysignf(0.0f, a / b);
+  float floored = __builtin_floorf(quotient);
+  return quotient - floored > 0.5f ? floored + 1.0f : floored;
+}
+static inline double mj_float_floor_divide(double a, double b) {
+  if (b == 0.0) return a / b;
+  double remainder = fmod(a, b);
+  double quotient = (a - remainder) / b;
+  if (remainder != 0.0 && ((b < 0.0) != (remainder < 0.0))) quotient -= 1.0;
+  if (quotient == 0.0) return __builtin_copysign(0.0, a / b);
+  double floored = __builtin_floor(quotient);
+  return quotient - floored > 0.5 ? floored + 1.0 : floored;
+}
 static inline int64_t mj_integer_power(int64_t base, int64_t exponent) {
   if (exponent < 0) return base == 1 ? 1 : (base == -1 ? ((exponent & 1) ? -1 : 1) : 0);
   uint64_t result = 1, factor = (uint64_t)base;

@@ -120,7 +120,7 @@ class Renderer {
       case BinaryOp::Multiply: return wrap(a + " * " + b);
       case BinaryOp::Divide: return wrap(a + " / " + b);
       case BinaryOp::FloorDivide:
-        if (floating) return wrap((single ? "__builtin_floorf(" : "__builtin_floor(") + a + " / " + b + ")");
+        if (floating) return wrap("mj_float_floor_divide(" + a + ", " + b + ")");
         return wrap("mj_floor_divide(" + a + ", " + b + ")");
       case BinaryOp::Modulo:
         if (floating) {

@@ -128,11 +128,29 @@ IrExprPtr ir_index(IndexOperator op, IrExprPtr left, IrExprPtr right) {
       if ((left_constant && a == 0) || (right_constant && b == 0)) return ir_int(0);
       break;
     case IndexOperator::FloorDivide:
-      if (right_constant && b == 1) return left;
+    case IndexOperator::FloorModulo: {
+      if (!right_constant || b <= 0) break;
+      bool divide = op == IndexOperator::FloorDivide;
+      if (b == 1) return divide ? left : ir_int(0);
+      IrRange range = ir_range(left);
+      if (range.low >= 0 && range.high < b) return divide ? ir_int(0) : left;
+      // (x * c + rest) / d == x * (c / d) + rest / d and (x * c + rest) % d == rest % d when d divides c:
+      // this undoes the flatten/unflatten pairs that reshapes produce.
+      if (left->kind == IrKind::IndexBinary && IndexOperator(left->op) == IndexOperator::Add) {
+        for (int side = 0; side < 2; ++side) {
+          const IrExprPtr& product = left->args[side];
+          const IrExprPtr& rest = left->args[1 - side];
+          int64_t factor;
+          if (product->kind == IrKind::IndexBinary && IndexOperator(product->op) == IndexOperator::Multiply &&
+              is_int_constant(product->args[1], &factor) && factor % b == 0) {
+            if (!divide) return ir_index(op, rest, right);
+            return ir_index(IndexOperator::Add, ir_index(IndexOperator::Multiply, product->args[0], ir_int(factor / b)),
+                            ir_index(op, rest, right));
+          }
+        }
+      }
       break;
-    case IndexOperator::FloorModulo:
-      if (right_constant && b == 1) return ir_int(0);
-      break;
+    }
     case IndexOperator::LogicalAnd:
       if (left_constant) return a ? right : ir_bool(false);
       if (right_constant) return b ? left : ir_bool(false);

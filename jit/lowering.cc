@@ -184,8 +184,14 @@ class Lowerer {
         return node_value(node->inputs[0], source);
       }
       case NodeKind::Reshape: {
-        const Shape& input_shape = node->inputs[0]->shape;
+        const NodePtr& input = node->inputs[0];
+        const Shape& input_shape = input->shape;
         IrExprPtr flat = offset_of(node->shape, indices);
+        if (input->is_computed() || materialized_.count(input.get())) {
+          // Buffers are row-major, so a reshape of one reads the same flat offset: no index arithmetic.
+          int buffer = buffer_for(input);
+          return let(kernel_->buffers[buffer].name, ir_load(buffer, input->dtype, flat));
+        }
         std::vector<IrExprPtr> source(input_shape.size());
         int64_t stride = 1;
         for (int dim = int(input_shape.size()) - 1; dim >= 0; --dim) {

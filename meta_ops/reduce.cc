@@ -10,6 +10,16 @@ namespace metajit {
 namespace {
 
 const char* const kReduceNames[] = {"add", "mul", "max", "min", "and", "or"};
+constexpr int64_t kSplitReductionThreshold = int64_t(1) << 20;
+constexpr int64_t kSplitReductionMaxChunks = 64;
+
+// Chunk count for a split reduction: the largest divisor of `count` in [8, 64], so no padding is needed;
+// 0 when there is none (then the reduction stays in one piece).
+int64_t split_reduction_chunks(int64_t count) {
+  for (int64_t chunks = kSplitReductionMaxChunks; chunks >= 8; --chunks)
+    if (count % chunks == 0) return chunks;
+  return 0;
+}
 
 IndexContext make_context(int loop_rank, int x_rank, int y_rank, const std::vector<NodePtr>& extras) {
   IndexContext context;
@@ -98,6 +108,15 @@ NodePtr reduce(const NodePtr& input, ReduceOp op, const std::vector<int64_t>& di
   DType result = reduce_result_dtype(op, input->dtype);
   NodePtr operand = input;
   if (result != input->dtype && result != DType::Bool) operand = make_node(NodeKind::Cast, result, input->shape, {input});
+  int64_t chunk_count = split_reduction_chunks(input->numel());
+  if (shape_numel(shape) == 1 && input->numel() >= kSplitReductionThreshold && chunk_count) {
+    // A reduction to one value would run on one thread: reduce equal chunks in parallel first, then the
+    // partial results. The chunk count depends only on the size, so kernels and cache keys are host-independent.
+    NodePtr chunks = reshape(operand, {chunk_count, input->numel() / chunk_count});
+    NodePtr partial = reduce(chunks, op, {1}, false);
+    NodePtr total = reduce(partial, op, {0}, false);
+    return keepdim ? reshape(total, shape) : total;
+  }
   auto node = make_node(NodeKind::Reduce, result, shape, {operand});
   node->op_code = uint16_t(op);
   node->reduce_mask = mask;
