@@ -4,6 +4,7 @@
 #include <atomic>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <unordered_set>
 
 #include "core/stats.h"
@@ -93,6 +94,12 @@ std::string Node::op_name() const {
 }
 
 NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> inputs) {
+  // A byte size beyond int64 would wrap the allocation size (and the kernel would write past the buffer).
+  int64_t bytes = dtype_size(dtype);
+  for (int64_t extent : shape)
+    if (extent > 0 && __builtin_mul_overflow(bytes, extent, &bytes))
+      throw std::invalid_argument("shape " + shape_to_string(shape) + " is too large: its size in bytes (" +
+                                  dtype_name(dtype) + ") does not fit in 64 bits");
   auto node = std::make_shared<Node>(kind, dtype, std::move(shape));
   node->inputs = std::move(inputs);
   node->provenance = current_provenance();

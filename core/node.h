@@ -63,6 +63,7 @@ struct Node {
   bool keepdim = false;     // Reduce
   uint64_t reduce_mask = 0; // Reduce: bit d set when input dim d is reduced
   double scalar = 0;        // Constant value, Arange start, Reindex overflow value
+  int64_t integer_scalar = 0;  // Constant value of an integer dtype, exact (a double rounds beyond 2^53)
   double scalar_step = 0;   // Arange step
   Shape shape;
   std::vector<NodePtr> inputs;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -53,7 +54,7 @@ Storage::Storage(size_t bytes) : bytes_(bytes) {
     }
   }
   data_ = std::aligned_alloc(kAlignment, rounded);
-  if (!data_) throw std::bad_alloc();
+  if (!data_) throw AllocationError("cannot allocate " + std::to_string(bytes) + " bytes");
   stats().bytes_allocated += rounded;
 }
 

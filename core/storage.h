@@ -3,8 +3,21 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <new>
+#include <string>
 
 namespace metajit {
+
+// A failed allocation (MemoryError in Python); what() says how many bytes, and the executor adds for which op
+// and user line.
+class AllocationError : public std::bad_alloc {
+ public:
+  explicit AllocationError(std::string message) : message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
 
 class Storage {
  public:

@@ -44,7 +44,13 @@ class JitGraphRunner : public GraphRunner {
  private:
   static void launch(PlannedKernel& kernel, KernelFunction function) {
     const NodePtr& output = kernel.lowered.output;
-    auto storage = std::make_shared<Storage>(size_t(output->numel()) * dtype_size(output->dtype));
+    StoragePtr storage;
+    try {
+      storage = std::make_shared<Storage>(size_t(output->numel()) * dtype_size(output->dtype));
+    } catch (const std::bad_alloc& error) {
+      throw AllocationError(std::string(error.what()) + " for the result of " + output->op_name() + " " +
+                            shape_to_string(output->shape) + " created at " + output->provenance.to_string());
+    }
     std::vector<void*> buffers{storage->data()};
     for (const NodePtr& input : kernel.lowered.inputs) {
       if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");

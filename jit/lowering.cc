@@ -137,8 +137,9 @@ class Lowerer {
     switch (node->kind) {
       case NodeKind::Data:
         throw std::logic_error("uncomputed data node");
-      case NodeKind::Constant:
-        return constant_of(node->scalar, node->dtype);
+      case NodeKind::Constant:  // integer constants are exact beyond 2^53, where the double rounds
+        return is_integral(node->dtype) ? ir_cast(node->dtype, ir_int(node->integer_scalar))
+                                        : constant_of(node->scalar, node->dtype);
       case NodeKind::Arange: {
         note_fused(*node);
         IrExprPtr index = indices[0];

@@ -3,6 +3,7 @@
 #include "meta_ops/elementwise.h"
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "meta_ops/broadcast.h"
@@ -41,13 +42,19 @@ DType binary_result_dtype(BinaryOp op, DType promoted) {
   return promoted;
 }
 
+// The dtype both operands are cast to, so the kernel sees one computation type: the promoted dtype, except for
+// true division of integers (float32) and arithmetic on bools (int64).
+DType common_dtype(BinaryOp op, DType operand_dtype) {
+  DType result = binary_result_dtype(op, operand_dtype);
+  if (op == BinaryOp::Divide && !is_floating(operand_dtype)) return result;
+  if (result == DType::Int64 && operand_dtype == DType::Bool) return DType::Int64;
+  return operand_dtype;
+}
+
 NodePtr make_binary(BinaryOp op, NodePtr left, NodePtr right, DType operand_dtype) {
   Shape shape = broadcast_shapes(left->shape, right->shape);
   DType result = binary_result_dtype(op, operand_dtype);
-  // Operands are cast to the common dtype first so the kernel sees one computation type.
-  DType common = (op == BinaryOp::Divide && !is_floating(operand_dtype)) ? result
-                 : (result == DType::Int64 && operand_dtype == DType::Bool) ? DType::Int64
-                                                                            : operand_dtype;
+  DType common = common_dtype(op, operand_dtype);
   if (left->dtype != common) left = cast(left, common);
   if (right->dtype != common) right = cast(right, common);
   if (left->shape != shape) left = broadcast_to(left, shape);
@@ -55,6 +62,20 @@ NodePtr make_binary(BinaryOp op, NodePtr left, NodePtr right, DType operand_dtyp
   auto node = make_node(NodeKind::Binary, result, shape, {std::move(left), std::move(right)});
   node->op_code = uint16_t(op);
   return node;
+}
+
+DType scalar_operand_dtype(BinaryOp op, const NodePtr& tensor, bool scalar_is_float) {
+  DType scalar_dtype = scalar_is_float ? DType::Float64 : DType::Int64;
+  return is_logical(op) ? DType::Bool
+                        : promote_types(tensor->dtype, OperandKind::Tensor, scalar_dtype, OperandKind::Scalar);
+}
+
+// A double's integer part; out of int64 range it saturates and nan gives 0 (a plain cast would be undefined).
+int64_t saturating_integer(double value) {
+  if (std::isnan(value)) return 0;
+  if (value >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
+  if (value < -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+  return int64_t(value);
 }
 
 std::string name_node(const Node& node) {
@@ -136,12 +157,18 @@ NodePtr binary(BinaryOp op, const NodePtr& left, const NodePtr& right) {
 
 NodePtr binary_with_scalar(BinaryOp op, const NodePtr& tensor, double scalar, bool scalar_is_float,
                            bool scalar_on_left) {
-  DType scalar_dtype = scalar_is_float ? DType::Float64 : DType::Int64;
-  DType operands = is_logical(op) ? DType::Bool
-                                  : promote_types(tensor->dtype, OperandKind::Tensor, scalar_dtype, OperandKind::Scalar);
+  DType operands = scalar_operand_dtype(op, tensor, scalar_is_float);
   if (!scalar_is_float && !is_floating(operands) && scalar != std::floor(scalar))
     throw std::invalid_argument("integer scalar expected");
-  NodePtr scalar_node = constant(tensor->shape, operands, scalar);
+  // The scalar is made directly in the computation dtype: int8_tensor / 300 must not wrap 300 to int8 first.
+  NodePtr scalar_node = constant(tensor->shape, common_dtype(op, operands), scalar);
+  return scalar_on_left ? make_binary(op, scalar_node, tensor, operands)
+                        : make_binary(op, tensor, scalar_node, operands);
+}
+
+NodePtr binary_with_integer_scalar(BinaryOp op, const NodePtr& tensor, int64_t scalar, bool scalar_on_left) {
+  DType operands = scalar_operand_dtype(op, tensor, /*scalar_is_float=*/false);
+  NodePtr scalar_node = integer_constant(tensor->shape, common_dtype(op, operands), scalar);
   return scalar_on_left ? make_binary(op, scalar_node, tensor, operands)
                         : make_binary(op, tensor, scalar_node, operands);
 }
@@ -168,6 +195,13 @@ NodePtr constant(const Shape& shape, DType dtype, double value) {
     if (extent < 0) throw std::invalid_argument("negative dimension in shape " + shape_to_string(shape));
   auto node = make_node(NodeKind::Constant, dtype, shape);
   node->scalar = dtype == DType::Bool ? double(value != 0) : value;
+  node->integer_scalar = saturating_integer(node->scalar);
+  return node;
+}
+
+NodePtr integer_constant(const Shape& shape, DType dtype, int64_t value) {
+  NodePtr node = constant(shape, dtype, double(value));
+  node->integer_scalar = dtype == DType::Bool ? int64_t(value != 0) : value;
   return node;
 }
 

@@ -32,9 +32,13 @@ NodePtr binary(BinaryOp op, const NodePtr& left, const NodePtr& right);
 // A Python scalar operand: it decides the promotion category only (PyTorch rule), never the width.
 NodePtr binary_with_scalar(BinaryOp op, const NodePtr& tensor, double scalar, bool scalar_is_float,
                            bool scalar_on_left);
+// The same for an integer scalar, kept exact when the operation happens in an integer dtype.
+NodePtr binary_with_integer_scalar(BinaryOp op, const NodePtr& tensor, int64_t scalar, bool scalar_on_left);
 NodePtr where(const NodePtr& condition, const NodePtr& if_true, const NodePtr& if_false);
 NodePtr cast(const NodePtr& input, DType dtype);
 NodePtr constant(const Shape& shape, DType dtype, double value);
+// A constant holding an integer exactly (for integer dtypes; others get the nearest representable value).
+NodePtr integer_constant(const Shape& shape, DType dtype, int64_t value);
 NodePtr arange(double start, double stop, double step, DType dtype);
 
 // Dtype that a unary op produces from its input dtype (exp of an int tensor is float32, as in PyTorch).

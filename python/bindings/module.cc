@@ -121,6 +121,11 @@ bool is_python_scalar(py::handle value) {
   return PyBool_Check(value.ptr()) || PyLong_Check(value.ptr()) || PyFloat_Check(value.ptr());
 }
 
+bool is_numpy_scalar(py::handle value) {
+  static PyObject* generic = py::object(py::module_::import("numpy").attr("generic")).release().ptr();
+  return PyObject_IsInstance(value.ptr(), generic) == 1;
+}
+
 NodePtr as_node(py::handle value) {
   if (py::isinstance<Node>(value)) return value.cast<NodePtr>();
   if (py::isinstance<py::array>(value)) return from_numpy(value.cast<py::array>());
@@ -128,10 +133,37 @@ NodePtr as_node(py::handle value) {
                        std::string(py::str(value.get_type().attr("__name__"))));
 }
 
+// An integer-like Python value (int, bool, numpy integer) as an exact int64: false for anything else (floats);
+// `overflow` is set when it is an integer outside the int64 range.
+bool exact_integer(py::handle value, int64_t* result, bool* overflow) {
+  if (PyFloat_Check(value.ptr()) || !PyIndex_Check(value.ptr())) return false;
+  py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+  if (!index) {  // __index__ refused (numpy bools): not an integer
+    PyErr_Clear();
+    return false;
+  }
+  int overflowed = 0;
+  *result = PyLong_AsLongLongAndOverflow(index.ptr(), &overflowed);
+  *overflow = overflowed != 0;
+  return true;
+}
+
 py::object binary_dispatch(BinaryOp op, const NodePtr& self, py::handle other, bool reflected) {
+  // numpy scalars (np.float32(2), np.int64(3), np.bool_(True)) act as the Python numbers they hold, as in PyTorch;
+  // left to numpy, `x + np.float32(2)` would turn x into an ndarray and `np.float32(2) * x` would fail.
+  if (!is_python_scalar(other) && is_numpy_scalar(other)) {
+    py::object number = other.attr("item")();
+    if (is_python_scalar(number)) return binary_dispatch(op, self, number, reflected);
+  }
   if (is_python_scalar(other)) {
     if (PyBool_Check(other.ptr()) && self->dtype == DType::Bool)
       return py::cast(binary(op, self, constant(self->shape, DType::Bool, other.cast<bool>() ? 1 : 0)));
+    int64_t integer = 0;
+    bool overflow = false;
+    if (exact_integer(other, &integer, &overflow) && !(overflow && is_floating(self->dtype))) {
+      if (overflow) throw py::value_error("the integer " + std::string(py::str(other)) + " does not fit in int64");
+      return py::cast(binary_with_integer_scalar(op, self, integer, reflected));
+    }
     bool is_float = PyFloat_Check(other.ptr());
     return py::cast(binary_with_scalar(op, self, other.cast<double>(), is_float, reflected));
   }
@@ -271,8 +303,15 @@ PYBIND11_MODULE(_core, module) {
     return where(condition, if_true, if_false);
   });
   module.def("cast", [](const NodePtr& input, const std::string& dtype) { return cast(input, dtype_from_name(dtype)); });
-  module.def("constant", [](py::handle shape, const std::string& dtype, double value) {
-    return constant(shape_argument(shape), dtype_from_name(dtype), value);
+  module.def("constant", [](py::handle shape, const std::string& dtype_text, py::handle value) {
+    DType dtype = dtype_from_name(dtype_text);
+    int64_t integer = 0;
+    bool overflow = false;
+    if (is_integral(dtype) && exact_integer(value, &integer, &overflow)) {
+      if (overflow) throw py::value_error("the integer " + std::string(py::str(value)) + " does not fit in int64");
+      return integer_constant(shape_argument(shape), dtype, integer);
+    }
+    return constant(shape_argument(shape), dtype, value.cast<double>());
   });
   module.def("arange", [](double start, double stop, double step, const std::string& dtype) {
     return arange(start, stop, step, dtype_from_name(dtype));

@@ -45,16 +45,16 @@ def _shape_argument(shape):
 def array(data, dtype=None):
     """A Var holding a copy of `data` (numpy array, nested lists or a number).
 
-    numpy arrays keep their dtype; Python floats become float32 and Python ints int64, as in PyTorch."""
+    numpy arrays and scalars keep their dtype; Python floats become float32 and Python ints int64, as in PyTorch."""
     import numpy as np
     if isinstance(data, Var):
         result = data
     else:
-        if not isinstance(data, np.ndarray):
+        if not isinstance(data, (np.ndarray, np.generic)):
             data = np.asarray(data)
             if data.dtype == np.float64:
                 data = data.astype(np.float32)
-        result = _core.array(data)
+        result = _core.array(np.asarray(data))
     if dtype is not None and result.dtype != _dtype_name(dtype):
         result = _core.cast(result, _dtype_name(dtype))
     return result
@@ -63,7 +63,7 @@ def array(data, dtype=None):
 def full(shape, value, dtype=None):
     if dtype is None:
         dtype = "bool" if isinstance(value, bool) else "int64" if isinstance(value, int) else "float32"
-    return _core.constant(list(shape) if not isinstance(shape, int) else [shape], _dtype_name(dtype), float(value))
+    return _core.constant(list(shape) if not isinstance(shape, int) else [shape], _dtype_name(dtype), value)
 
 
 def zeros(*shape, dtype="float32"):
@@ -100,20 +100,40 @@ def randn(*shape, dtype="float32"):
     return _core.randn(_shape_argument(shape), _dtype_name(dtype))
 
 
-def _as_var(value, like=None):
-    if isinstance(value, Var):
-        return value
-    if like is not None and isinstance(value, (bool, int, float)):
-        dtype = like.dtype if not (isinstance(value, float) and like.dtype in ("bool", "int8", "uint8", "int32", "int64")) else "float32"
-        return full(list(like.shape), value, dtype)
-    return array(value)
+def _python_number(value):
+    """`value` as a Python bool/int/float if it is one (numpy scalars included), else None."""
+    import numpy as np
+    if isinstance(value, np.generic):
+        value = value.item()
+    return value if isinstance(value, (bool, int, float)) else None
+
+
+def _category(dtype):
+    return 0 if dtype == "bool" else 2 if dtype.startswith("float") else 1
+
+
+def _scalar_var(number, tensor_dtype=None):
+    """A 0-d Var for a Python number. Next to a tensor it takes the tensor's dtype unless it is of a higher category
+    (PyTorch's scalar rule, as in binary ops); alone it gets the default dtype (bool, int64, float32)."""
+    default = "bool" if isinstance(number, bool) else "int64" if isinstance(number, int) else "float32"
+    if tensor_dtype is not None and _category(default) <= _category(tensor_dtype):
+        return full([], number, tensor_dtype)
+    return full([], number, default)
 
 
 def where(condition, x, y):
-    condition = _as_var(condition)
-    x = _as_var(x, condition)
-    y = _as_var(y, x)
-    x = _as_var(x, y)
+    """x where condition is true, else y (numpy broadcasting). Python numbers follow the scalar promotion rule:
+    where(c, 1, -1) is int64, where(c, 5, float32_tensor) is float32."""
+    condition = condition if isinstance(condition, Var) else array(condition)
+    x_number, y_number = _python_number(x), _python_number(y)
+    if x_number is None:
+        x = array(x)
+    if y_number is None:
+        y = array(y)
+    if x_number is not None:
+        x = _scalar_var(x_number, None if y_number is not None else y.dtype)
+    if y_number is not None:
+        y = _scalar_var(y_number, None if x_number is not None else x.dtype)
     return _core.where(condition, x, y)
 
 

@@ -1,0 +1,193 @@
+"""Fusion: how many kernels a graph launches (mj.stats()["kernels_launched"]) and that the fused result still
+matches numpy: elementwise chains, reductions with elementwise producers, softmax, diamonds, multi-output sync,
+laziness, and what mj.inspect_kernels reports without running anything."""
+import inspect
+import os
+
+import numpy as np
+
+import metajit as mj
+from conftest import assert_close, launched
+
+
+def test_chain_of_eight_elementwise_ops_on_1m_elements_is_one_kernel(rng):
+    a_data = rng.standard_normal(1 << 20).astype(np.float32)
+    b_data = rng.uniform(0.5, 2.0, 1 << 20).astype(np.float32)
+    a, b = mj.array(a_data), mj.array(b_data)  # mj.array inputs are already computed: no kernels for them
+
+    def chain():
+        y = ((((((a * b + 1.0).exp() - a) / b).relu() * 2.0).sqrt() + 0.5).maximum(a))  # 8 ops
+        return y.numpy()
+
+    result, kernels = launched(chain)
+    a64, b64 = a_data.astype(np.float64), b_data.astype(np.float64)
+    expected = np.maximum(np.sqrt(np.maximum((np.exp(a64 * b64 + 1) - a64) / b64, 0) * 2) + 0.5, a64)
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-6)
+    assert kernels == 1
+
+
+def test_reduction_with_elementwise_producers_is_one_kernel(rng):
+    a_data = rng.standard_normal((64, 300)).astype(np.float32)
+    b_data = rng.standard_normal((64, 300)).astype(np.float32)
+    a, b = mj.array(a_data), mj.array(b_data)
+    for dim in (1, 0, -1):
+        result, kernels = launched(lambda: (a * b).sum(dim).numpy())
+        np.testing.assert_allclose(result, (a_data.astype(np.float64) * b_data).sum(dim), rtol=1e-5, atol=1e-5)
+        assert kernels == 1, f"dim {dim}"
+    result, kernels = launched(lambda: ((a - b).abs() * 0.5).max().numpy())
+    np.testing.assert_allclose(result, (np.abs(a_data - b_data) * 0.5).max(), rtol=1e-6)
+    assert kernels == 1
+
+
+def test_reduction_followed_by_elementwise_is_one_kernel(rng):
+    data = rng.standard_normal((32, 50)).astype(np.float32)
+    x = mj.array(data)
+    result, kernels = launched(lambda: ((x * x).sum(1).sqrt() + 1).numpy())
+    np.testing.assert_allclose(result, np.sqrt((data.astype(np.float64) ** 2).sum(1)) + 1, rtol=1e-5)
+    assert kernels == 1
+
+
+def softmax_reference(data):
+    shifted = data.astype(np.float64) - data.max(-1, keepdims=True)
+    return np.exp(shifted) / np.exp(shifted).sum(-1, keepdims=True)
+
+
+def test_softmax_last_dim_at_most_three_kernels(rng):
+    data = (rng.standard_normal((128, 257)) * 5).astype(np.float32)
+    x = mj.array(data)
+
+    def softmax():
+        shifted = (x - x.max(-1, keepdim=True)).exp()
+        return (shifted / shifted.sum(-1, keepdim=True)).numpy()
+
+    result, kernels = launched(softmax)
+    np.testing.assert_allclose(result, softmax_reference(data), rtol=1e-5, atol=1e-7)
+    assert kernels <= 3
+
+
+def test_softmax_on_a_computed_input_and_middle_dim(rng):
+    data = rng.standard_normal((4, 9, 6)).astype(np.float32)
+    x = mj.array(data) * 3.0
+    shifted = (x - x.max(1, keepdim=True)).exp()
+    result, kernels = launched(lambda: (shifted / shifted.sum(1, keepdim=True)).numpy())
+    expected = softmax_reference(np.moveaxis(data * 3.0, 1, -1))
+    np.testing.assert_allclose(result, np.moveaxis(expected, -1, 1), rtol=1e-5, atol=1e-7)
+    assert kernels <= 3
+
+
+def test_diamond_is_one_kernel_and_shares_work(rng):
+    data = rng.standard_normal((100, 7)).astype(np.float32)
+    x = mj.array(data)
+    y = x.exp()
+    result, kernels = launched(lambda: (y * y + y.sin() - y).numpy())
+    e = np.exp(data.astype(np.float64))
+    np.testing.assert_allclose(result, e * e + np.sin(e) - e, rtol=1e-5, atol=1e-6)
+    assert kernels == 1
+    body = mj.inspect_kernels(y * y + y.sin() - y)[0]["source"].split('extern "C"')[1]
+    assert body.count("mj_exp(") == 1  # y is computed once per element, not three times
+
+
+def test_sync_of_several_outputs_and_reuse_of_computed_values(rng):
+    data = rng.standard_normal((20, 30)).astype(np.float32)
+    x = mj.array(data)
+    y = x * 2
+    z = (y + 1).sum(0)
+    w = y - 3
+    mj.sync(z, w)
+    assert z.is_computed and w.is_computed
+    assert_close(z, (data * 2 + 1).astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
+    assert_close(w, data * 2 - 3, rtol=1e-6)
+    # already computed: reading them again launches nothing
+    _, kernels = launched(lambda: (z.numpy(), w.numpy()))
+    assert kernels == 0
+    mj.sync([w, z])
+
+
+def test_graph_is_lazy_until_a_value_is_needed(rng):
+    x = mj.array(rng.standard_normal(16).astype(np.float32))
+    mj.reset_stats()
+    y = (x + 1).exp()
+    assert not y.is_computed
+    assert mj.stats()["kernels_launched"] == 0
+    kernels = mj.inspect_kernels(y)
+    assert len(kernels) == 1 and set(kernels[0]) >= {"key", "source", "ops"}
+    assert mj.stats()["kernels_launched"] == 0 and not y.is_computed
+    y.numpy()
+    assert y.is_computed and mj.stats()["kernels_launched"] == 1
+
+
+def test_long_chain_of_ops(rng):
+    data = rng.standard_normal(64).astype(np.float32)
+    x = mj.array(data)
+    y = x
+    for _ in range(300):
+        y = y * 1.01 + 0.01
+    expected = data.astype(np.float64)
+    for _ in range(300):
+        expected = expected * 1.01 + 0.01
+    assert_close(y, expected, rtol=1e-4)
+
+
+def test_reduction_broadcast_back_is_materialised_once(rng):
+    data = rng.standard_normal((16, 33)).astype(np.float32)
+    x = mj.array(data)
+    result, kernels = launched(lambda: (x - x.mean(1, keepdim=True)).numpy())
+    np.testing.assert_allclose(result, data - data.astype(np.float64).mean(1, keepdims=True), rtol=1e-5, atol=1e-6)
+    assert kernels == 2
+
+
+def current_line():
+    return inspect.currentframe().f_back.f_lineno
+
+
+def test_kernel_source_names_the_user_file_and_line_of_each_op(rng):
+    x = mj.array(rng.standard_normal((4, 4)).astype(np.float32))
+    exp_line = current_line() + 1
+    y = x.exp()
+    sum_line = current_line() + 1
+    z = (y * 3).sum(1)
+    kernels = mj.inspect_kernels(z)
+    assert len(kernels) == 1
+    file_name = os.path.basename(__file__)
+    source, ops = kernels[0]["source"], kernels[0]["ops"]
+    assert f"{file_name}:{exp_line}" in source
+    assert f"{file_name}:{sum_line}" in source
+    assert any(op.startswith("exp") and f"{file_name}:{exp_line}" in op for op in ops)
+    assert any(op.startswith("reduce_add") and f"{file_name}:{sum_line}" in op for op in ops)
+    assert y.created_at.endswith(f"{file_name}:{exp_line}")
+    assert isinstance(kernels[0]["key"], str) and len(kernels[0]["key"]) >= 16
+
+
+def test_provenance_skips_frames_inside_the_package(rng):
+    x = mj.array(rng.standard_normal((4, 6)).astype(np.float32))
+    line = current_line() + 1
+    y = x[1:, ::2].mean(-1).reshape(3, 1).T  # getitem, mean and reshape are written in Python inside metajit
+    file_name = os.path.basename(__file__)
+    assert y.created_at.endswith(f"{file_name}:{line}")
+    assert f"{file_name}:{line}" in mj.inspect_kernels(y)[0]["source"]
+
+
+def test_kernel_key_is_stable_and_ignores_provenance(rng):
+    data = rng.standard_normal(10).astype(np.float32)
+    first = mj.inspect_kernels(mj.array(data) * 4 + 1)[0]
+    second = mj.inspect_kernels(mj.array(data) * 4 + 1)[0]  # another line, same computation
+    assert first["key"] == second["key"]
+    assert first["source"] != second["source"]  # the header comments name different lines
+    assert mj.inspect_kernels(mj.array(data) * 5 + 1)[0]["key"] != first["key"]
+
+
+def test_graphs_are_freed_once_computed_and_unreferenced(rng):
+    import gc
+    gc.collect()
+    baseline_nodes, baseline_bytes = mj.stats()["vars_live"], mj.stats()["bytes_allocated"]
+    data = rng.standard_normal((64, 64)).astype(np.float32)
+    for step in range(20):
+        x = mj.array(data)
+        total = ((x * step).exp().sum(1) + x.T.max(0)).sum()
+        np.testing.assert_allclose(total.item(), (np.exp(data.astype(np.float64) * step).sum(1) + data.T.max(0)).sum(),
+                                   rtol=1e-4)
+        assert mj.stats()["vars_live"] - baseline_nodes <= 3  # x, total and nothing of the graph between them
+    del x, total
+    gc.collect()
+    assert mj.stats()["vars_live"] == baseline_nodes
+    assert mj.stats()["bytes_allocated"] == baseline_bytes

@@ -1,0 +1,125 @@
+"""Concurrency: Python threads recording and computing different graphs at the same time (syncs release the GIL),
+with kernels compiled from an empty cache so compilation itself runs concurrently; and the runtime thread count
+setting (mj.flags.num_threads), which must not change results."""
+import threading
+
+import numpy as np
+import pytest
+
+import metajit as mj
+from conftest import assert_close
+
+
+@pytest.fixture
+def empty_cache(tmp_path):
+    """A fresh cache folder and an empty in-memory cache, so every kernel below is really compiled."""
+    previous = mj.flags.cache_dir
+    mj.flags.cache_dir = tmp_path
+    mj._core.clear_memory_cache()
+    yield tmp_path
+    mj.flags.cache_dir = previous
+
+
+def elementwise_graph(data, step):
+    x = mj.array(data)
+    return ((x * (step + 1.5)).exp() - x).relu() + step, \
+        np.maximum(np.exp(data.astype(np.float64) * (step + 1.5)) - data, 0) + step
+
+
+def reduction_graph(data, step):
+    x = mj.array(data)
+    shifted = (x - x.max(-1, keepdim=True)).exp()
+    reference = np.exp(data.astype(np.float64) - data.max(-1, keepdims=True))
+    return (shifted / shifted.sum(-1, keepdim=True)) * (step + 1), \
+        reference / reference.sum(-1, keepdims=True) * (step + 1)
+
+
+def reindex_graph(data, step):
+    x = mj.array(data)
+    rows, columns = data.shape
+    padded = mj.reindex(x, [rows + 2, columns + 2], ["i0-1", "i1-1"], overflow_value=float(step))
+    return padded.sum(0) + x.sum(), \
+        np.pad(data.astype(np.float64), 1, constant_values=step).sum(0) + data.astype(np.float64).sum()
+
+
+def run_in_threads(workers):
+    """Starts every worker at the same moment; returns their results, re-raising the first failure."""
+    barrier = threading.Barrier(len(workers))
+    results, failures = [None] * len(workers), []
+
+    def run(index):
+        try:
+            barrier.wait()
+            results[index] = workers[index]()
+        except BaseException as error:  # noqa: BLE001  reported in the main thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(len(workers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a thread hung"
+    if failures:
+        raise failures[0]
+    return results
+
+
+def test_two_threads_computing_different_graphs_at_once(empty_cache):
+    rng = np.random.default_rng(5)
+    inputs = [rng.standard_normal((40 + 7 * index, 33)).astype(np.float32) for index in range(2)]
+
+    def worker(builders, data):
+        def work():
+            outputs = []
+            for step in range(4):
+                for build in builders:
+                    value, expected = build(data, step)
+                    outputs.append((value.numpy().copy(), expected))
+            return outputs
+        return work
+
+    mj.reset_stats()
+    results = run_in_threads([worker([elementwise_graph, reindex_graph], inputs[0]),
+                              worker([reduction_graph], inputs[1])])
+    for outputs in results:
+        assert len(outputs) in (4, 8)
+        for actual, expected in outputs:
+            np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+    assert mj.stats()["kernels_compiled"] > 0
+
+
+def test_many_threads_share_one_computed_input(empty_cache):
+    rng = np.random.default_rng(9)
+    data = rng.standard_normal((64, 48)).astype(np.float32)
+    shared = mj.array(data)
+
+    def worker(index):
+        def work():
+            values = []
+            for step in range(3):
+                scale = float(index * 10 + step)
+                values.append(((shared * scale).sin().sum(1) + scale).numpy().copy())
+            return values
+        return work
+
+    results = run_in_threads([worker(index) for index in range(4)])
+    for index, values in enumerate(results):
+        for step, actual in enumerate(values):
+            scale = index * 10 + step
+            expected = np.sin(data.astype(np.float64) * np.float32(scale)).sum(1) + scale
+            np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_thread_count_setting_does_not_change_results(rng):
+    data = rng.standard_normal((300, 200)).astype(np.float32)
+    previous = mj.flags.num_threads
+    try:
+        for count in (1, 2, 3):
+            mj.flags.num_threads = count
+            assert mj.flags.num_threads == count
+            x = mj.array(data)
+            assert_close((x * 2).exp().sum(1), np.exp(data.astype(np.float64) * 2).sum(1), rtol=1e-5)
+            assert_close(x.T + 1, data.T + 1, rtol=1e-6)
+    finally:
+        mj.flags.num_threads = previous
