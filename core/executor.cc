@@ -2,6 +2,7 @@
 #include "core/executor.h"
 
 #include <mutex>
+#include <shared_mutex>
 #include <stdexcept>
 
 namespace metajit {
@@ -14,7 +15,29 @@ std::mutex& sync_mutex() {
   return mutex;
 }
 
+std::shared_mutex& edges_mutex() {
+  static std::shared_mutex mutex;
+  return mutex;
+}
+
 }  // namespace
+
+void release_inputs(Node& node) {
+  std::unique_lock<std::shared_mutex> lock(edges_mutex());
+  node.inputs.clear();
+  node.payload.reset();
+}
+
+void publish_storage(Node& node, StoragePtr storage) {
+  std::unique_lock<std::shared_mutex> lock(edges_mutex());
+  node.storage = std::move(storage);
+}
+
+NodePtr pending_source(const Node& node) {
+  std::shared_lock<std::shared_mutex> lock(edges_mutex());
+  if (node.is_computed() || node.inputs.empty()) return nullptr;
+  return node.inputs[0];
+}
 
 void set_graph_runner(GraphRunner* runner) { graph_runner = runner; }
 
@@ -31,8 +54,7 @@ void sync(const std::vector<NodePtr>& targets) {
   if (!graph_runner) throw std::runtime_error("metajit: no graph runner registered (the JIT is not initialised)");
   graph_runner->run(still_pending);
   for (const NodePtr& target : still_pending) {
-    target->inputs.clear();
-    target->payload.reset();
+    release_inputs(*target);
   }
 }
 

@@ -15,6 +15,14 @@ class GraphRunner {
 };
 
 void set_graph_runner(GraphRunner* runner);
+
+// Drops a computed node's inputs and payload. Builders on other threads may be reading those edges (view
+// composition), so this is the only way the executor cuts them, under an exclusive lock.
+void release_inputs(Node& node);
+// Gives a node its computed value (under the same lock, so pending_source never sees a half-written pointer).
+void publish_storage(Node& node, StoragePtr storage);
+// The first input of a pending node, or null once the node is computed; safe against a concurrent sync.
+NodePtr pending_source(const Node& node);
 // Makes every target computed. Thread-safe: concurrent syncs are serialised. On return each target holds a
 // Storage and has dropped its inputs. Errors propagate as exceptions and leave the targets uncomputed.
 void sync(const std::vector<NodePtr>& targets);

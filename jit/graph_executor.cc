@@ -36,8 +36,7 @@ class JitGraphRunner : public GraphRunner {
       launch(kernel, function);
     }
     for (PlannedKernel& kernel : kernels) {
-      kernel.lowered.output->inputs.clear();
-      kernel.lowered.output->payload.reset();
+      release_inputs(*kernel.lowered.output);
     }
   }
 
@@ -62,7 +61,7 @@ class JitGraphRunner : public GraphRunner {
                    [&](int64_t begin, int64_t end) { function(buffers.data(), begin, end); });
       stats().kernels_launched++;
     }
-    output->storage = std::move(storage);
+    publish_storage(*output, std::move(storage));
   }
 };
 

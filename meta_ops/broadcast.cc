@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/executor.h"
+
 namespace metajit {
 
 std::vector<int> normalize_dims(const std::vector<int64_t>& dims, int rank, const char* what) {
@@ -33,9 +35,9 @@ NodePtr view(const NodePtr& input, const Shape& shape, std::vector<ViewDimension
   for (size_t dim = 0; dim < dimensions.size() && identity; ++dim)
     identity = dimensions[dim].output_dim == int(dim) && dimensions[dim].step == 1 && dimensions[dim].offset == 0;
   if (identity) return input;
-  if (input->kind == NodeKind::View && !input->is_computed()) {
+  NodePtr source = input->kind == NodeKind::View ? pending_source(*input) : nullptr;
+  if (source) {
     // Compose: inner index = offset + step * (outer offset + outer step * i[outer dim]).
-    const NodePtr& source = input->inputs[0];
     std::vector<ViewDimension> composed;
     for (const ViewDimension& inner : input->view) {
       if (inner.output_dim < 0) {
@@ -143,7 +145,8 @@ NodePtr reshape(const NodePtr& input, Shape shape) {
     throw std::invalid_argument("reshape: cannot reshape " + shape_to_string(input->shape) + " (" +
                                 std::to_string(count) + " elements) into " + shape_to_string(shape));
   if (shape == input->shape) return input;
-  if (input->kind == NodeKind::Reshape && !input->is_computed()) return reshape(input->inputs[0], shape);
+  if (input->kind == NodeKind::Reshape)
+    if (NodePtr source = pending_source(*input)) return reshape(source, shape);
   return make_node(NodeKind::Reshape, input->dtype, shape, {input});
 }
 
