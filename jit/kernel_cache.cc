@@ -81,6 +81,7 @@ KernelFunction KernelCache::lookup_memory(const std::string& key) {
 KernelFunction KernelCache::get(const std::string& key, const std::string& source, const std::string& header_comment) {
   if (KernelFunction function = lookup_memory(key)) {
     stats().kernel_memory_hits++;
+    if (log_enabled(LogLevel::Debug)) log_message(LogLevel::Debug, "kernel " + key + ": memory cache hit");
     return function;
   }
   return load_or_compile(key, source, header_comment);
