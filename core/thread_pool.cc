@@ -15,6 +15,7 @@ namespace metajit {
 namespace {
 
 thread_local bool inside_parallel_region = false;
+constexpr int64_t kChunksPerThread = 4;
 
 int default_thread_count() {
   if (const char* value = std::getenv("METAJIT_NUM_THREADS")) {
@@ -34,13 +35,16 @@ class ThreadPool {
   int requested = default_thread_count();
 
   void run(int64_t total, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
-    int64_t chunks = std::min<int64_t>(requested, std::max<int64_t>(1, total / std::max<int64_t>(grain, 1)));
+    // Several chunks per thread, taken on demand, so one thread delayed by another process does not leave the
+    // rest idle at the end of a kernel.
+    int64_t chunks = std::min<int64_t>(requested == 1 ? 1 : int64_t(requested) * kChunksPerThread,
+                                       std::max<int64_t>(1, total / std::max<int64_t>(grain, 1)));
     if (chunks <= 1 || inside_parallel_region) {
       if (total > 0) body(0, total);
       return;
     }
     std::lock_guard<std::mutex> owner(run_mutex_);
-    ensure_workers(int(chunks) - 1);
+    ensure_workers(int(std::min<int64_t>(chunks, requested)) - 1);
     std::exception_ptr failure;
     std::mutex failure_mutex;
     auto run_chunk = [&](int64_t chunk) {

@@ -289,6 +289,15 @@ class Renderer {
       statements(kernel_.body, 1);
       return;
     }
+    // Unrolling and interleaving the element loop buy nothing measurable on these memory-bound loops but
+    // cost several milliseconds of compile time per kernel.
+    const char* loop_pragma = "#pragma clang loop unroll(disable) interleave_count(1)\n";
+    if (rank == 1) {
+      out_ << "  " << loop_pragma << "  for (int64_t i0 = begin; i0 < end; ++i0) {\n";
+      statements(kernel_.body, 2);
+      out_ << "  }\n";
+      return;
+    }
     int64_t last = domain[rank - 1];
     out_ << "  for (int64_t flat = begin; flat < end;) {\n";
     out_ << "    const int64_t row = flat / " << last << ";\n";
@@ -305,7 +314,7 @@ class Renderer {
         remaining = "row_" + std::to_string(dim);
       }
     }
-    if (rank == 1) out_ << "    (void)row;\n";
+    out_ << "    " << loop_pragma;
     out_ << "    for (int64_t i" << rank - 1 << " = column_begin; i" << rank - 1 << " < column_end; ++i" << rank - 1
          << ") {\n";
     statements(kernel_.body, 3);
