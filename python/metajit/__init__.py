@@ -176,3 +176,34 @@ def inspect_kernels(*vars):
 
 from . import _var_methods  # noqa: E402,F401  (adds reshape, slicing, reductions, ... to Var)
 from ._flags import flags  # noqa: E402
+
+
+def _make_unary(name):
+    def function(x):
+        return _core.unary(name, x if isinstance(x, Var) else array(x))
+    function.__name__ = name
+    function.__doc__ = f"Elementwise {name} (lazy)."
+    return function
+
+
+def _make_binary(name):
+    def function(a, b):
+        return _core.binary(name, a, b)
+    function.__name__ = name
+    function.__doc__ = f"Elementwise {name} with numpy broadcasting and PyTorch type promotion (lazy)."
+    return function
+
+
+for _name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "floor", "ceil",
+              "round", "logical_not", "bitwise_not"):
+    globals()[_name] = _make_unary(_name)
+    __all__.append(_name)
+for _name in ("add", "sub", "mul", "div", "floor_div", "mod", "pow", "maximum", "minimum", "less", "less_equal",
+              "greater", "greater_equal", "equal", "not_equal", "logical_and", "logical_or", "logical_xor",
+              "bitwise_and", "bitwise_or", "bitwise_xor"):
+    globals()[_name] = _make_binary(_name)
+    __all__.append(_name)
+
+
+def cast(x, dtype):
+    return _core.cast(x, _dtype_name(dtype))
