@@ -71,11 +71,9 @@ class Renderer {
 
   std::string cast(DType target, const IrExprPtr& operand) {
     std::string value = expression(operand);
-    DType source = operand->dtype;
     if (target == DType::Bool) return "(" + value + " != 0)";
     if (target == DType::Float16) return "mj_round_to_half((float)" + value + ")";
     return "(" + std::string(value_type(target)) + ")" + value;
-    (void)source;
   }
 
   std::string unary(UnaryOp op, DType dtype, const IrExprPtr& operand_node) {
