@@ -1,22 +1,28 @@
-// One process-wide LLJIT (RuntimeDyld object layer) plus a "<process>" JITDylib that resolves symbols from the
-// running process. Each load gets its own bare JITDylib linked against it. Objects are sanity-checked before
-// RuntimeDyld sees them, because RuntimeDyld reaches llvm_unreachable on relocation types it doesn't implement.
-// Must not let an llvm::Error go unconsumed, and must not destroy the JIT (kernels may run until exit).
+// Links kernel objects into this process. Our own small linker (jit/elf_linker) takes the objects it
+// understands in a few microseconds; everything else goes to LLVM's RuntimeDyld (the linker under ORC's object
+// layer, used directly: ORC's sessions and lookups cost tens of microseconds per kernel, most of a warm
+// disk-cache load). Each object is linked on its own, so every kernel may export the same symbol. Objects are
+// sanity-checked first, because RuntimeDyld reaches llvm_unreachable on relocation types it doesn't
+// implement. Must not let an llvm::Error go unconsumed.
 #include "jit/object_loader.h"
 
 #include <llvm/ADT/Triple.h>
 #include <llvm/BinaryFormat/ELF.h>
-#include <llvm/ExecutionEngine/Orc/Core.h>
-#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
-#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/RTDyldMemoryManager.h>
+#include <llvm/ExecutionEngine/RuntimeDyld.h>
 #include <llvm/Object/ELF.h>
+#include <llvm/Object/ObjectFile.h>
 #include <llvm/Support/Error.h>
-#include <llvm/Support/MemoryBuffer.h>
+#include <dlfcn.h>
 
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 
+#include "core/log.h"
+#include "jit/elf_linker.h"
+#include "jit/executable_memory.h"
 #include "jit/target_info.h"
 
 namespace metajit {
@@ -63,15 +69,55 @@ std::string check_object(const std::string& bytes) {
   return "";
 }
 
+// RuntimeDyld's memory manager for the objects the fast linker declines: regions from the shared arena (sizes
+// come up front from reserveAllocationSpace), then code made read+execute and constants read-only.
+class ArenaMemoryManager final : public llvm::RTDyldMemoryManager {
+ public:
+  ArenaMemoryManager(ExecutableArena& arena, ExternalResolver resolve) : arena_(arena), resolve_(std::move(resolve)) {}
+
+  bool needsToReserveAllocationSpace() override { return true; }
+  void reserveAllocationSpace(uintptr_t code_size, uint32_t code_align, uintptr_t read_only_size,
+                              uint32_t read_only_align, uintptr_t read_write_size, uint32_t read_write_align) override {
+    code_ = arena_.take(code_size + code_align);
+    read_only_ = arena_.take(read_only_size + read_only_align);
+    read_write_ = arena_.take(read_write_size + read_write_align);
+  }
+  uint8_t* allocateCodeSection(uintptr_t size, unsigned alignment, unsigned, llvm::StringRef) override {
+    return code_.carve(size, alignment);  // nullptr (RuntimeDyld reports it) if no reservation came first
+  }
+  uint8_t* allocateDataSection(uintptr_t size, unsigned alignment, unsigned, llvm::StringRef,
+                               bool read_only) override {
+    return (read_only ? read_only_ : read_write_).carve(size, alignment);
+  }
+  bool finalizeMemory(std::string* error_message) override {
+    std::string problem = ExecutableArena::protect(code_, Protection::ReadExecute);
+    if (problem.empty()) problem = ExecutableArena::protect(read_only_, Protection::ReadOnly);
+    code_ = read_only_ = read_write_ = MemoryRegion{};  // a later object never writes into protected pages
+    if (!problem.empty() && error_message) *error_message = problem;
+    return !problem.empty();
+  }
+  uint64_t getSymbolAddress(const std::string& name) override { return resolve_(name); }
+
+ private:
+  ExecutableArena& arena_;
+  ExternalResolver resolve_;
+  MemoryRegion code_, read_only_, read_write_;
+};
+
 }  // namespace
 
 struct ObjectLoader::Implementation {
-  std::mutex mutex;                       // one load at a time: loads are rare and ~tens of microseconds
-  std::unique_ptr<llvm::orc::LLJIT> jit;  // null when the JIT could not start (start_error says why)
-  std::string start_error;
-  llvm::orc::JITDylib* process_symbols = nullptr;
-  std::string session_errors;  // filled by the session's error reporter during a load (mutex held)
-  uint64_t loads = 0;
+  std::mutex mutex;  // one load at a time: the arena and the symbol map are not thread-safe
+  ExecutableArena arena;
+  std::unordered_map<std::string, uint64_t> host_symbols;
+  ExternalResolver resolve = [this](const std::string& name) -> uint64_t {
+    auto found = host_symbols.find(name);
+    if (found != host_symbols.end()) return found->second;
+    uint64_t address = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, name.c_str()));
+    if (address) host_symbols.emplace(name, address);
+    return address;
+  };
+  ArenaMemoryManager memory{arena, resolve};
 };
 
 ObjectLoader& ObjectLoader::instance() {
@@ -79,61 +125,55 @@ ObjectLoader& ObjectLoader::instance() {
   return *loader;
 }
 
-ObjectLoader::ObjectLoader() : implementation_(std::make_unique<Implementation>()) {
-  initialize_native_target();
-  Implementation& state = *implementation_;
-  auto jit = llvm::orc::LLJITBuilder().create();
-  if (!jit) {
-    state.start_error = llvm::toString(jit.takeError());
-    return;
-  }
-  state.jit = std::move(*jit);
-  llvm::orc::ExecutionSession& session = state.jit->getExecutionSession();
-  Implementation* raw_state = &state;
-  // Materialization runs in the loading thread (no compile threads), so this fires under our mutex.
-  session.setErrorReporter([raw_state](llvm::Error error) {
-    raw_state->session_errors += (raw_state->session_errors.empty() ? "" : "; ") + llvm::toString(std::move(error));
-  });
-  auto generator = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
-      state.jit->getDataLayout().getGlobalPrefix());
-  if (!generator) {
-    state.start_error = "cannot search the host process for symbols: " + llvm::toString(generator.takeError());
-    state.jit.reset();
-    return;
-  }
-  state.process_symbols = &session.createBareJITDylib("<process>");
-  state.process_symbols->addGenerator(std::move(*generator));
-}
+ObjectLoader::ObjectLoader() : implementation_(std::make_unique<Implementation>()) { initialize_native_target(); }
 
 ObjectLoader::~ObjectLoader() = default;
 
-void* ObjectLoader::load(const std::string& object_bytes, const std::string& symbol) {
-  Implementation& state = *implementation_;
-  std::lock_guard<std::mutex> lock(state.mutex);
-  if (!state.jit)
-    throw std::runtime_error("cannot load kernel: the LLVM ORC JIT failed to start: " + state.start_error);
+void* ObjectLoader::load(const std::string& object_bytes, const std::string& symbol, LinkPath* used,
+                         LinkPath prefer) {
   std::string problem = check_object(object_bytes);
   if (!problem.empty()) throw std::runtime_error("cannot load kernel object: " + problem);
+  Implementation& state = *implementation_;
+  std::lock_guard<std::mutex> lock(state.mutex);
+  std::string unsupported;
+  if (prefer == LinkPath::Fast) {
+    if (void* address = link_elf_object(object_bytes, symbol, state.arena, state.resolve, &unsupported)) {
+      if (used) *used = LinkPath::Fast;
+      return address;
+    }
+    if (log_enabled(LogLevel::Debug))
+      log_message(LogLevel::Debug, "kernel object linked by RuntimeDyld: the fast linker declined (" + unsupported + ")");
+  }
 
-  llvm::orc::ExecutionSession& session = state.jit->getExecutionSession();
-  std::string name = "metajit_kernel_object_" + std::to_string(state.loads++);
-  llvm::orc::JITDylib& library = session.createBareJITDylib(name);
-  library.addToLinkOrder(*state.process_symbols);
-  state.session_errors.clear();
-
-  auto fail = [&](llvm::Error error) -> std::runtime_error {
-    std::string message = "cannot load kernel object (symbol '" + symbol + "'): " + llvm::toString(std::move(error));
-    if (!state.session_errors.empty()) message += " [" + state.session_errors + "]";
-    llvm::consumeError(session.removeJITDylib(library));
-    return std::runtime_error(message);
+  auto object = llvm::object::ObjectFile::createObjectFile(
+      llvm::MemoryBufferRef(llvm::StringRef(object_bytes.data(), object_bytes.size()), "metajit kernel"));
+  if (!object) throw std::runtime_error("cannot load kernel object: " + llvm::toString(object.takeError()));
+  auto fail = [&](const std::string& what) {
+    return std::runtime_error("cannot load kernel object (symbol '" + symbol + "'): " + what);
   };
-  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(object_bytes, name);
-  if (llvm::Error error = state.jit->addObjectFile(library, std::move(buffer))) throw fail(std::move(error));
-  auto address = state.jit->lookup(library, symbol);
-  if (!address) throw fail(address.takeError());
-  if (!state.session_errors.empty())  // materialized, but something was reported on the way
-    throw fail(llvm::make_error<llvm::StringError>("the JIT reported errors", llvm::inconvertibleErrorCode()));
-  return reinterpret_cast<void*>(static_cast<uintptr_t>(address->getAddress()));
+  // The RuntimeDyld is only needed while linking: the memory it filled belongs to the arena.
+  llvm::RuntimeDyld linker(state.memory, state.memory);
+  std::unique_ptr<llvm::RuntimeDyld::LoadedObjectInfo> loaded = linker.loadObject(**object);
+  if (linker.hasError()) throw fail(linker.getErrorString().str());
+  linker.resolveRelocations();
+  if (linker.hasError()) throw fail(linker.getErrorString().str());
+  linker.registerEHFrames();  // lets unwinders walk through kernel frames
+  llvm::JITEvaluatedSymbol address = linker.getSymbol(symbol);
+  std::string finalize_error;
+  if (state.memory.finalizeMemory(&finalize_error)) throw fail(finalize_error);
+  if (!address || address.getAddress() == 0) throw fail("the object does not define it");
+  for (const llvm::object::SectionRef& section : (*object)->sections()) {  // static constructors, as the fast path
+    llvm::Expected<llvm::StringRef> name = section.getName();
+    if (!name) {
+      llvm::consumeError(name.takeError());
+      continue;
+    }
+    if (*name != ".init_array" || !loaded) continue;
+    auto* functions = reinterpret_cast<void (**)()>(static_cast<uintptr_t>(loaded->getSectionLoadAddress(section)));
+    for (uint64_t entry = 0; functions && entry < section.getSize() / sizeof(void*); ++entry) functions[entry]();
+  }
+  if (used) *used = LinkPath::RuntimeDyld;
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(address.getAddress()));
 }
 
 }  // namespace metajit
