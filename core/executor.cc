@@ -23,6 +23,7 @@ std::shared_mutex& edges_mutex() {
 }  // namespace
 
 void release_inputs(Node& node) {
+  if (node.requires_grad && node.any_input_requires_grad()) return;  // backward still needs these edges
   std::unique_lock<std::shared_mutex> lock(edges_mutex());
   node.inputs.clear();
   node.payload.reset();

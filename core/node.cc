@@ -93,6 +93,19 @@ std::string Node::op_name() const {
   return node_kind_name(kind);
 }
 
+namespace {
+thread_local bool grad_mode = true;
+}  // namespace
+
+bool grad_enabled() { return grad_mode; }
+void set_grad_enabled(bool enabled) { grad_mode = enabled; }
+
+bool Node::any_input_requires_grad() const {
+  for (const NodePtr& input : inputs)
+    if (input && input->requires_grad) return true;
+  return false;
+}
+
 NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> inputs) {
   // A byte size beyond int64 would wrap the allocation size (and the kernel would write past the buffer).
   int64_t bytes = dtype_size(dtype);
@@ -102,6 +115,7 @@ NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> 
                                   dtype_name(dtype) + ") does not fit in 64 bits");
   auto node = std::make_shared<Node>(kind, dtype, std::move(shape));
   node->inputs = std::move(inputs);
+  node->requires_grad = grad_mode && is_floating(node->dtype) && node->any_input_requires_grad();
   node->provenance = current_provenance();
   return node;
 }

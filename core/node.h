@@ -72,8 +72,13 @@ struct Node {
   StoragePtr storage;                             // set once computed
   Provenance provenance;
   uint64_t id;                                    // creation order, for stable traversal
+  // Autodiff. A node requires grad when the user asked (a leaf) or when it was built, with grad mode on, from
+  // an input that does; it then keeps its inputs after it is computed, so gradients can be built later.
+  bool requires_grad = false;
+  NodePtr grad;  // accumulated by backward() on leaves (PyTorch's x.grad)
 
   bool is_computed() const { return storage != nullptr; }
+  bool any_input_requires_grad() const;
   int64_t numel() const { return shape_numel(shape); }
   // Human-readable op name, e.g. "exp", "add", "reindex", "sum".
   std::string op_name() const;
@@ -82,6 +87,10 @@ struct Node {
 NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> inputs = {});
 // A computed leaf holding a fresh uninitialised buffer of the right size.
 NodePtr make_data_node(DType dtype, Shape shape);
+
+// Grad mode of the calling thread (mj.no_grad() turns it off): when off, new nodes never require grad.
+bool grad_enabled();
+void set_grad_enabled(bool enabled);
 
 // Names of elementwise/reduce op codes; registered by meta_ops so core can print them.
 using OpNamer = std::string (*)(const Node& node);

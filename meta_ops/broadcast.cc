@@ -7,6 +7,8 @@
 #include <string>
 
 #include "core/executor.h"
+#include "meta_ops/index_expression.h"
+#include "meta_ops/reduce.h"
 
 namespace metajit {
 
@@ -36,7 +38,8 @@ NodePtr view(const NodePtr& input, const Shape& shape, std::vector<ViewDimension
     identity = dimensions[dim].output_dim == int(dim) && dimensions[dim].step == 1 && dimensions[dim].offset == 0;
   if (identity) return input;
   NodePtr source = input->kind == NodeKind::View ? pending_source(*input) : nullptr;
-  if (source) {
+  // Composition skips the inner node, so it must not be a gradient target or a gradient stop.
+  if (source && !input->requires_grad && !source->requires_grad) {
     // Compose: inner index = offset + step * (outer offset + outer step * i[outer dim]).
     std::vector<ViewDimension> composed;
     for (const ViewDimension& inner : input->view) {
@@ -145,9 +148,105 @@ NodePtr reshape(const NodePtr& input, Shape shape) {
     throw std::invalid_argument("reshape: cannot reshape " + shape_to_string(input->shape) + " (" +
                                 std::to_string(count) + " elements) into " + shape_to_string(shape));
   if (shape == input->shape) return input;
-  if (input->kind == NodeKind::Reshape)
-    if (NodePtr source = pending_source(*input)) return reshape(source, shape);
+  if (input->kind == NodeKind::Reshape && !input->requires_grad)
+    if (NodePtr source = pending_source(*input))
+      if (!source->requires_grad) return reshape(source, shape);
   return make_node(NodeKind::Reshape, input->dtype, shape, {input});
+}
+
+NodePtr stop_gradient(const NodePtr& input) {
+  if (!input->requires_grad) return input;
+  if (input->is_computed()) {  // share the value, not the history
+    auto node = make_node(NodeKind::Data, input->dtype, input->shape);
+    node->storage = input->storage;
+    return node;
+  }
+  std::vector<ViewDimension> identity;
+  for (int dim = 0; dim < int(input->shape.size()); ++dim) identity.push_back({dim, 1, 0});
+  auto node = make_node(NodeKind::View, input->dtype, input->shape, {input});
+  node->view = std::move(identity);
+  node->requires_grad = false;
+  return node;
+}
+
+std::vector<NodePtr> reshape_gradient(const NodePtr& node, const NodePtr& grad) {
+  return {reshape(grad, node->inputs[0]->shape)};
+}
+
+std::vector<NodePtr> view_gradient(const NodePtr& node, const NodePtr& grad) {
+  const Shape& input_shape = node->inputs[0]->shape;
+  const std::vector<ViewDimension>& mapping = node->view;
+  int output_rank = int(node->shape.size()), input_rank = int(input_shape.size());
+  // 1. Output dims no input dim moves along were broadcast: sum the gradient over them.
+  std::vector<bool> walked(output_rank, false);
+  for (const ViewDimension& dimension : mapping)
+    if (dimension.output_dim >= 0 && dimension.step != 0) walked[dimension.output_dim] = true;
+  std::vector<int64_t> summed;
+  std::vector<int> kept_position(output_rank, -1);  // output dim -> its position in the summed gradient
+  Shape kept_shape;
+  for (int dim = 0; dim < output_rank; ++dim) {
+    if (walked[dim]) {
+      kept_position[dim] = int(kept_shape.size());
+      kept_shape.push_back(node->shape[dim]);
+    } else {
+      summed.push_back(dim);
+    }
+  }
+  NodePtr reduced = summed.empty() ? grad : reduce(grad, ReduceOp::Add, summed, false);
+
+  // 2. Common cases without index expressions: every input dim walks one kept dim with step 1 from 0 over its
+  //    whole extent (size-1 input dims aside): a reshape, or a permutation.
+  bool plain = true;
+  std::vector<int64_t> order;
+  for (int dim = 0; dim < input_rank && plain; ++dim) {
+    const ViewDimension& dimension = mapping[dim];
+    bool walks = dimension.output_dim >= 0 && dimension.step != 0;
+    if (!walks) {
+      plain = input_shape[dim] == 1 && dimension.offset == 0;
+      continue;
+    }
+    plain = dimension.step == 1 && dimension.offset == 0 && input_shape[dim] == node->shape[dimension.output_dim];
+    order.push_back(kept_position[dimension.output_dim]);
+  }
+  if (plain && order.size() == kept_shape.size()) {
+    // Input dim k reads kept dim order[k]: put the kept dims in input order, then restore size-1 dims.
+    NodePtr arranged = std::is_sorted(order.begin(), order.end()) ? reduced : permute(reduced, order);
+    return {reshape(arranged, input_shape)};
+  }
+
+  // 3. Slices, flips, strides, diagonals: each input position receives at most one output element, so the
+  //    gradient is a gather (reindex) from the summed gradient with overflow where nothing was read.
+  auto payload = std::make_shared<IndexPayload>();
+  std::vector<IndexExpression> position_of(kept_shape.size());
+  std::vector<IndexExpression> conditions;
+  for (int dim = 0; dim < input_rank; ++dim) {
+    const ViewDimension& dimension = mapping[dim];
+    IndexExpression here = make_loop_index(dim);
+    if (dimension.output_dim < 0 || dimension.step == 0) {
+      if (input_shape[dim] != 1 || dimension.offset != 0)
+        conditions.push_back(make_binary(IndexOperator::NotEqual, here, make_integer(dimension.offset)));
+      continue;
+    }
+    IndexExpression shifted = make_binary(IndexOperator::Subtract, here, make_integer(dimension.offset));
+    IndexExpression step = make_integer(dimension.step);
+    IndexExpression position = make_binary(IndexOperator::FloorDivide, shifted, step);
+    if (dimension.step != 1 && dimension.step != -1)
+      conditions.push_back(make_binary(IndexOperator::NotEqual, make_binary(IndexOperator::FloorModulo, shifted, step),
+                                       make_integer(0)));
+    IndexExpression& slot = position_of[kept_position[dimension.output_dim]];
+    if (slot)  // a second input dim walking the same output dim (a diagonal): both must agree
+      conditions.push_back(make_binary(IndexOperator::NotEqual, slot, position));
+    else
+      slot = position;
+  }
+  for (IndexExpression& position : position_of) payload->indexes.push_back(simplify(position));
+  if (!conditions.empty()) {
+    IndexExpression any = conditions[0];
+    for (size_t index = 1; index < conditions.size(); ++index)
+      any = make_binary(IndexOperator::LogicalOr, any, conditions[index]);
+    payload->overflow_conditions.push_back(simplify(any));
+  }
+  return {reindex_parsed(reduced, input_shape, std::move(payload), 0.0, {})};
 }
 
 }  // namespace metajit

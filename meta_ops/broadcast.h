@@ -24,4 +24,12 @@ NodePtr view(const NodePtr& input, const Shape& shape, std::vector<ViewDimension
 // Row-major reshape; one extent may be -1 and is inferred.
 NodePtr reshape(const NodePtr& input, Shape shape);
 
+// The same value with no gradient history (detach / stop_grad): gradients do not flow through it.
+NodePtr stop_gradient(const NodePtr& input);
+
+// Gradient rules (called by meta_ops/autodiff): reshape back; a view's gradient sums over broadcast dims, then
+// is a permute/reshape or, for slices, flips and strides, a gather (reindex) with zeros where nothing was read.
+std::vector<NodePtr> reshape_gradient(const NodePtr& node, const NodePtr& grad);
+std::vector<NodePtr> view_gradient(const NodePtr& node, const NodePtr& grad);
+
 }  // namespace metajit

@@ -216,4 +216,92 @@ NodePtr arange(double start, double stop, double step, DType dtype) {
 
 void register_op_names() { set_op_namer(&name_node); }
 
+namespace {
+
+NodePtr add(const NodePtr& a, const NodePtr& b) { return binary(BinaryOp::Add, a, b); }
+NodePtr subtract(const NodePtr& a, const NodePtr& b) { return binary(BinaryOp::Subtract, a, b); }
+NodePtr multiply(const NodePtr& a, const NodePtr& b) { return binary(BinaryOp::Multiply, a, b); }
+NodePtr divide(const NodePtr& a, const NodePtr& b) { return binary(BinaryOp::Divide, a, b); }
+NodePtr scaled(const NodePtr& a, double factor) { return binary_with_scalar(BinaryOp::Multiply, a, factor, true, false); }
+NodePtr zeros_like(const NodePtr& like) { return constant(like->shape, like->dtype, 0.0); }
+NodePtr ones_like(const NodePtr& like) { return constant(like->shape, like->dtype, 1.0); }
+NodePtr compare(BinaryOp op, const NodePtr& a, const NodePtr& b) { return binary(op, a, b); }
+NodePtr masked(const NodePtr& condition, const NodePtr& value) { return where(condition, value, zeros_like(value)); }
+
+std::vector<NodePtr> unary_gradient(const NodePtr& node, const NodePtr& grad) {
+  const NodePtr& x = node->inputs[0];
+  if (!is_floating(x->dtype)) return {nullptr};
+  switch (UnaryOp(node->op_code)) {
+    case UnaryOp::Negate: return {unary(UnaryOp::Negate, grad)};
+    case UnaryOp::Abs:
+      return {where(compare(BinaryOp::Greater, x, zeros_like(x)), grad,
+                    masked(compare(BinaryOp::Less, x, zeros_like(x)), unary(UnaryOp::Negate, grad)))};
+    case UnaryOp::Exp: return {multiply(grad, node)};
+    case UnaryOp::Log: return {divide(grad, x)};
+    case UnaryOp::Sqrt: return {divide(scaled(grad, 0.5), node)};
+    case UnaryOp::Rsqrt: return {multiply(scaled(grad, -0.5), multiply(node, multiply(node, node)))};
+    case UnaryOp::Sin: return {multiply(grad, unary(UnaryOp::Cos, x))};
+    case UnaryOp::Cos: return {unary(UnaryOp::Negate, multiply(grad, unary(UnaryOp::Sin, x)))};
+    case UnaryOp::Tanh: return {multiply(grad, subtract(ones_like(node), multiply(node, node)))};
+    case UnaryOp::Sigmoid: return {multiply(grad, multiply(node, subtract(ones_like(node), node)))};
+    case UnaryOp::Relu: return {masked(compare(BinaryOp::Greater, x, zeros_like(x)), grad)};
+    case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round: return {zeros_like(grad)};
+    default: return {nullptr};
+  }
+}
+
+std::vector<NodePtr> binary_gradient(const NodePtr& node, const NodePtr& grad) {
+  const NodePtr& a = node->inputs[0];
+  const NodePtr& b = node->inputs[1];
+  if (!is_floating(node->dtype)) return {nullptr, nullptr};
+  switch (BinaryOp(node->op_code)) {
+    case BinaryOp::Add: return {grad, grad};
+    case BinaryOp::Subtract: return {grad, unary(UnaryOp::Negate, grad)};
+    case BinaryOp::Multiply: return {multiply(grad, b), multiply(grad, a)};
+    case BinaryOp::Divide: {
+      NodePtr over_b = divide(grad, b);
+      return {over_b, b->requires_grad ? unary(UnaryOp::Negate, multiply(over_b, node)) : nullptr};
+    }
+    case BinaryOp::Power: {
+      // d/da a^b = b * a^(b-1); d/db a^b = a^b * log(a), taken as 0 where a == 0 and b >= 0 (PyTorch's choice).
+      NodePtr for_a = a->requires_grad
+          ? multiply(grad, multiply(b, binary(BinaryOp::Power, a, binary_with_scalar(BinaryOp::Subtract, b, 1.0, true, false))))
+          : nullptr;
+      NodePtr for_b = nullptr;
+      if (b->requires_grad) {
+        NodePtr at_zero = binary(BinaryOp::LogicalAnd, compare(BinaryOp::Equal, a, zeros_like(a)),
+                                 compare(BinaryOp::GreaterEqual, b, zeros_like(b)));
+        for_b = where(at_zero, zeros_like(grad), multiply(grad, multiply(node, unary(UnaryOp::Log, a))));
+      }
+      return {for_a, for_b};
+    }
+    case BinaryOp::Maximum:
+    case BinaryOp::Minimum: {
+      BinaryOp wins = BinaryOp(node->op_code) == BinaryOp::Maximum ? BinaryOp::Greater : BinaryOp::Less;
+      NodePtr half = scaled(grad, 0.5);
+      NodePtr tie = compare(BinaryOp::Equal, a, b);
+      return {where(compare(wins, a, b), grad, masked(tie, half)), where(compare(wins, b, a), grad, masked(tie, half))};
+    }
+    case BinaryOp::Modulo:  // a mod b = a - floor(a / b) * b
+      return {grad, b->requires_grad ? unary(UnaryOp::Negate, multiply(grad, binary(BinaryOp::FloorDivide, a, b))) : nullptr};
+    case BinaryOp::FloorDivide: return {zeros_like(grad), zeros_like(grad)};
+    default: return {nullptr, nullptr};
+  }
+}
+
+}  // namespace
+
+std::vector<NodePtr> elementwise_gradient(const NodePtr& node, const NodePtr& grad) {
+  switch (node->kind) {
+    case NodeKind::Unary: return unary_gradient(node, grad);
+    case NodeKind::Binary: return binary_gradient(node, grad);
+    case NodeKind::Where:
+      return {nullptr, masked(node->inputs[0], grad), where(node->inputs[0], zeros_like(grad), grad)};
+    case NodeKind::Cast:
+      return {is_floating(node->inputs[0]->dtype) ? cast(grad, node->inputs[0]->dtype) : nullptr};
+    default:
+      return std::vector<NodePtr>(node->inputs.size());
+  }
+}
+
 }  // namespace metajit

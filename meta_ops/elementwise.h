@@ -3,6 +3,7 @@
 // (ValueError in Python) at the user's call; nothing is computed here.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "core/node.h"
 
@@ -43,6 +44,12 @@ NodePtr arange(double start, double stop, double step, DType dtype);
 
 // Dtype that a unary op produces from its input dtype (exp of an int tensor is float32, as in PyTorch).
 DType unary_result_dtype(UnaryOp op, DType input);
+
+// Gradient rule of the family (called by meta_ops/autodiff) for Unary, Binary, Where and Cast nodes: the
+// gradient of each input given `grad`, the gradient of the output; null where an input gets none (integer and
+// boolean operands, conditions). Maximum/minimum split ties evenly, as PyTorch does; floor/ceil/round and
+// floor division have zero gradient.
+std::vector<NodePtr> elementwise_gradient(const NodePtr& node, const NodePtr& grad);
 
 // Registers op names with core (node->op_name()).
 void register_op_names();

@@ -1140,6 +1140,15 @@ std::string to_canonical_string(const IndexExpression& expression) {
   return out;
 }
 
+IndexExpression swap_input_output_shapes(const IndexExpression& expression) {
+  if (expression->kind == IndexNodeKind::InputShape) return make_output_shape(int(expression->value));
+  if (expression->kind == IndexNodeKind::OutputShape) return make_input_shape(int(expression->value));
+  if (expression->operands.empty()) return expression;
+  std::vector<IndexExpression> operands;
+  for (const IndexExpression& operand : expression->operands) operands.push_back(swap_input_output_shapes(operand));
+  return new_node(expression->kind, expression->op, expression->type, expression->value, std::move(operands));
+}
+
 IndexExpression make_integer(int64_t value) {
   return new_node(IndexNodeKind::Integer, IndexOperator::None, IndexType::Integer, value, {});
 }

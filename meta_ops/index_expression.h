@@ -92,6 +92,10 @@ IndexExpression make_ternary(IndexExpression condition, IndexExpression if_true,
 // Returns the same pointer when nothing changes.
 IndexExpression simplify(const IndexExpression& expression);
 
+// The same expression with xshapeK and yshapeK exchanged: a gradient turns reindex into reindex_reduce (and back)
+// over the same loop, where the roles of input and output swap.
+IndexExpression swap_input_output_shapes(const IndexExpression& expression);
+
 // Structural equality (same canonical text).
 bool same_index_expression(const IndexExpression& left, const IndexExpression& right);
 

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "meta_ops/broadcast.h"
+#include "meta_ops/elementwise.h"
 
 namespace metajit {
 namespace {
@@ -151,6 +152,112 @@ NodePtr reindex(const NodePtr& input, const Shape& shape, const std::vector<std:
   node->scalar = overflow_value;
   node->payload = std::move(payload);
   return node;
+}
+
+NodePtr reindex_parsed(const NodePtr& input, const Shape& shape, std::shared_ptr<const IndexPayload> payload,
+                       double overflow_value, const std::vector<NodePtr>& extras) {
+  std::vector<NodePtr> inputs{input};
+  inputs.insert(inputs.end(), extras.begin(), extras.end());
+  auto node = make_node(NodeKind::Reindex, input->dtype, shape, std::move(inputs));
+  node->scalar = overflow_value;
+  node->payload = std::move(payload);
+  return node;
+}
+
+NodePtr reindex_reduce_parsed(const NodePtr& input, ReduceOp op, const Shape& shape,
+                              std::shared_ptr<const IndexPayload> payload, const std::vector<NodePtr>& extras) {
+  DType result = reduce_result_dtype(op, input->dtype);
+  NodePtr operand = input;
+  if (result != input->dtype && result != DType::Bool) operand = make_node(NodeKind::Cast, result, input->shape, {input});
+  std::vector<NodePtr> inputs{operand};
+  inputs.insert(inputs.end(), extras.begin(), extras.end());
+  auto node = make_node(NodeKind::ReindexReduce, result, shape, std::move(inputs));
+  node->op_code = uint16_t(op);
+  node->payload = std::move(payload);
+  return node;
+}
+
+namespace {
+
+std::shared_ptr<const IndexPayload> swapped_payload(const Node& node) {
+  auto original = std::static_pointer_cast<const IndexPayload>(node.payload);
+  auto swapped = std::make_shared<IndexPayload>();
+  for (const IndexExpression& index : original->indexes) swapped->indexes.push_back(swap_input_output_shapes(index));
+  for (const IndexExpression& condition : original->overflow_conditions)
+    swapped->overflow_conditions.push_back(swap_input_output_shapes(condition));
+  return swapped;
+}
+
+std::vector<NodePtr> extras_of(const Node& node) { return {node.inputs.begin() + 1, node.inputs.end()}; }
+
+// A reduced-shape value (the output or its gradient) broadcast back over the reduced input.
+NodePtr expand_reduced(const Node& node, const NodePtr& value, const Shape& input_shape) {
+  if (node.keepdim) return broadcast_to(value, input_shape);
+  std::vector<int64_t> dims;
+  for (int dim = 0; dim < int(input_shape.size()); ++dim)
+    if (node.reduce_mask >> dim & 1) dims.push_back(dim);
+  return broadcast(value, input_shape, dims);
+}
+
+NodePtr zeros_like(const NodePtr& like) { return constant(like->shape, like->dtype, 0.0); }
+
+}  // namespace
+
+std::vector<NodePtr> reduce_gradient(const NodePtr& node, const NodePtr& grad) {
+  const NodePtr& input = node->inputs[0];
+  ReduceOp op = ReduceOp(node->op_code);
+  NodePtr spread = expand_reduced(*node, grad, input->shape);
+  switch (op) {
+    case ReduceOp::Add:
+      return {spread};
+    case ReduceOp::Multiply:  // d(prod)/dx = prod / x (not defined where x == 0, as for any quotient rule)
+      return {binary(BinaryOp::Divide, binary(BinaryOp::Multiply, spread, expand_reduced(*node, node, input->shape)), input)};
+    case ReduceOp::Maximum:
+    case ReduceOp::Minimum: {
+      NodePtr ties = cast(binary(BinaryOp::Equal, input, expand_reduced(*node, node, input->shape)), input->dtype);
+      std::vector<int64_t> dims;
+      for (int dim = 0; dim < int(input->shape.size()); ++dim)
+        if (node->reduce_mask >> dim & 1) dims.push_back(dim);
+      NodePtr count = expand_reduced(*node, reduce(ties, ReduceOp::Add, dims, node->keepdim), input->shape);
+      return {binary(BinaryOp::Divide, binary(BinaryOp::Multiply, spread, ties), count)};
+    }
+    default:
+      return {nullptr};
+  }
+}
+
+std::vector<NodePtr> reindex_gradient(const NodePtr& node, const NodePtr& grad) {
+  const NodePtr& input = node->inputs[0];
+  std::vector<NodePtr> result(node->inputs.size());
+  result[0] = reindex_reduce_parsed(grad, ReduceOp::Add, input->shape, swapped_payload(*node), extras_of(*node));
+  return result;
+}
+
+std::vector<NodePtr> reindex_reduce_gradient(const NodePtr& node, const NodePtr& grad) {
+  const NodePtr& input = node->inputs[0];
+  std::vector<NodePtr> result(node->inputs.size());
+  auto payload = swapped_payload(*node);
+  std::vector<NodePtr> extras = extras_of(*node);
+  NodePtr gathered = reindex_parsed(grad, input->shape, payload, 0.0, extras);
+  switch (ReduceOp(node->op_code)) {
+    case ReduceOp::Add:
+      result[0] = gathered;
+      break;
+    case ReduceOp::Multiply:
+      result[0] = binary(BinaryOp::Divide,
+                         binary(BinaryOp::Multiply, gathered, reindex_parsed(node, input->shape, payload, 0.0, extras)),
+                         input);
+      break;
+    case ReduceOp::Maximum:
+    case ReduceOp::Minimum: {
+      NodePtr target = reindex_parsed(node, input->shape, payload, 0.0, extras);
+      result[0] = where(binary(BinaryOp::Equal, input, target), gathered, zeros_like(gathered));
+      break;
+    }
+    default:
+      break;
+  }
+  return result;
 }
 
 }  // namespace metajit

@@ -33,4 +33,19 @@ NodePtr reindex_reduce(const NodePtr& input, ReduceOp op, const Shape& shape, co
 NodePtr reindex(const NodePtr& input, const Shape& shape, const std::vector<std::string>& indexes, double overflow_value,
                 const std::vector<std::string>& overflow_conditions, const std::vector<NodePtr>& extras);
 
+// The same builders from already-parsed expressions (gradient rules and op builders use them).
+NodePtr reindex_parsed(const NodePtr& input, const Shape& shape, std::shared_ptr<const IndexPayload> payload,
+                       double overflow_value, const std::vector<NodePtr>& extras);
+NodePtr reindex_reduce_parsed(const NodePtr& input, ReduceOp op, const Shape& shape,
+                              std::shared_ptr<const IndexPayload> payload, const std::vector<NodePtr>& extras);
+
+// Gradient rules of this family, called by meta_ops/autodiff: given `grad`, the gradient of `node`'s output,
+// the gradient of each of its inputs (null where an input gets none). They are built from meta-ops again.
+//   reduce add: broadcast back; max/min: shared evenly among the tied maxima (as torch.amax); mul: grad*y/x.
+//   reindex: reindex_reduce(add) with the same expressions; reindex_reduce add: reindex with them; max/min:
+//   the gradient goes to every input equal to its target's result.
+std::vector<NodePtr> reduce_gradient(const NodePtr& node, const NodePtr& grad);
+std::vector<NodePtr> reindex_gradient(const NodePtr& node, const NodePtr& grad);
+std::vector<NodePtr> reindex_reduce_gradient(const NodePtr& node, const NodePtr& grad);
+
 }  // namespace metajit

@@ -19,6 +19,7 @@
 #include "core/thread_pool.h"
 #include "jit/graph_executor.h"
 #include "jit/kernel_cache.h"
+#include "meta_ops/autodiff.h"
 #include "meta_ops/broadcast.h"
 #include "meta_ops/elementwise.h"
 #include "meta_ops/reduce.h"
@@ -246,6 +247,40 @@ PYBIND11_MODULE(_core, module) {
                                       shape_to_string(node->shape));
         return to_numpy(node).attr("reshape")(py::tuple()).attr("item")();
       })
+      .def_property("requires_grad", [](const Node& node) { return node.requires_grad; },
+                    [](Node& node, bool value) {
+                      if (value == node.requires_grad) return;
+                      if (value && !is_floating(node.dtype))
+                        throw std::invalid_argument(std::string("only floating-point Vars can require grad, this one is ") +
+                                                    dtype_name(node.dtype));
+                      if (!value && node.any_input_requires_grad())
+                        throw std::invalid_argument("requires_grad can only be turned off on a leaf; use detach() "
+                                                    "for a copy without gradient history");
+                      node.requires_grad = value;
+                    })
+      .def_property_readonly("is_leaf", [](const Node& node) { return !node.any_input_requires_grad(); })
+      .def_property("grad", [](const Node& node) { return node.grad; },
+                    [](Node& node, const NodePtr& grad) {
+                      if (grad && grad->shape != node.shape)
+                        throw std::invalid_argument("grad of shape " + shape_to_string(grad->shape) +
+                                                    " assigned to a Var of shape " + shape_to_string(node.shape));
+                      node.grad = grad;
+                    })
+      .def("detach", [](const NodePtr& node) { return stop_gradient(node); },
+           "The same value without gradient history: gradients do not flow through the result.")
+      .def("_assign", [](const NodePtr& node, const NodePtr& value) {
+        // Gives this Var a new value in place (optimizer updates): the value is computed now and its storage
+        // taken over; graphs recorded earlier that read this Var see the new value if they run later.
+        if (value->shape != node->shape)
+          throw std::invalid_argument("assign: value of shape " + shape_to_string(value->shape) +
+                                      " to a Var of shape " + shape_to_string(node->shape));
+        if (node->any_input_requires_grad())
+          throw std::invalid_argument("assign: only a leaf Var (one not computed from Vars that require grad) can be assigned");
+        NodePtr converted = cast(value, node->dtype);
+        sync_nodes({converted});
+        publish_storage(*node, converted->storage);
+        release_inputs(*node);
+      })
       .def("__repr__", &describe)
       .def("__hash__", [](const Node& node) { return py::int_(reinterpret_cast<uintptr_t>(&node)); });
 
@@ -353,6 +388,12 @@ PYBIND11_MODULE(_core, module) {
                                   const std::vector<NodePtr>& extras) {
     return reindex_reduce(input, reduce_op_from_name(op), shape_argument(shape), indexes, conditions, extras);
   });
+  module.def("grad", [](const NodePtr& output, const std::vector<NodePtr>& inputs, const NodePtr& output_grad) {
+    return gradients(output, inputs, output_grad);
+  }, py::arg("output"), py::arg("inputs"), py::arg("output_grad") = nullptr);
+  module.def("gradient_leaves", &gradient_leaves);
+  module.def("is_grad_enabled", &grad_enabled);
+  module.def("set_grad_enabled", &set_grad_enabled);
   module.def("sync_all", [](const std::vector<NodePtr>& nodes) { sync_nodes(nodes); });
   module.def("plan", [](const std::vector<NodePtr>& nodes) {
     py::list kernels;

@@ -11,7 +11,8 @@ from ._core import Var, seed, stats, reset_stats, gc
 __all__ = [
     "Var", "array", "zeros", "ones", "full", "zeros_like", "ones_like", "arange", "rand", "randn", "seed",
     "reindex", "reindex_reduce", "reduce", "broadcast", "broadcast_to", "where", "sync", "stats", "reset_stats",
-    "flags", "inspect_kernels", "gc",
+    "flags", "inspect_kernels", "gc", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    "stop_grad", "detach",
 ]
 
 # Frames inside this package are skipped when recording which user line created a node.
@@ -42,10 +43,17 @@ def _shape_argument(shape):
     return list(shape)
 
 
-def array(data, dtype=None):
+def _leaf(var, requires_grad):
+    if requires_grad:
+        var.requires_grad = True
+    return var
+
+
+def array(data, dtype=None, requires_grad=False):
     """A Var holding a copy of `data` (numpy array, nested lists or a number).
 
-    numpy arrays and scalars keep their dtype; Python floats become float32 and Python ints int64, as in PyTorch."""
+    numpy arrays and scalars keep their dtype; Python floats become float32 and Python ints int64, as in PyTorch.
+    requires_grad=True makes it a leaf that backward() fills ``.grad`` of."""
     import numpy as np
     if isinstance(data, Var):
         result = data
@@ -57,29 +65,30 @@ def array(data, dtype=None):
         result = _core.array(np.asarray(data))
     if dtype is not None and result.dtype != _dtype_name(dtype):
         result = _core.cast(result, _dtype_name(dtype))
-    return result
+    return _leaf(result, requires_grad)
 
 
-def full(shape, value, dtype=None):
+def full(shape, value, dtype=None, requires_grad=False):
     if dtype is None:
         dtype = "bool" if isinstance(value, bool) else "int64" if isinstance(value, int) else "float32"
-    return _core.constant(list(shape) if not isinstance(shape, int) else [shape], _dtype_name(dtype), value)
+    result = _core.constant(list(shape) if not isinstance(shape, int) else [shape], _dtype_name(dtype), value)
+    return _leaf(result, requires_grad)
 
 
-def zeros(*shape, dtype="float32"):
-    return full(_shape_argument(shape), 0, dtype)
+def zeros(*shape, dtype="float32", requires_grad=False):
+    return full(_shape_argument(shape), 0, dtype, requires_grad)
 
 
-def ones(*shape, dtype="float32"):
-    return full(_shape_argument(shape), 1, dtype)
+def ones(*shape, dtype="float32", requires_grad=False):
+    return full(_shape_argument(shape), 1, dtype, requires_grad)
 
 
-def zeros_like(x, dtype=None):
-    return full(list(x.shape), 0, dtype or x.dtype)
+def zeros_like(x, dtype=None, requires_grad=False):
+    return full(list(x.shape), 0, dtype or x.dtype, requires_grad)
 
 
-def ones_like(x, dtype=None):
-    return full(list(x.shape), 1, dtype or x.dtype)
+def ones_like(x, dtype=None, requires_grad=False):
+    return full(list(x.shape), 1, dtype or x.dtype, requires_grad)
 
 
 def arange(start, stop=None, step=1, dtype=None):
@@ -90,14 +99,14 @@ def arange(start, stop=None, step=1, dtype=None):
     return _core.arange(float(start), float(stop), float(step), _dtype_name(dtype))
 
 
-def rand(*shape, dtype="float32"):
+def rand(*shape, dtype="float32", requires_grad=False):
     """Uniform [0, 1) samples, drawn from the generator seeded by mj.seed()."""
-    return _core.rand(_shape_argument(shape), _dtype_name(dtype))
+    return _leaf(_core.rand(_shape_argument(shape), _dtype_name(dtype)), requires_grad)
 
 
-def randn(*shape, dtype="float32"):
+def randn(*shape, dtype="float32", requires_grad=False):
     """Standard normal samples, drawn from the generator seeded by mj.seed()."""
-    return _core.randn(_shape_argument(shape), _dtype_name(dtype))
+    return _leaf(_core.randn(_shape_argument(shape), _dtype_name(dtype)), requires_grad)
 
 
 def _python_number(value):
@@ -176,6 +185,12 @@ def inspect_kernels(*vars):
 
 from . import _var_methods  # noqa: E402,F401  (adds reshape, slicing, reductions, ... to Var)
 from ._flags import flags  # noqa: E402
+from ._autograd import (grad, no_grad, enable_grad, set_grad_enabled, is_grad_enabled,  # noqa: E402
+                        stop_grad)
+
+
+def detach(x):
+    return x.detach()
 
 
 def _make_unary(name):

@@ -1,0 +1,136 @@
+#include "meta_ops/autodiff.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "meta_ops/broadcast.h"
+#include "meta_ops/elementwise.h"
+#include "meta_ops/reduce.h"
+
+namespace metajit {
+namespace {
+
+// Every node reachable from `output` through edges that carry gradient (inputs that require grad), newest first:
+// ids are creation order and inputs are always older than their users, so this is a reverse topological order.
+std::vector<Node*> gradient_graph(const NodePtr& output) {
+  std::vector<Node*> nodes;
+  std::unordered_set<Node*> seen{output.get()};
+  std::vector<Node*> stack{output.get()};
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    nodes.push_back(node);
+    for (const NodePtr& input : node->inputs)
+      if (input && input->requires_grad && seen.insert(input.get()).second) stack.push_back(input.get());
+  }
+  std::sort(nodes.begin(), nodes.end(), [](const Node* a, const Node* b) { return a->id > b->id; });
+  return nodes;
+}
+
+std::vector<NodePtr> rule_for(const NodePtr& node, const NodePtr& grad) {
+  switch (node->kind) {
+    case NodeKind::Unary: case NodeKind::Binary: case NodeKind::Where: case NodeKind::Cast:
+      return elementwise_gradient(node, grad);
+    case NodeKind::View: return view_gradient(node, grad);
+    case NodeKind::Reshape: return reshape_gradient(node, grad);
+    case NodeKind::Reduce: return reduce_gradient(node, grad);
+    case NodeKind::Reindex: return reindex_gradient(node, grad);
+    case NodeKind::ReindexReduce: return reindex_reduce_gradient(node, grad);
+    default: return std::vector<NodePtr>(node->inputs.size());  // leaves
+  }
+}
+
+NodePtr shared_pointer(const NodePtr& root, Node* node, const std::unordered_map<Node*, NodePtr>& owners) {
+  if (node == root.get()) return root;
+  return owners.at(node);
+}
+
+}  // namespace
+
+std::vector<NodePtr> gradients(const NodePtr& output, const std::vector<NodePtr>& inputs, NodePtr output_grad) {
+  if (!is_floating(output->dtype))
+    throw std::invalid_argument(std::string("grad: the output must be a floating-point Var, got ") + dtype_name(output->dtype));
+  for (size_t index = 0; index < inputs.size(); ++index)
+    if (!inputs[index]->requires_grad)
+      throw std::invalid_argument("grad: input " + std::to_string(index) + " (shape " + shape_to_string(inputs[index]->shape) +
+                                  ") does not require grad; set requires_grad=True on it before computing the output");
+  if (output_grad) {
+    if (output_grad->shape != output->shape)
+      throw std::invalid_argument("grad: the output gradient has shape " + shape_to_string(output_grad->shape) +
+                                  " but the output has shape " + shape_to_string(output->shape));
+    output_grad = cast(output_grad, output->dtype);
+  } else {
+    output_grad = constant(output->shape, output->dtype, 1.0);
+  }
+  std::vector<NodePtr> results(inputs.size());
+  if (output->requires_grad) {
+    std::vector<Node*> order = gradient_graph(output);
+    // Which nodes lie on a path to a requested input (others need no gradient).
+    std::unordered_set<Node*> wanted;
+    for (const NodePtr& input : inputs) wanted.insert(input.get());
+    std::unordered_set<Node*> relevant;
+    std::unordered_map<Node*, NodePtr> owners;  // raw node -> a shared pointer held by one of its users
+    for (auto node = order.rbegin(); node != order.rend(); ++node) {
+      bool on_path = wanted.count(*node) != 0;
+      for (const NodePtr& input : (*node)->inputs) {
+        if (!input || !input->requires_grad) continue;
+        owners.emplace(input.get(), input);
+        if (relevant.count(input.get())) on_path = true;
+      }
+      if (on_path) relevant.insert(*node);
+    }
+    std::unordered_map<Node*, NodePtr> accumulated{{output.get(), output_grad}};
+    for (Node* raw : order) {
+      auto found = accumulated.find(raw);
+      if (found == accumulated.end() || !relevant.count(raw)) continue;
+      NodePtr node = shared_pointer(output, raw, owners);
+      NodePtr grad = found->second;
+      if (!node->any_input_requires_grad()) continue;  // a leaf
+      std::vector<NodePtr> input_grads = rule_for(node, grad);
+      for (size_t index = 0; index < node->inputs.size(); ++index) {
+        const NodePtr& input = node->inputs[index];
+        if (!input || !input->requires_grad || !relevant.count(input.get()) || !input_grads[index]) continue;
+        NodePtr contribution = input_grads[index];
+        if (contribution->shape != input->shape)
+          throw std::logic_error("internal error: gradient of " + node->op_name() + " input " + std::to_string(index) +
+                                 " has shape " + shape_to_string(contribution->shape) + ", expected " +
+                                 shape_to_string(input->shape));
+        contribution = cast(contribution, input->dtype);
+        auto slot = accumulated.find(input.get());
+        if (slot == accumulated.end()) accumulated.emplace(input.get(), contribution);
+        else slot->second = binary(BinaryOp::Add, slot->second, contribution);
+      }
+    }
+    for (size_t index = 0; index < inputs.size(); ++index) {
+      auto found = accumulated.find(inputs[index].get());
+      if (found != accumulated.end()) results[index] = found->second;
+    }
+  }
+  for (size_t index = 0; index < inputs.size(); ++index)
+    if (!results[index]) results[index] = constant(inputs[index]->shape, inputs[index]->dtype, 0.0);
+  return results;
+}
+
+std::vector<NodePtr> gradient_leaves(const NodePtr& output) {
+  std::vector<NodePtr> leaves;
+  if (!output->requires_grad) return leaves;
+  std::unordered_set<Node*> seen{output.get()};
+  std::vector<NodePtr> stack{output};
+  while (!stack.empty()) {
+    NodePtr node = std::move(stack.back());
+    stack.pop_back();
+    if (!node->any_input_requires_grad()) {
+      leaves.push_back(node);
+      continue;
+    }
+    for (const NodePtr& input : node->inputs)
+      if (input && input->requires_grad && seen.insert(input.get()).second) stack.push_back(input);
+  }
+  std::sort(leaves.begin(), leaves.end(), [](const NodePtr& a, const NodePtr& b) { return a->id < b->id; });
+  return leaves;
+}
+
+}  // namespace metajit

@@ -1,0 +1,23 @@
+// Reverse-mode autodiff over the lazy graph. The gradient of every meta-op is built from meta-ops again (rules
+// live beside each family: elementwise.h, broadcast.h, reduce.h), so backward graphs fuse and compile like
+// forward ones, and a gradient that requires grad can be differentiated again (higher-order gradients).
+#pragma once
+#include <vector>
+
+#include "core/node.h"
+
+namespace metajit {
+
+// Gradients of `output` with respect to each of `inputs`, as lazy nodes of the inputs' shapes and dtypes.
+// `output_grad` (same shape as output) seeds the chain rule; null means ones (the gradient of output.sum()).
+// An input the output does not depend on gets zeros. Throws std::invalid_argument when the output is not
+// floating point, when an input does not require grad, or when output_grad has the wrong shape. With grad
+// mode on, the results require grad wherever they depend on something that does (so they can be
+// differentiated again); with it off they are plain values.
+std::vector<NodePtr> gradients(const NodePtr& output, const std::vector<NodePtr>& inputs, NodePtr output_grad = nullptr);
+
+// The leaves (requires_grad nodes built from nothing that requires grad) that `output` depends on, in
+// creation order: what backward() accumulates into.
+std::vector<NodePtr> gradient_leaves(const NodePtr& output);
+
+}  // namespace metajit

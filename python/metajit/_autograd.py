@@ -1,0 +1,135 @@
+"""Autodiff front end: mj.grad (Jittor style, differentiable results) and PyTorch-style requires_grad,
+backward(), .grad, no_grad() and detach(). The gradient rules themselves live in C++ beside each meta-op."""
+import contextlib
+import functools
+
+from . import _core
+from ._core import Var
+
+# Losses that backward() was called on: the next optimizer step computes them in the same fused plan as the
+# update, so reading the loss afterwards costs nothing.
+_pending_outputs = []
+
+
+def _as_list(value):
+    if isinstance(value, Var):
+        return [value], True
+    return list(value), False
+
+
+def grad(output, inputs, output_grad=None):
+    """Gradients of `output` with respect to `inputs` (a Var or a list of Vars), as lazy Vars.
+
+    A non-scalar output is treated as ``output.sum()`` unless `output_grad` seeds the chain rule. Inputs the
+    output does not depend on get zeros. The results are differentiable again (under grad mode), so
+    ``mj.grad(mj.grad(y, x), x)`` gives second derivatives."""
+    inputs_list, single = _as_list(inputs)
+    for index, value in enumerate(inputs_list):
+        if not isinstance(value, Var):
+            raise TypeError(f"grad: input {index} is a {type(value).__name__}, expected a metajit Var")
+    if output_grad is not None and not isinstance(output_grad, Var):
+        from . import array
+        output_grad = array(output_grad, dtype=output.dtype)
+    results = _core.grad(output, inputs_list, output_grad)
+    return results[0] if single else results
+
+
+def backward(self, gradient=None, retain_graph=None):
+    """Accumulates d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad (PyTorch semantics).
+
+    Nothing is computed yet: the gradients are lazy and fuse with whatever reads them (usually the optimizer
+    step). `self` must have one element unless `gradient` is given."""
+    if not self.requires_grad:
+        raise RuntimeError("backward: this Var does not require grad (no input it was computed from has "
+                           "requires_grad=True)")
+    if gradient is None and self.numel() != 1:
+        raise RuntimeError(f"backward: grad can be implicitly created only for a Var with one element, this one "
+                           f"has shape {tuple(self.shape)}; pass gradient=")
+    leaves = _core.gradient_leaves(self)
+    with no_grad():
+        grads = grad(self, leaves, gradient) if leaves else []
+        for leaf, value in zip(leaves, grads):
+            leaf.grad = value if leaf.grad is None else leaf.grad + value
+    _pending_outputs.append(self)
+
+
+def take_pending_outputs():
+    """The Vars backward() ran on since the last call (for the optimizer to sync with its update)."""
+    outputs = list(_pending_outputs)
+    _pending_outputs.clear()
+    return outputs
+
+
+def is_grad_enabled():
+    return _core.is_grad_enabled()
+
+
+class set_grad_enabled(contextlib.ContextDecorator):
+    """Turns gradient recording on or off (for this thread); works as a call, a context manager or a decorator."""
+
+    def __init__(self, mode):
+        self._previous = _core.is_grad_enabled()
+        self._mode = bool(mode)
+        _core.set_grad_enabled(self._mode)
+
+    def __enter__(self):
+        _core.set_grad_enabled(self._mode)
+        return self
+
+    def __exit__(self, *exc):
+        _core.set_grad_enabled(self._previous)
+        return False
+
+
+class no_grad(contextlib.ContextDecorator):
+    """Within it, new Vars record no gradient history (evaluation, optimizer updates)."""
+
+    def __enter__(self):
+        self._previous = _core.is_grad_enabled()
+        _core.set_grad_enabled(False)
+        return self
+
+    def __exit__(self, *exc):
+        _core.set_grad_enabled(self._previous)
+        return False
+
+
+class enable_grad(contextlib.ContextDecorator):
+    """Turns gradient recording back on inside a no_grad region."""
+
+    def __enter__(self):
+        self._previous = _core.is_grad_enabled()
+        _core.set_grad_enabled(True)
+        return self
+
+    def __exit__(self, *exc):
+        _core.set_grad_enabled(self._previous)
+        return False
+
+
+def requires_grad_(self, requires_grad=True):
+    self.requires_grad = requires_grad
+    return self
+
+
+def assign(self, value):
+    """Replaces this Var's value in place (a leaf; the value is computed now). Returns self."""
+    if not isinstance(value, Var):
+        from . import array
+        value = array(value, dtype=self.dtype)
+    with no_grad():
+        self._assign(value)
+    return self
+
+
+def stop_grad(x):
+    """Jittor's name for detach(): the same value, with no gradient flowing through it."""
+    return x.detach()
+
+
+Var.backward = backward
+Var.requires_grad_ = requires_grad_
+Var.assign = assign
+Var.update = assign  # Jittor's name
+Var.stop_grad = stop_grad
+functools.update_wrapper(backward, backward)
