@@ -72,8 +72,10 @@ PY_PACKAGES=(
   "tqdm=tqdm"
   # The demo trains on scikit-learn's bundled handwritten-digits data (shipped in the wheel; nothing is downloaded).
   "sklearn=scikit-learn"
-  # PyTorch (CPU) is only a test-time reference; pip finds the wheel locally on CI machines.
-  # "torch=torch==2.13.0"
+  # PyTorch (CPU build) is only a test-time reference for numerics and gradients; pip finds the wheel locally
+  # on CI machines (/opt/wheels), elsewhere on PyPI.
+  "torch=torch==2.13.0"
+  "matplotlib=matplotlib"  # the demo's training-curve plot
 )
 
 # One interpreter start for all checks: find_spec locates a package without importing it.
