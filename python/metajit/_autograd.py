@@ -53,6 +53,12 @@ def backward(self, gradient=None, retain_graph=None):
     _pending_outputs.append(self)
 
 
+def defer_sync(var):
+    """Asks the next optimizer step to compute `var` in its fused plan (running statistics, losses)."""
+    _pending_outputs.append(var)
+    return var
+
+
 def take_pending_outputs():
     """The Vars backward() ran on since the last call (for the optimizer to sync with its update)."""
     outputs = list(_pending_outputs)

@@ -1,0 +1,15 @@
+"""The operator library: every operator is composed from metajit's meta-ops (reindex, reindex-reduce,
+elementwise) and Var operations, so its gradient comes from the meta-ops' rules and it fuses with its
+neighbours. No operator here has a hand-written kernel. PyTorch names and signatures throughout; the
+PyTorch-style entry point is metajit.nn.functional."""
+from .activation import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403
+from .dropout import *  # noqa: F401,F403
+from .embedding import *  # noqa: F401,F403
+from .indexing import *  # noqa: F401,F403
+from .interpolate import *  # noqa: F401,F403
+from .linalg import *  # noqa: F401,F403
+from .loss import *  # noqa: F401,F403
+from .normalization import *  # noqa: F401,F403
+from .pool import *  # noqa: F401,F403
+from .tensor import *  # noqa: F401,F403

@@ -1,0 +1,65 @@
+"""Dropout: zeroes elements with probability p and scales the kept ones by 1/(1-p), so the expected value is
+unchanged. The mask is drawn with mj.rand (seeded by mj.seed) and applied by elementwise ops, so the gradient is
+the same mask times the same scale. The feature variants (dropout1d/2d/3d) drop whole channels."""
+from .. import _core
+from .._core import Var
+
+__all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d"]
+
+_FLOAT_DTYPES = ("float16", "float32", "float64")
+
+
+def _check(input, p, function):
+    if not isinstance(input, Var):
+        raise TypeError(f"{function}: input must be a metajit Var, got {type(input).__name__}")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"{function}: dropout probability has to be between 0 and 1, but got {p!r}")
+    if input.dtype not in _FLOAT_DTYPES:
+        raise TypeError(f"{function}: input must be a floating-point Var, got {input.dtype}")
+
+
+def _apply_mask(input, p, mask_shape):
+    """input * (rand(mask_shape) >= p) / (1 - p); the mask broadcasts over input."""
+    from .. import rand
+    if p == 1:
+        return input * 0  # every element dropped (keeps the graph, so the gradient is zero, not missing)
+    keep = rand(*mask_shape) >= p
+    return input * _core.cast(keep, input.dtype) * (1.0 / (1.0 - p))
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zeroes each element with probability p and scales the rest by 1/(1-p); the identity when not training or
+    p == 0, as torch.nn.functional.dropout. `inplace` is accepted for compatibility: a lazy Var is never
+    modified, the result is always a new Var."""
+    _check(input, p, "dropout")
+    if not training or p == 0:
+        return input
+    return _apply_mask(input, p, list(input.shape))
+
+
+def _feature_dropout(input, p, training, spatial, function):
+    _check(input, p, function)
+    if input.ndim not in (spatial + 1, spatial + 2):
+        raise ValueError(f"{function}: expected a {spatial + 1}-D (unbatched) or {spatial + 2}-D (batched) input, got "
+                         f"shape {tuple(input.shape)}")
+    if not training or p == 0:
+        return input
+    # One draw per (batch, channel): the leading dims before the spatial ones.
+    mask_shape = list(input.shape[:input.ndim - spatial]) + [1] * spatial
+    return _apply_mask(input, p, mask_shape)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels of [N, C, L] (or [C, L]) with probability p, as torch.nn.functional.dropout1d."""
+    return _feature_dropout(input, p, training, 1, "dropout1d")
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels of [N, C, H, W] (or [C, H, W]) with probability p, as
+    torch.nn.functional.dropout2d."""
+    return _feature_dropout(input, p, training, 2, "dropout2d")
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels of [N, C, D, H, W] (or [C, D, H, W]) with probability p."""
+    return _feature_dropout(input, p, training, 3, "dropout3d")

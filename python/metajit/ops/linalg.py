@@ -1,0 +1,168 @@
+"""Matrix products (matmul, bmm, mm, mv, dot, outer, addmm, linear) as broadcast-multiply-sum.
+
+Both operands are laid out as [..., M, K, N] views (a reshape plus a broadcast, no copy), multiplied
+elementwise and summed over K. The fuser turns this into one kernel whose reduction loop reads both inputs in
+place, and the gradients follow from the broadcast and sum rules (broadcast <-> sum)."""
+from .. import _core
+from .._core import Var
+
+__all__ = ["matmul", "bmm", "mm", "mv", "dot", "outer", "addmm", "linear"]
+
+_FLOAT_DTYPES = ("float16", "float32", "float64")
+
+
+def _require_var(value, function, argument):
+    if not isinstance(value, Var):
+        raise TypeError(f"{function}: {argument} must be a metajit Var, got {type(value).__name__}")
+
+
+def _broadcast_batch(first, second, function):
+    """numpy broadcasting of two batch shapes (lists of ints); a clear ValueError when they do not broadcast."""
+    length = max(len(first), len(second))
+    first = [1] * (length - len(first)) + list(first)
+    second = [1] * (length - len(second)) + list(second)
+    result = []
+    for a, b in zip(first, second):
+        if a != b and a != 1 and b != 1:
+            raise ValueError(f"{function}: batch dimensions {tuple(first)} and {tuple(second)} cannot be broadcast "
+                             "together")
+        result.append(b if a == 1 else a)
+    return result
+
+
+def _product_sum(left, right, batch, inner, columns):
+    """left [..., M, K] @ right [..., K, N]: multiply [..., M, K, N] views, sum over K."""
+    left = left.reshape(list(left.shape) + [1])              # [..., M, K, 1]
+    right = right.reshape(list(right.shape[:-2]) + [1, inner, columns])  # [..., 1, K, N]
+    product = left * right                                    # broadcasts to [*batch, M, K, N]
+    result = product.sum(len(batch) + 1)
+    # Integer sums widen to int64; PyTorch keeps the operands' promoted dtype.
+    if product.dtype not in _FLOAT_DTYPES and result.dtype != product.dtype:
+        result = _core.cast(result, product.dtype)
+    return result
+
+
+def matmul(input, other):
+    """Matrix product with numpy/PyTorch semantics.
+
+    1-D x 1-D is a dot product (0-d result); a 1-D first operand is a row vector and a 1-D second operand a
+    column vector, and the added dimension is removed from the result; operands of rank > 2 are stacks of
+    matrices whose batch dimensions broadcast."""
+    _require_var(input, "matmul", "input")
+    _require_var(other, "matmul", "other")
+    if input.ndim == 0 or other.ndim == 0:
+        raise ValueError(f"matmul: both arguments need at least 1 dimension, got shapes {tuple(input.shape)} and "
+                         f"{tuple(other.shape)}")
+    left = input.reshape([1] + list(input.shape)) if input.ndim == 1 else input
+    right = other.reshape(list(other.shape) + [1]) if other.ndim == 1 else other
+    rows, inner = left.shape[-2], left.shape[-1]
+    if right.shape[-2] != inner:
+        raise ValueError(f"matmul: shapes {tuple(input.shape)} and {tuple(other.shape)} cannot be multiplied "
+                         f"({inner} columns against {right.shape[-2]} rows)")
+    columns = right.shape[-1]
+    batch = _broadcast_batch(left.shape[:-2], right.shape[:-2], "matmul")
+    result = _product_sum(left, right, batch, inner, columns)
+    # Drop the dimensions added for 1-D operands.
+    shape = list(batch)
+    if input.ndim != 1:
+        shape.append(rows)
+    if other.ndim != 1:
+        shape.append(columns)
+    return result.reshape(shape) if shape != list(result.shape) else result
+
+
+def bmm(input, mat2):
+    """Batched matrix product of [B, N, M] and [B, M, P] (no broadcasting, as in PyTorch)."""
+    _require_var(input, "bmm", "input")
+    _require_var(mat2, "bmm", "mat2")
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise ValueError(f"bmm: both arguments must be 3-D, got shapes {tuple(input.shape)} and "
+                         f"{tuple(mat2.shape)}")
+    if input.shape[0] != mat2.shape[0]:
+        raise ValueError(f"bmm: batch sizes differ: {input.shape[0]} and {mat2.shape[0]}")
+    if input.shape[2] != mat2.shape[1]:
+        raise ValueError(f"bmm: shapes {tuple(input.shape)} and {tuple(mat2.shape)} cannot be multiplied "
+                         f"({input.shape[2]} columns against {mat2.shape[1]} rows)")
+    return matmul(input, mat2)
+
+
+def _require_ranks(function, first, second, first_rank, second_rank, names=("input", "other")):
+    _require_var(first, function, names[0])
+    _require_var(second, function, names[1])
+    if first.ndim != first_rank or second.ndim != second_rank:
+        raise ValueError(f"{function}: expected {first_rank}-D and {second_rank}-D arguments, got shapes "
+                         f"{tuple(first.shape)} and {tuple(second.shape)}")
+
+
+def mm(input, mat2):
+    """Product of two matrices [N, M] @ [M, P] (no broadcasting, as torch.mm)."""
+    _require_ranks("mm", input, mat2, 2, 2, ("input", "mat2"))
+    return matmul(input, mat2)
+
+
+def mv(input, vec):
+    """Matrix-vector product [N, M] @ [M] -> [N], as torch.mv."""
+    _require_ranks("mv", input, vec, 2, 1, ("input", "vec"))
+    return matmul(input, vec)
+
+
+def dot(input, other):
+    """Dot product of two 1-D Vars of the same length (a 0-d result), as torch.dot."""
+    _require_ranks("dot", input, other, 1, 1)
+    return matmul(input, other)
+
+
+def outer(input, vec2):
+    """Outer product of two 1-D Vars: result[i, j] = input[i] * vec2[j], as torch.outer."""
+    _require_ranks("outer", input, vec2, 1, 1, ("input", "vec2"))
+    return input.reshape([input.shape[0], 1]) * vec2.reshape([1, vec2.shape[0]])
+
+
+def addmm(input, mat1, mat2, beta=1, alpha=1):
+    """beta * input + alpha * (mat1 @ mat2), with input broadcast to the product's shape, as torch.addmm."""
+    _require_var(input, "addmm", "input")
+    product = mm(mat1, mat2)
+    if alpha != 1:
+        product = product * alpha
+    if beta == 0:
+        # PyTorch ignores input's values then (nan and inf in it do not propagate); its shape must still fit.
+        _core.broadcast_to(input, list(product.shape))
+        return product
+    return (input if beta == 1 else input * beta) + product
+
+
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias, with weight of shape (out_features, in_features) as in PyTorch."""
+    _require_var(input, "linear", "input")
+    _require_var(weight, "linear", "weight")
+    if weight.ndim not in (1, 2):
+        raise ValueError(f"linear: weight must be 1-D or 2-D (out_features, in_features), got shape "
+                         f"{tuple(weight.shape)}")
+    if input.ndim == 0:
+        raise ValueError("linear: input must have at least 1 dimension")
+    if input.shape[-1] != weight.shape[-1]:
+        raise ValueError(f"linear: input has {input.shape[-1]} features (shape {tuple(input.shape)}) but weight "
+                         f"expects {weight.shape[-1]} (shape {tuple(weight.shape)})")
+    output = matmul(input, weight.T if weight.ndim == 2 else weight)
+    if bias is not None:
+        _require_var(bias, "linear", "bias")
+        expected = list(weight.shape[:-1])
+        if list(bias.shape) != expected and not (bias.ndim == 0 and not expected):
+            raise ValueError(f"linear: bias must have shape {tuple(expected)}, got {tuple(bias.shape)}")
+        output = output + bias
+    return output
+
+
+def _reflected_matmul(self, other):
+    from .. import array
+    return matmul(other if isinstance(other, Var) else array(other), self)
+
+
+def _matmul_method(self, other):
+    from .. import array
+    return matmul(self, other if isinstance(other, Var) else array(other))
+
+
+Var.__matmul__ = _matmul_method
+Var.__rmatmul__ = _reflected_matmul
+Var.matmul = _matmul_method

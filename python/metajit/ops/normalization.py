@@ -1,0 +1,166 @@
+"""Normalization layers' functions: batch_norm, layer_norm, group_norm (PyTorch semantics).
+
+Each is written as mean and variance reductions plus elementwise arithmetic, so the gradients (through the
+statistics too) come from the meta-ops' rules. The variance is the mean of squared deviations from the mean
+(two passes, numerically safer than E[x^2] - E[x]^2).
+
+batch_norm in training mode updates the running statistics as PyTorch does in place, through Var.assign, which
+computes them at once. Code that wants to stay lazy (nn.BatchNorm) calls batch_norm_with_statistics, which
+returns the new running statistics as lazy Vars for the caller to rebind."""
+from .. import _core
+from .._core import Var
+from .conv import _is_integer
+
+__all__ = ["batch_norm", "batch_norm_with_statistics", "layer_norm", "group_norm"]
+
+_FLOAT_DTYPES = ("float16", "float32", "float64")
+
+
+def _check_var(value, name, function):
+    if not isinstance(value, Var):
+        raise TypeError(f"{function}: {name} must be a metajit Var, got {type(value).__name__}")
+
+
+def _check_float(input, function):
+    if input.dtype not in _FLOAT_DTYPES:
+        raise TypeError(f"{function}: input must be a floating-point Var, got {input.dtype}")
+
+
+def _moments(input, dims):
+    """(mean, biased variance) over dims, both with keepdim=True."""
+    mean = input.mean(dims, keepdim=True)
+    deviation = input - mean
+    variance = (deviation * deviation).mean(dims, keepdim=True)
+    return mean, variance
+
+
+def _check_channel_vector(value, channels, name, function):
+    if value is None:
+        return
+    _check_var(value, name, function)
+    if list(value.shape) != [channels]:
+        raise ValueError(f"{function}: {name} must have shape ({channels},) (one value per channel), got "
+                         f"{tuple(value.shape)}")
+
+
+def _channel_shape(input):
+    """Shape that lays a per-channel vector along dim 1 of input."""
+    return [1, input.shape[1]] + [1] * (input.ndim - 2)
+
+
+def batch_norm_with_statistics(input, running_mean, running_var, weight=None, bias=None, training=False,
+                               momentum=0.1, eps=1e-5):
+    """batch_norm that leaves the running statistics alone: returns (output, new_running_mean, new_running_var).
+
+    In training mode the new statistics are (1 - momentum) * running + momentum * batch statistic, with the
+    unbiased variance for the running estimate (as PyTorch); they are lazy and detached from the graph. Out of
+    training mode (or without running statistics) the given running statistics are returned unchanged."""
+    function = "batch_norm"
+    _check_var(input, "input", function)
+    _check_float(input, function)
+    if input.ndim < 2:
+        raise ValueError(f"{function}: expected an input of shape [N, C, *], got {tuple(input.shape)}")
+    channels = input.shape[1]
+    _check_channel_vector(running_mean, channels, "running_mean", function)
+    _check_channel_vector(running_var, channels, "running_var", function)
+    _check_channel_vector(weight, channels, "weight", function)
+    _check_channel_vector(bias, channels, "bias", function)
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(f"{function}: running_mean and running_var must be given together")
+    shape = _channel_shape(input)
+    dims = [0] + list(range(2, input.ndim))
+    new_mean, new_var = running_mean, running_var
+    if training:
+        count = input.numel() // channels
+        if count <= 1:
+            raise ValueError(f"{function}: expected more than 1 value per channel when training, got input size "
+                             f"{tuple(input.shape)}")
+        mean, variance = _moments(input, dims)
+        if running_mean is not None:
+            if momentum is None:
+                raise ValueError(f"{function}: momentum=None (a cumulative average) needs the number of batches "
+                                 "seen; pass a float momentum (nn.BatchNorm handles momentum=None)")
+            batch_mean = mean.detach().reshape([channels])
+            batch_var = variance.detach().reshape([channels]) * (count / (count - 1))  # unbiased, as PyTorch
+            new_mean = (running_mean.detach() * (1 - momentum) + batch_mean * momentum).astype(running_mean.dtype)
+            new_var = (running_var.detach() * (1 - momentum) + batch_var * momentum).astype(running_var.dtype)
+    else:
+        if running_mean is None:
+            raise ValueError(f"{function}: running_mean and running_var are required when training=False")
+        mean, variance = running_mean.reshape(shape), running_var.reshape(shape)
+    output = (input - mean) * (variance + eps).rsqrt()
+    if weight is not None:
+        output = output * weight.reshape(shape)
+    if bias is not None:
+        output = output + bias.reshape(shape)
+    return output, new_mean, new_var
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """Batch normalization over all dims but the channel dim 1, as torch.nn.functional.batch_norm.
+
+    training=True normalizes with the batch statistics and, when running_mean/running_var are given, updates
+    them in place like PyTorch: the update is an assign, so it is computed now (the output stays lazy). Use
+    batch_norm_with_statistics to keep the update lazy."""
+    output, new_mean, new_var = batch_norm_with_statistics(input, running_mean, running_var, weight, bias, training,
+                                                           momentum, eps)
+    if training and running_mean is not None:
+        _core.sync_all([new_mean, new_var])  # one plan for both statistics
+        running_mean.assign(new_mean)
+        running_var.assign(new_var)
+    return output
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalizes over the trailing dims given by normalized_shape, then applies the elementwise affine weight and
+    bias of that shape, as torch.nn.functional.layer_norm."""
+    function = "layer_norm"
+    _check_var(input, "input", function)
+    _check_float(input, function)
+    if _is_integer(normalized_shape):
+        normalized_shape = [normalized_shape]
+    normalized_shape = [int(size) for size in normalized_shape]
+    count = len(normalized_shape)
+    if count == 0 or count > input.ndim or list(input.shape[input.ndim - count:]) != normalized_shape:
+        raise ValueError(f"{function}: normalized_shape {tuple(normalized_shape)} must match the trailing dims of the "
+                         f"input, whose shape is {tuple(input.shape)}")
+    for value, name in ((weight, "weight"), (bias, "bias")):
+        if value is not None:
+            _check_var(value, name, function)
+            if list(value.shape) != normalized_shape:
+                raise ValueError(f"{function}: {name} must have shape {tuple(normalized_shape)}, got "
+                                 f"{tuple(value.shape)}")
+    mean, variance = _moments(input, list(range(input.ndim - count, input.ndim)))
+    output = (input - mean) * (variance + eps).rsqrt()
+    if weight is not None:
+        output = output * weight
+    if bias is not None:
+        output = output + bias
+    return output
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalizes [N, C, *] over each group of C/num_groups channels (and all spatial positions), then applies a
+    per-channel weight and bias, as torch.nn.functional.group_norm."""
+    function = "group_norm"
+    _check_var(input, "input", function)
+    _check_float(input, function)
+    if input.ndim < 2:
+        raise ValueError(f"{function}: expected an input of shape [N, C, *], got {tuple(input.shape)}")
+    if not _is_integer(num_groups) or num_groups < 1:
+        raise ValueError(f"{function}: num_groups must be a positive int, got {num_groups!r}")
+    batch, channels = input.shape[0], input.shape[1]
+    if channels % num_groups != 0:
+        raise ValueError(f"{function}: the number of channels ({channels}) must be divisible by num_groups "
+                         f"({num_groups})")
+    _check_channel_vector(weight, channels, "weight", function)
+    _check_channel_vector(bias, channels, "bias", function)
+    grouped = input.reshape([batch, num_groups, input.numel() // max(batch * num_groups, 1)])
+    mean, variance = _moments(grouped, [2])
+    output = ((grouped - mean) * (variance + eps).rsqrt()).reshape(list(input.shape))
+    shape = _channel_shape(input)
+    if weight is not None:
+        output = output * weight.reshape(shape)
+    if bias is not None:
+        output = output + bias.reshape(shape)
+    return output

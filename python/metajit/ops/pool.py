@@ -1,0 +1,287 @@
+"""Pooling (max, average, adaptive average and adaptive max; 1-D, 2-D and 3-D) as reindex + reduce.
+
+The input is reindexed into a window view [N, C, *output, *kernel]: window positions outside the input read
+-inf for max pooling and 0 for average pooling, so padding costs nothing. The reduction over the kernel dims
+fuses with the reindex into one kernel. Gradients come from the meta-ops' rules; note that the gradient of a
+max splits ties evenly between the tied elements (as torch.amax does), where torch's max_pool gives it all to
+one element.
+
+Average-pooling divisors depend only on shapes: they are elementwise functions of arange vectors, one per
+spatial dimension, which fuse into the same kernel."""
+from .. import _core
+from .._core import Var
+from .conv import _affine, _is_integer, _tuple
+
+__all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+           "adaptive_max_pool2d", "adaptive_max_pool3d"]
+
+_FLOAT_DTYPES = ("float16", "float32", "float64")
+
+
+def _batched(input, spatial, function):
+    """(input as [N, C, *spatial], whether a batch dim was added): PyTorch also accepts unbatched [C, *spatial]."""
+    if not isinstance(input, Var):
+        raise TypeError(f"{function}: input must be a metajit Var, got {type(input).__name__}")
+    if input.ndim == spatial + 1:
+        return input.reshape([1] + list(input.shape)), True
+    if input.ndim != spatial + 2:
+        raise ValueError(f"{function}: expected a {spatial + 1}-D (unbatched) or {spatial + 2}-D (batched) input, got "
+                         f"shape {tuple(input.shape)}")
+    return input, False
+
+
+def _unbatch(output, unbatched):
+    return output.reshape(output.shape[1:]) if unbatched else output
+
+
+def _lowest(dtype):
+    """The identity of max for `dtype`: -inf for floats, the smallest integer otherwise."""
+    if dtype in _FLOAT_DTYPES:
+        return float("-inf")
+    import numpy as np
+    return 0.0 if dtype == "bool" else float(np.iinfo(dtype).min)
+
+
+def _window_arguments(input, kernel_size, stride, padding, dilation, ceil_mode, spatial, function):
+    """Checks the arguments and returns (kernel, stride, padding, dilation, output sizes) as lists."""
+    kernel = _tuple(kernel_size, spatial, "kernel_size", function)
+    stride = kernel if stride is None or (not _is_integer(stride) and len(stride) == 0) else \
+        _tuple(stride, spatial, "stride", function)
+    padding = _tuple(padding, spatial, "padding", function)
+    dilation = _tuple(dilation, spatial, "dilation", function)
+    if any(v < 1 for v in kernel) or any(v < 1 for v in stride) or any(v < 1 for v in dilation):
+        raise ValueError(f"{function}: kernel_size, stride and dilation must be positive, got kernel_size="
+                         f"{tuple(kernel)}, stride={tuple(stride)}, dilation={tuple(dilation)}")
+    if any(p < 0 or p > k // 2 for p, k in zip(padding, kernel)):
+        raise ValueError(f"{function}: pad should be at most half of kernel size, but got padding={tuple(padding)} "
+                         f"and kernel_size={tuple(kernel)}")
+    sizes = []
+    for d in range(spatial):
+        extent = input.shape[2 + d]
+        span = extent + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1 + (stride[d] - 1 if ceil_mode else 0)
+        size = span // stride[d] + 1
+        # With ceil_mode the last window must still start inside the input or its left padding.
+        if ceil_mode and (size - 1) * stride[d] >= extent + padding[d]:
+            size -= 1
+        if size < 1:
+            raise ValueError(f"{function}: input spatial size {tuple(input.shape[2:])} is too small for kernel_size "
+                             f"{tuple(kernel)} (dilation {tuple(dilation)}, padding {tuple(padding)}): the output "
+                             "would be empty")
+        sizes.append(size)
+    return kernel, stride, padding, dilation, sizes
+
+
+def _windows(input, kernel, stride, padding, dilation, sizes, overflow_value):
+    """The window view [N, C, *output, *kernel] of input; positions outside it read overflow_value."""
+    spatial = len(kernel)
+    indexes = ["i0", "i1"] + [_affine((stride[d], f"i{2 + d}"), (dilation[d], f"i{2 + spatial + d}"), -padding[d])
+                              for d in range(spatial)]
+    shape = list(input.shape[:2]) + sizes + kernel
+    return _core.reindex(input, shape, indexes, overflow_value, [], [])
+
+
+def _kernel_dims(spatial):
+    return list(range(2 + spatial, 2 + 2 * spatial))
+
+
+def _spatial_vector(values, d, spatial):
+    """A 1-D Var laid out along spatial dim d of an [N, C, *spatial] tensor (size 1 elsewhere)."""
+    shape = [1, 1] + [1] * spatial
+    shape[2 + d] = values.shape[0]
+    return values.reshape(shape)
+
+
+def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, spatial, function):
+    input, unbatched = _batched(input, spatial, function)
+    kernel, stride, padding, dilation, sizes = _window_arguments(input, kernel_size, stride, padding, dilation,
+                                                                 ceil_mode, spatial, function)
+    windows = _windows(input, kernel, stride, padding, dilation, sizes, _lowest(input.dtype))
+    output = windows.max(_kernel_dims(spatial))
+    if not return_indices:
+        return _unbatch(output, unbatched)
+    indices = _maximum_indices(input, windows, output,
+                               lambda positions, count: _windows(positions, kernel, stride, padding, dilation, sizes,
+                                                                 float(count)))
+    return _unbatch(output, unbatched), _unbatch(indices, unbatched)
+
+
+def _maximum_indices(input, windows, output, window_view):
+    """For each window, the flat index (within one channel's spatial plane) of its first maximum, as PyTorch's
+    return_indices. window_view(positions, count) lays out the int64 position plane like `windows`, with `count`
+    outside the input, so those slots never win the min."""
+    from .. import arange
+    from .._autograd import no_grad
+    spatial = input.ndim - 2
+    with no_grad():
+        extents = list(input.shape[2:])
+        count = 1
+        for extent in extents:
+            count *= extent
+        positions = arange(0, count, 1, "int64").reshape([1, 1] + extents)
+        maxima = output.reshape(list(output.shape) + [1] * spatial)
+        is_maximum = (windows == maxima) | (windows != windows)  # a NaN is the maximum, as in PyTorch
+        outside = _core.constant([], "int64", count)
+        return _core.where(is_maximum, window_view(positions, count), outside).min(_kernel_dims(spatial))
+
+
+def _window_counts(extent, size, kernel, stride, padding, include_padding):
+    """Per-output-position count of window elements along one dim (PyTorch's avg_pool divisor rule): within the
+    padded extent if include_padding, else within the input."""
+    from .. import arange, maximum, minimum
+    start = arange(0, size, 1, "int64") * stride - padding
+    end = minimum(start + kernel, extent + padding)
+    if include_padding:
+        return end - start
+    return minimum(end, extent) - maximum(start, 0)
+
+
+def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, spatial,
+              function):
+    input, unbatched = _batched(input, spatial, function)
+    kernel, stride, padding, dilation, sizes = _window_arguments(input, kernel_size, stride, padding, 1, ceil_mode,
+                                                                 spatial, function)
+    windows = _windows(input, kernel, stride, padding, dilation, sizes, 0.0)
+    total = windows.sum(_kernel_dims(spatial))
+    if total.dtype not in _FLOAT_DTYPES:
+        total = _core.cast(total, "float32")
+    if divisor_override is not None:
+        if not _is_integer(divisor_override) or divisor_override == 0:
+            raise ValueError(f"{function}: divisor_override must be a non-zero int, got {divisor_override!r}")
+        return _unbatch(total / divisor_override, unbatched)
+    divisor = None
+    for d in range(spatial):
+        counts = _window_counts(input.shape[2 + d], sizes[d], kernel[d], stride[d], padding[d], count_include_pad)
+        counts = _spatial_vector(counts, d, spatial)
+        divisor = counts if divisor is None else divisor * counts
+    return _unbatch(total / _core.cast(divisor, total.dtype), unbatched)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """1-D max pooling of [N, C, L] (or [C, L]); padding reads -inf. As torch.nn.functional.max_pool1d."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1, "max_pool1d")
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """2-D max pooling of NCHW (or CHW) input; padding reads -inf; stride defaults to kernel_size. With
+    return_indices=True also returns the flat index (h * W + w) of each maximum, as PyTorch."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2, "max_pool2d")
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """3-D max pooling of NCDHW (or CDHW) input, as torch.nn.functional.max_pool3d."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3, "max_pool3d")
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    """1-D average pooling of [N, C, L] (or [C, L]), as torch.nn.functional.avg_pool1d."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1, "avg_pool1d")
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """2-D average pooling of NCHW (or CHW) input. The divisor counts the padding when count_include_pad (but
+    never the part of a ceil_mode window beyond it), as torch.nn.functional.avg_pool2d."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2,
+                     "avg_pool2d")
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """3-D average pooling of NCDHW (or CDHW) input, as torch.nn.functional.avg_pool3d."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3,
+                     "avg_pool3d")
+
+
+def _adaptive_sizes(input, output_size, spatial, function):
+    if _is_integer(output_size) or output_size is None:
+        output_size = [output_size] * spatial
+    output_size = list(output_size)
+    if len(output_size) != spatial:
+        raise ValueError(f"{function}: output_size must have {spatial} entries, got {tuple(output_size)}")
+    sizes = []
+    for d, size in enumerate(output_size):
+        size = input.shape[2 + d] if size is None else size
+        if not _is_integer(size) or size < 1:
+            raise ValueError(f"{function}: output_size entries must be positive ints (or None), got "
+                             f"{tuple(output_size)}")
+        sizes.append(int(size))
+    return sizes
+
+
+def _adaptive_windows(input, sizes, overflow_value):
+    """Window view [N, C, *output, *largest window] for adaptive pooling. Output o along a dim of extent I covers
+    [floor(o*I/O), ceil((o+1)*I/O)); window slots past that end read overflow_value. Also returns, per dim,
+    the window lengths as an int64 Var of length O."""
+    from .. import arange
+    spatial = len(sizes)
+    indexes, conditions, lengths, kernel = ["i0", "i1"], [], [], []
+    for d, size in enumerate(sizes):
+        extent = input.shape[2 + d]
+        output, slot = f"i{2 + d}", f"i{2 + spatial + d}"
+        start = f"({output}*{extent})/{size}"
+        end = f"(({output}+1)*{extent}+{size - 1})/{size}"
+        indexes.append(f"{start}+{slot}")
+        conditions.append(f"{slot}>={end}-{start}")
+        kernel.append(max(((o + 1) * extent + size - 1) // size - (o * extent) // size for o in range(size)))
+        positions = arange(0, size, 1, "int64")
+        lengths.append(((positions + 1) * extent + (size - 1)) // size - (positions * extent) // size)
+    shape = list(input.shape[:2]) + list(sizes) + kernel
+    return _core.reindex(input, shape, indexes, overflow_value, conditions, []), lengths
+
+
+def _adaptive_avg_pool(input, output_size, spatial, function):
+    input, unbatched = _batched(input, spatial, function)
+    sizes = _adaptive_sizes(input, output_size, spatial, function)
+    windows, lengths = _adaptive_windows(input, sizes, 0.0)
+    total = windows.sum(_kernel_dims(spatial))
+    if total.dtype not in _FLOAT_DTYPES:
+        total = _core.cast(total, "float32")
+    divisor = None
+    for d, length in enumerate(lengths):
+        length = _spatial_vector(length, d, spatial)
+        divisor = length if divisor is None else divisor * length
+    return _unbatch(total / _core.cast(divisor, total.dtype), unbatched)
+
+
+def _adaptive_max_pool(input, output_size, return_indices, spatial, function):
+    input, unbatched = _batched(input, spatial, function)
+    sizes = _adaptive_sizes(input, output_size, spatial, function)
+    windows, _ = _adaptive_windows(input, sizes, _lowest(input.dtype))
+    output = windows.max(_kernel_dims(spatial))
+    if not return_indices:
+        return _unbatch(output, unbatched)
+    indices = _maximum_indices(input, windows, output,
+                               lambda positions, count: _adaptive_windows(positions, sizes, float(count))[0])
+    return _unbatch(output, unbatched), _unbatch(indices, unbatched)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """Average pooling of [N, C, L] to length output_size with PyTorch's window rule."""
+    return _adaptive_avg_pool(input, output_size, 1, "adaptive_avg_pool1d")
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Average pooling of NCHW input to output_size (an int, or a pair whose None entries keep the input size):
+    output o along a dim of extent I averages input [floor(o*I/O), ceil((o+1)*I/O)), as PyTorch."""
+    return _adaptive_avg_pool(input, output_size, 2, "adaptive_avg_pool2d")
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """Adaptive average pooling of NCDHW input, as torch.nn.functional.adaptive_avg_pool3d."""
+    return _adaptive_avg_pool(input, output_size, 3, "adaptive_avg_pool3d")
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """Max pooling of [N, C, L] to length output_size with PyTorch's window rule."""
+    return _adaptive_max_pool(input, output_size, return_indices, 1, "adaptive_max_pool1d")
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """Max pooling of NCHW input to output_size with the windows of adaptive_avg_pool2d."""
+    return _adaptive_max_pool(input, output_size, return_indices, 2, "adaptive_max_pool2d")
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """Adaptive max pooling of NCDHW input, as torch.nn.functional.adaptive_max_pool3d."""
+    return _adaptive_max_pool(input, output_size, return_indices, 3, "adaptive_max_pool3d")

@@ -1,0 +1,179 @@
+"""Pooling (metajit.ops.pool): max, average, adaptive average and adaptive max pooling against PyTorch (float64
+value and input gradient) with strides, padding, dilation, ceil_mode, count_include_pad, divisor_override and
+return_indices; the tie-splitting gradient of max against a numpy reference; finite differences; errors.
+
+Random float inputs have no ties, so torch's max_pool gradient (all to one element) and metajit's (ties split
+evenly) agree on them."""
+import numpy as np
+import pytest
+
+import metajit as mj
+import metajit.nn.functional as F
+from conftest import assert_close, launched
+from gradient_check import check_gradients
+
+torch = pytest.importorskip("torch")
+TF = torch.nn.functional
+
+
+def assert_matches_torch(function, torch_function, array, rtol=1e-12, atol=1e-12, seed=0):
+    """function (metajit) and torch_function agree on the value and the input gradient (float64). Returns the
+    metajit output (or the tuple of outputs when indices are returned) for further checks."""
+    input = mj.array(array, requires_grad=True)
+    tensor = torch.tensor(array, requires_grad=True)
+    result, expected = function(input), torch_function(tensor)
+    output, expected_output = (result[0], expected[0]) if isinstance(result, tuple) else (result, expected)
+    assert_close(output, expected_output.detach().numpy(), rtol=rtol, atol=atol)
+    if isinstance(result, tuple):
+        assert_close(result[1], expected[1].numpy(), dtype=np.int64)
+    weights = np.random.default_rng(seed).standard_normal(tuple(expected_output.shape))
+    (expected_output * torch.tensor(weights)).sum().backward()
+    gradient = mj.grad((output * mj.array(weights)).sum(), input)
+    assert_close(gradient, tensor.grad.numpy(), rtol=rtol, atol=atol)
+    return result
+
+
+MAX_POOL2D_CASES = [
+    {"kernel_size": 2},
+    {"kernel_size": 3, "stride": 2, "padding": 1},
+    {"kernel_size": (3, 2), "stride": (1, 2), "padding": (1, 0)},
+    {"kernel_size": 3, "stride": 2, "dilation": 2, "padding": 1},
+    {"kernel_size": 2, "ceil_mode": True},
+    {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+    {"kernel_size": 2, "stride": 1, "return_indices": True},
+    {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": (1, 2), "ceil_mode": True, "return_indices": True},
+]
+
+
+@pytest.mark.parametrize("options", MAX_POOL2D_CASES, ids=str)
+def test_max_pool2d_matches_torch(rng, options):
+    image = rng.standard_normal((2, 3, 7, 8))
+    assert_matches_torch(lambda x: F.max_pool2d(x, **options), lambda x: TF.max_pool2d(x, **options), image)
+
+
+def test_max_pool2d_padding_reads_minus_infinity(rng):
+    # All values negative: zero padding would win the max at the border, -inf padding never does.
+    image = -rng.uniform(1, 2, size=(1, 2, 4, 4))
+    expected = TF.max_pool2d(torch.tensor(image), 3, stride=1, padding=1).numpy()
+    assert (expected < 0).all()
+    assert_close(F.max_pool2d(mj.array(image), 3, stride=1, padding=1), expected, rtol=0)
+
+
+def test_max_pool2d_integer_input(rng):
+    image = rng.integers(-50, 50, size=(1, 2, 6, 6)).astype(np.int32)
+    expected = TF.max_pool2d(torch.tensor(image).double(), 3, stride=2, padding=1).numpy().astype(np.int32)
+    assert_close(F.max_pool2d(mj.array(image), 3, stride=2, padding=1), expected, dtype=np.int32)
+
+
+def test_max_pool2d_gradient_splits_ties_evenly():
+    # The two tied maxima of the window share its gradient (torch.amax's rule; torch's max_pool2d picks one).
+    input = mj.array(np.array([[[[1.0, 3.0], [3.0, 2.0]]]]), requires_grad=True)
+    assert_close(mj.grad(F.max_pool2d(input, 2).sum(), input), np.array([[[[0.0, 0.5], [0.5, 0.0]]]]))
+
+
+def test_max_pool2d_is_one_kernel(rng):
+    image = mj.array(rng.standard_normal((2, 3, 8, 8)).astype(np.float32))
+    result, kernels = launched(lambda: F.max_pool2d(image, 3, stride=2, padding=1).numpy())
+    assert kernels == 1
+    assert result.shape == (2, 3, 4, 4)
+
+
+def test_max_pool1d_and_3d_match_torch(rng):
+    options = {"kernel_size": 3, "stride": 2, "padding": 1}
+    assert_matches_torch(lambda x: F.max_pool1d(x, **options), lambda x: TF.max_pool1d(x, **options),
+                         rng.standard_normal((2, 3, 9)))
+    options = {"kernel_size": 2, "stride": (1, 2, 2), "return_indices": True}
+    assert_matches_torch(lambda x: F.max_pool3d(x, **options), lambda x: TF.max_pool3d(x, **options),
+                         rng.standard_normal((1, 2, 3, 4, 5)))
+
+
+def test_max_pool2d_unbatched(rng):
+    assert_matches_torch(lambda x: F.max_pool2d(x, 2), lambda x: TF.max_pool2d(x, 2), rng.standard_normal((3, 4, 6)))
+
+
+AVG_POOL2D_CASES = [
+    {"kernel_size": 2},
+    {"kernel_size": 3, "stride": 2, "padding": 1},
+    {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
+    {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+    {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
+    {"kernel_size": 2, "stride": 2, "padding": 1, "ceil_mode": True},
+    {"kernel_size": (2, 3), "stride": (3, 1), "padding": (1, 1)},
+    {"kernel_size": 3, "padding": 1, "divisor_override": 4},
+]
+
+
+@pytest.mark.parametrize("options", AVG_POOL2D_CASES, ids=str)
+def test_avg_pool2d_matches_torch(rng, options):
+    image = rng.standard_normal((2, 3, 7, 8))
+    assert_matches_torch(lambda x: F.avg_pool2d(x, **options), lambda x: TF.avg_pool2d(x, **options), image)
+
+
+def test_avg_pool1d_and_3d_match_torch(rng):
+    options = {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False}
+    assert_matches_torch(lambda x: F.avg_pool1d(x, **options), lambda x: TF.avg_pool1d(x, **options),
+                         rng.standard_normal((2, 3, 10)))
+    options = {"kernel_size": 2, "padding": 1}
+    assert_matches_torch(lambda x: F.avg_pool3d(x, **options), lambda x: TF.avg_pool3d(x, **options),
+                         rng.standard_normal((1, 2, 3, 4, 5)))
+
+
+def test_avg_pool2d_float32(rng):
+    image = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    expected = TF.avg_pool2d(torch.tensor(image), 3, stride=2, padding=1, count_include_pad=False).numpy()
+    assert_close(F.avg_pool2d(mj.array(image), 3, stride=2, padding=1, count_include_pad=False), expected,
+                 rtol=1e-6, atol=1e-6, dtype=np.float32)
+
+
+@pytest.mark.parametrize("output_size", [1, 3, (4, 5), (7, 8), (None, 3), (5, 2)], ids=str)
+def test_adaptive_avg_pool2d_matches_torch(rng, output_size):
+    image = rng.standard_normal((2, 3, 7, 8))
+    assert_matches_torch(lambda x: F.adaptive_avg_pool2d(x, output_size),
+                         lambda x: TF.adaptive_avg_pool2d(x, output_size), image)
+
+
+@pytest.mark.parametrize("output_size", [1, (3, 5), (7, 3)], ids=str)
+def test_adaptive_max_pool2d_matches_torch(rng, output_size):
+    image = rng.standard_normal((2, 3, 7, 8))
+    assert_matches_torch(lambda x: F.adaptive_max_pool2d(x, output_size, return_indices=True),
+                         lambda x: TF.adaptive_max_pool2d(x, output_size, return_indices=True), image)
+
+
+def test_adaptive_pools_1d_and_3d_match_torch(rng):
+    assert_matches_torch(lambda x: F.adaptive_avg_pool1d(x, 4), lambda x: TF.adaptive_avg_pool1d(x, 4),
+                         rng.standard_normal((2, 3, 9)))
+    assert_matches_torch(lambda x: F.adaptive_max_pool1d(x, 4), lambda x: TF.adaptive_max_pool1d(x, 4),
+                         rng.standard_normal((2, 3, 9)))
+    assert_matches_torch(lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), lambda x: TF.adaptive_avg_pool3d(x, (2, 3, 2)),
+                         rng.standard_normal((1, 2, 3, 5, 4)))
+
+
+def test_pool_finite_differences(rng):
+    check_gradients(lambda x: F.max_pool2d(x, 2, stride=1, padding=1), rng.standard_normal((1, 2, 3, 3)))
+    check_gradients(lambda x: F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False),
+                    rng.standard_normal((1, 2, 4, 5)))
+    check_gradients(lambda x: F.adaptive_avg_pool2d(x, (2, 3)), rng.standard_normal((1, 1, 5, 4)))
+
+
+def test_pool_errors():
+    image = mj.zeros(1, 2, 6, 6)
+    with pytest.raises(ValueError, match="pad should be at most half of kernel size"):
+        F.max_pool2d(image, 3, padding=2)
+    with pytest.raises(ValueError, match="pad should be at most half of kernel size"):
+        F.avg_pool2d(image, 2, padding=-1)
+    with pytest.raises(ValueError, match="output would be empty"):
+        F.max_pool2d(mj.zeros(1, 1, 2, 2), 3)
+    with pytest.raises(ValueError, match="3-D .unbatched. or 4-D"):
+        F.max_pool2d(mj.zeros(6, 6), 2)
+    with pytest.raises(ValueError, match="kernel_size, stride and dilation must be positive"):
+        F.max_pool2d(image, 0)
+    with pytest.raises(ValueError, match="kernel_size must be an int or a tuple of 2 ints"):
+        F.avg_pool2d(image, (2, 2, 2))
+    with pytest.raises(ValueError, match="divisor_override must be a non-zero int"):
+        F.avg_pool2d(image, 2, divisor_override=0)
+    with pytest.raises(ValueError, match="output_size entries must be positive"):
+        F.adaptive_avg_pool2d(image, (0, 2))
+    with pytest.raises(ValueError, match="output_size must have 2 entries"):
+        F.adaptive_avg_pool2d(image, (1, 2, 3))
+    with pytest.raises(TypeError, match="input must be a metajit Var"):
+        F.max_pool2d(np.zeros((1, 1, 4, 4)), 2)
