@@ -95,9 +95,11 @@ std::string Node::op_name() const {
 
 namespace {
 thread_local bool grad_mode = true;
+std::atomic<uint64_t> assign_epoch{0};
 }  // namespace
 
 bool grad_enabled() { return grad_mode; }
+uint64_t next_assign_epoch() { return assign_epoch.fetch_add(1, std::memory_order_relaxed) + 1; }
 void set_grad_enabled(bool enabled) { grad_mode = enabled; }
 
 bool Node::any_input_requires_grad() const {
@@ -116,6 +118,7 @@ NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> 
   auto node = std::make_shared<Node>(kind, dtype, std::move(shape));
   node->inputs = std::move(inputs);
   node->requires_grad = grad_mode && is_floating(node->dtype) && node->any_input_requires_grad();
+  node->created_epoch = assign_epoch.load(std::memory_order_relaxed);
   node->provenance = current_provenance();
   return node;
 }

@@ -76,6 +76,10 @@ struct Node {
   // an input that does; it then keeps its inputs after it is computed, so gradients can be built later.
   bool requires_grad = false;
   NodePtr grad;  // accumulated by backward() on leaves (PyTorch's x.grad)
+  // assign() gives a leaf a new value in place. A pending node recorded before that would mix old and new
+  // values, so nodes remember the assignment epoch they were created in and the executor refuses such reads.
+  uint64_t created_epoch = 0;
+  uint64_t assigned_epoch = 0;  // when this node's value was last replaced (0: never)
 
   bool is_computed() const { return storage != nullptr; }
   bool any_input_requires_grad() const;
@@ -87,6 +91,9 @@ struct Node {
 NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> inputs = {});
 // A computed leaf holding a fresh uninitialised buffer of the right size.
 NodePtr make_data_node(DType dtype, Shape shape);
+
+// Starts a new assignment epoch and returns it (core/executor's assign_storage is the only caller).
+uint64_t next_assign_epoch();
 
 // Grad mode of the calling thread (mj.no_grad() turns it off): when off, new nodes never require grad.
 bool grad_enabled();

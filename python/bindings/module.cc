@@ -278,8 +278,7 @@ PYBIND11_MODULE(_core, module) {
           throw std::invalid_argument("assign: only a leaf Var (one not computed from Vars that require grad) can be assigned");
         NodePtr converted = cast(value, node->dtype);
         sync_nodes({converted});
-        publish_storage(*node, converted->storage);
-        release_inputs(*node);
+        assign_storage(*node, converted->storage);
       })
       .def("__repr__", &describe)
       .def("__hash__", [](const Node& node) { return py::int_(reinterpret_cast<uintptr_t>(&node)); });

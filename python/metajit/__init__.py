@@ -12,7 +12,7 @@ __all__ = [
     "Var", "array", "zeros", "ones", "full", "zeros_like", "ones_like", "arange", "rand", "randn", "seed",
     "reindex", "reindex_reduce", "reduce", "broadcast", "broadcast_to", "where", "sync", "stats", "reset_stats",
     "flags", "inspect_kernels", "gc", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
-    "stop_grad", "detach",
+    "stop_grad", "detach", "save", "load",
 ]
 
 # Frames inside this package are skipped when recording which user line created a node.
@@ -191,6 +191,13 @@ from ._autograd import (grad, no_grad, enable_grad, set_grad_enabled, is_grad_en
 
 def detach(x):
     return x.detach()
+
+
+from . import ops  # noqa: E402,F401  (operator library; also adds Var methods such as x @ w, x.softmax(dim))
+from .ops import *  # noqa: E402,F401,F403
+from . import nn  # noqa: E402,F401
+from . import optim, data, models  # noqa: E402,F401
+from .serialization import save, load  # noqa: E402
 
 
 def _make_unary(name):

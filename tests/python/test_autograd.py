@@ -339,3 +339,15 @@ def test_gradient_graphs_are_freed():
     del x, y
     gc.collect()
     assert mj.stats()["vars_live"] == before
+
+
+def test_pending_values_recorded_before_an_assign_refuse_to_run():
+    x = mj.array(np.ones(3, dtype=np.float32), requires_grad=True)
+    before = x * 2  # recorded before the assignment: must not silently see the new value
+    computed_before = (x * 3).sync()
+    x.assign(mj.full([3], 5.0))
+    with pytest.raises(RuntimeError, match=r"mul \(shape \[3\], created at .*test_autograd.py:\d+\) reads a Var whose "
+                                           r"value was replaced"):
+        before.numpy()
+    assert_close(computed_before, np.full(3, 3.0, dtype=np.float32))  # already computed: keeps the old value
+    assert_close(x * 2, np.full(3, 10.0, dtype=np.float32))  # recorded after: the new value

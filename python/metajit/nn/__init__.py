@@ -1,0 +1,10 @@
+"""Neural-network building blocks (PyTorch-style): Module, Parameter, layers, losses and init; functional ops in
+metajit.nn.functional."""
+from . import functional  # noqa: F401
+from . import init  # noqa: F401
+from .layers import *  # noqa: F401,F403
+from .layers import __all__ as _layer_names
+from .module import Module
+from .parameter import Parameter
+
+__all__ = ["Module", "Parameter", "functional", "init"] + list(_layer_names)

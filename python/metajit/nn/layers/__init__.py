@@ -1,0 +1,18 @@
+"""The layer modules of metajit.nn, one concept per file."""
+from .activation import *  # noqa: F401,F403
+from .attention import *  # noqa: F401,F403
+from .container import *  # noqa: F401,F403
+from .convolution import *  # noqa: F401,F403
+from .dropout import *  # noqa: F401,F403
+from .embedding import *  # noqa: F401,F403
+from .flatten import *  # noqa: F401,F403
+from .linear import *  # noqa: F401,F403
+from .loss import *  # noqa: F401,F403
+from .normalization import *  # noqa: F401,F403
+from .pooling import *  # noqa: F401,F403
+from . import activation, attention, container, convolution, dropout, embedding, flatten, linear, loss, \
+    normalization, pooling
+
+__all__ = sorted(set(activation.__all__ + attention.__all__ + container.__all__ + convolution.__all__ +
+                     dropout.__all__ + embedding.__all__ + flatten.__all__ + linear.__all__ + loss.__all__ +
+                     normalization.__all__ + pooling.__all__))

@@ -1,0 +1,180 @@
+"""Normalization layers: BatchNorm1d/2d/3d, LayerNorm and GroupNorm.
+
+BatchNorm keeps training lazy: the new running statistics are rebound to the buffers as lazy Vars and
+registered with the autograd pending list, so the next optimizer step computes them in its fused plan (no sync
+in forward). Outside an optimizer loop, mj.sync(*module.buffers()) computes them.
+"""
+from ... import _autograd
+from .. import functional as F
+from ..module import Module
+from .. import init
+from ._common import check_positive_int, empty_parameter
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm"]
+
+
+class _BatchNorm(Module):
+    _expected_dims = ()
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype=None):
+        super().__init__()
+        from ... import zeros, ones
+        check_positive_int(num_features, "num_features", type(self).__name__)
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if affine:
+            self.weight = empty_parameter((num_features,), dtype)
+            self.bias = empty_parameter((num_features,), dtype)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", zeros(num_features, dtype=dtype or "float32"))
+            self.register_buffer("running_var", ones(num_features, dtype=dtype or "float32"))
+            self.register_buffer("num_batches_tracked", zeros([], dtype="int64"))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            init.zeros_(self.running_mean)
+            init.ones_(self.running_var)
+            init.zeros_(self.num_batches_tracked)
+
+    def reset_parameters(self):
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
+
+    def _check_input_dim(self, input):
+        if input.ndim not in self._expected_dims:
+            expected = " or ".join(f"{dims}D" for dims in self._expected_dims)
+            raise ValueError(f"{type(self).__name__}: expected {expected} input (got {input.ndim}D input)")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        if input.shape[1] != self.num_features:
+            raise ValueError(f"{type(self).__name__}: expected {self.num_features} channels in dim 1, got input of "
+                             f"shape {tuple(input.shape)}")
+        use_batch_statistics = self.training or self.running_mean is None
+        update = self.training and self.track_running_stats
+        momentum = self.momentum
+        if update:
+            with _autograd.no_grad():
+                self.num_batches_tracked = _autograd.defer_sync(self.num_batches_tracked + 1)
+            if momentum is None:
+                # A cumulative average needs 1 / batches-seen; momentum=1 yields the batch statistics, which
+                # are then averaged in below with that factor as a lazy Var (no sync for the count).
+                momentum = 1.0
+        running_mean = self.running_mean if not self.training or self.track_running_stats else None
+        running_var = self.running_var if not self.training or self.track_running_stats else None
+        output, new_mean, new_var = F.batch_norm_with_statistics(
+            input, running_mean, running_var, self.weight, self.bias, use_batch_statistics, momentum, self.eps)
+        if update:
+            with _autograd.no_grad():
+                if self.momentum is None:
+                    factor = 1.0 / self.num_batches_tracked.astype(self.running_mean.dtype)
+                    new_mean = self.running_mean + (new_mean - self.running_mean) * factor
+                    new_var = self.running_var + (new_var - self.running_var) * factor
+                self.running_mean = _autograd.defer_sync(new_mean)
+                self.running_var = _autograd.defer_sync(new_var)
+        return output
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """BatchNorm1d(num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True): (N, C) or
+    (N, C, L) input."""
+    _expected_dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """BatchNorm2d(num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True): NCHW input."""
+    _expected_dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """BatchNorm3d(num_features, ...): NCDHW input."""
+    _expected_dims = (5,)
+
+
+class LayerNorm(Module):
+    """LayerNorm(normalized_shape, eps=1e-5, elementwise_affine=True, bias=True): normalises over the trailing
+    dims given by normalized_shape."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        for extent in self.normalized_shape:
+            check_positive_int(extent, "normalized_shape", "LayerNorm")
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = empty_parameter(self.normalized_shape, dtype)
+            if bias:
+                self.bias = empty_parameter(self.normalized_shape, dtype)
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class GroupNorm(Module):
+    """GroupNorm(num_groups, num_channels, eps=1e-5, affine=True): normalises each group of channels."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+        super().__init__()
+        check_positive_int(num_groups, "num_groups", "GroupNorm")
+        check_positive_int(num_channels, "num_channels", "GroupNorm")
+        if num_channels % num_groups != 0:
+            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
+                             f"({num_groups})")
+        self.num_groups = num_groups
+        self.num_channels = num_channels
+        self.eps = eps
+        self.affine = affine
+        if affine:
+            self.weight = empty_parameter((num_channels,), dtype)
+            self.bias = empty_parameter((num_channels,), dtype)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.affine:
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
+
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"

@@ -1,0 +1,75 @@
+"""Adam and AdamW (torch.optim.Adam / AdamW update rules, including amsgrad)."""
+import math
+
+from .optimizer import Optimizer, _zeros_buffer
+
+
+class Adam(Optimizer):
+    """Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, maximize=False).
+
+    Per step t: g = grad + weight_decay * p (L2 penalty; AdamW decays the weights instead);
+    m = b1 * m + (1 - b1) * g; v = b2 * v + (1 - b2) * g^2; v_hat = max(v_hat, v) with amsgrad;
+    p = p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)."""
+
+    _decoupled_weight_decay = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
+                 maximize=False):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, maximize=maximize))
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        if group["eps"] < 0:
+            raise ValueError(f"Invalid epsilon value: {group['eps']}")
+        beta1, beta2 = group["betas"]
+        if not 0.0 <= beta1 < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {beta1}")
+        if not 0.0 <= beta2 < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {beta2}")
+        if group["weight_decay"] < 0:
+            raise ValueError(f"Invalid weight_decay value: {group['weight_decay']}")
+
+    def _update(self, group, param, grad, state, scalar):
+        if "step" not in state:
+            state["step"] = 0
+            state["exp_avg"] = _zeros_buffer(param)
+            state["exp_avg_sq"] = _zeros_buffer(param)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = _zeros_buffer(param)
+        state["step"] += 1
+        step = state["step"]
+        beta1, beta2 = group["betas"]
+        lr, weight_decay = group["lr"], group["weight_decay"]
+        if group["maximize"]:
+            grad = -grad
+        if weight_decay != 0:
+            if self._decoupled_weight_decay:
+                param = param * scalar("decay", 1.0 - lr * weight_decay)
+            else:
+                grad = grad + scalar("weight_decay", weight_decay) * param
+        exp_avg = scalar("beta1", beta1) * state["exp_avg"] + scalar("one_minus_beta1", 1.0 - beta1) * grad
+        exp_avg_sq = scalar("beta2", beta2) * state["exp_avg_sq"] + \
+            scalar("one_minus_beta2", 1.0 - beta2) * grad * grad
+        state["exp_avg"], state["exp_avg_sq"] = exp_avg, exp_avg_sq
+        if group["amsgrad"]:
+            if "max_exp_avg_sq" not in state:
+                state["max_exp_avg_sq"] = _zeros_buffer(param)
+            exp_avg_sq = state["max_exp_avg_sq"].maximum(exp_avg_sq)
+            state["max_exp_avg_sq"] = exp_avg_sq
+        step_size = lr / (1.0 - beta1 ** step)
+        bias_correction2_sqrt = math.sqrt(1.0 - beta2 ** step)
+        denominator = exp_avg_sq.sqrt() / scalar("bias_correction2_sqrt", bias_correction2_sqrt) + \
+            scalar("eps", group["eps"])
+        return param - scalar("step_size", step_size) * exp_avg / denominator
+
+
+class AdamW(Adam):
+    """AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, maximize=False):
+    Adam with decoupled weight decay, p = p * (1 - lr * weight_decay) before the Adam update."""
+
+    _decoupled_weight_decay = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
+                 maximize=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)

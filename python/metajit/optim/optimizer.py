@@ -1,0 +1,262 @@
+"""Optimizer: the base class of metajit's optimizers (PyTorch's interface, Jittor's fused step).
+
+A step builds every parameter's new value and new optimizer state lazily under no_grad, then computes all of
+them with one mj.sync together with the gradients and the pending outputs (losses that backward() ran on,
+BatchNorm running statistics), so the backward pass and the update run as one fused plan; only then are the
+new values assigned to the parameters. ``step(loss)`` (Jittor style) first does zero_grad() and
+loss.backward().
+
+Caution: an assignment is seen by Vars that are still pending. A Var computed from a parameter before step()
+but first read after it (logits kept for an accuracy metric) would use the updated parameters; read it before
+the step, or pass it to mj._autograd.defer_sync(var) so the step computes it in its plan, with the old values.
+
+Hyper-parameters and step-dependent factors (learning rate, bias corrections) enter the kernels as 0-d Var
+inputs rather than constants, so changing the learning rate or counting steps compiles no new kernels.
+"""
+import numpy as np
+
+from .. import _autograd
+from .._core import Var
+
+
+class _ParameterState:
+    """optimizer.state: per-parameter state dicts keyed by the parameter object itself.
+
+    Vars compare elementwise and hash by their graph node, so this mapping keys by identity instead."""
+
+    def __init__(self):
+        self._entries = {}  # id(param) -> (param, state dict)
+
+    def __getitem__(self, param):
+        if id(param) not in self._entries:
+            self._entries[id(param)] = (param, {})
+        return self._entries[id(param)][1]
+
+    def __setitem__(self, param, value):
+        self._entries[id(param)] = (param, value)
+
+    def __contains__(self, param):
+        return id(param) in self._entries
+
+    def __len__(self):
+        return len(self._entries)
+
+    def __iter__(self):
+        return (param for param, _ in self._entries.values())
+
+    def get(self, param, default=None):
+        entry = self._entries.get(id(param))
+        return default if entry is None else entry[1]
+
+    def items(self):
+        return list(self._entries.values())
+
+    def clear(self):
+        self._entries.clear()
+
+
+class Optimizer:
+    """Base class: holds param_groups (each a dict with 'params' and its options) and per-parameter state.
+
+    params: an iterable of Vars, or of dicts each with a 'params' entry and options overriding `defaults`.
+    Subclasses implement _update(group, param, grad, state, scalar) returning the parameter's new value."""
+
+    def __init__(self, params, defaults):
+        self.defaults = dict(defaults)
+        self.state = _ParameterState()
+        self.param_groups = []
+        if isinstance(params, Var):
+            raise TypeError("params argument given to the optimizer should be an iterable of Vars or dicts, but "
+                            "got a single Var (wrap it in a list)")
+        if isinstance(params, dict):
+            raise TypeError("params argument given to the optimizer should be an iterable of Vars or dicts, but "
+                            "got a dict (wrap the parameter group in a list)")
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    def add_param_group(self, param_group):
+        """Adds a group of parameters with its own options (missing options come from the defaults)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, got {type(param_group).__name__}")
+        group = dict(param_group)
+        if "params" not in group:
+            raise ValueError("a parameter group needs a 'params' entry")
+        params = group["params"]
+        params = [params] if isinstance(params, Var) else list(params)
+        for index, param in enumerate(params):
+            if not isinstance(param, Var):
+                raise TypeError(f"optimizer can only optimize metajit Vars, but parameter {index} of the group is "
+                                f"a {type(param).__name__}")
+            if not param.is_leaf:
+                raise ValueError(f"can't optimize a non-leaf Var (parameter {index} of the group is computed from "
+                                 "Vars that require grad); use a leaf created with requires_grad=True")
+            if not param.dtype.startswith("float"):
+                raise TypeError(f"optimizer can only optimize floating-point Vars, parameter {index} has dtype "
+                                f"{param.dtype}")
+        if len({id(param) for param in params}) != len(params):
+            raise ValueError("optimizer parameter group contains the same parameter more than once")
+        existing = {id(param) for other in self.param_groups for param in other["params"]}
+        if existing & {id(param) for param in params}:
+            raise ValueError("some parameters appear in more than one parameter group")
+        for name, default in self.defaults.items():
+            group.setdefault(name, default)
+        group["params"] = params
+        self._check_group(group)
+        self.param_groups.append(group)
+
+    def _check_group(self, group):
+        """Validates a group's options; subclasses raise ValueError naming the bad option."""
+        if group.get("lr", 0) < 0:
+            raise ValueError(f"Invalid learning rate: {group['lr']}")
+
+    def zero_grad(self, set_to_none=True):
+        from .. import zeros_like
+        for group in self.param_groups:
+            for param in group["params"]:
+                if param.grad is not None:
+                    param.grad = None if set_to_none else zeros_like(param)
+
+    def step(self, loss=None):
+        """Updates the parameters from their .grad.
+
+        step(loss) with a Var does zero_grad(), loss.backward() and the update (Jittor style); a callable is a
+        PyTorch closure that recomputes the loss (it should call backward itself). Returns the loss."""
+        if loss is not None:
+            if isinstance(loss, Var):
+                self.zero_grad()
+                loss.backward()
+            elif callable(loss):
+                with _autograd.enable_grad():
+                    loss = loss()
+            else:
+                raise TypeError(f"step() expects a loss Var or a closure, got {type(loss).__name__}")
+        from .. import sync
+        assignments = []
+        computed = []
+        with _autograd.no_grad():
+            for group in self.param_groups:
+                scalars = {}
+                for param in group["params"]:
+                    grad = param.grad
+                    if grad is None:
+                        continue
+                    if tuple(grad.shape) != tuple(param.shape):
+                        raise ValueError(f"gradient of shape {tuple(grad.shape)} does not match its parameter of "
+                                         f"shape {tuple(param.shape)}")
+                    state = self.state[param]
+                    new_value = self._update(group, param, grad, state, _ScalarCache(scalars, param.dtype))
+                    assignments.append((param, new_value))
+                    computed.append(grad)
+                    computed.extend(value for value in state.values() if isinstance(value, Var))
+        computed.extend(_autograd.take_pending_outputs())
+        # Parameters must only change after every Var that reads their old value (gradients, state,
+        # losses, running statistics) is computed: pending graphs see an assignment.
+        sync([value for _, value in assignments] + computed)
+        for param, value in assignments:
+            param.assign(value)
+        return loss
+
+    def _update(self, group, param, grad, state, scalar):
+        raise NotImplementedError(f"{type(self).__name__} does not implement _update")
+
+    # ------------------------------------------------------------------ state dicts
+
+    def state_dict(self):
+        """PyTorch's layout: {'state': {index: {...}}, 'param_groups': [{options..., 'params': [indices]}]}.
+        Parameters are numbered in group order."""
+        index_of = {}
+        groups = []
+        for group in self.param_groups:
+            indices = []
+            for param in group["params"]:
+                index_of.setdefault(id(param), len(index_of))
+                indices.append(index_of[id(param)])
+            packed = {name: value for name, value in group.items() if name != "params"}
+            packed["params"] = indices
+            groups.append(packed)
+        state = {index_of[id(param)]: dict(values) for param, values in self.state.items()
+                 if id(param) in index_of and values}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Restores options and per-parameter state saved by state_dict() (values may be Vars or numpy arrays)."""
+        from .. import array
+        if "state" not in state_dict or "param_groups" not in state_dict:
+            raise ValueError("optimizer state dict needs 'state' and 'param_groups' entries")
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError(f"loaded state dict has {len(saved_groups)} parameter groups, the optimizer has "
+                             f"{len(self.param_groups)}")
+        params_by_index = {}
+        for number, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
+            if len(saved["params"]) != len(group["params"]):
+                raise ValueError(f"loaded parameter group {number} has {len(saved['params'])} parameters, the "
+                                 f"optimizer's has {len(group['params'])}")
+            for index, param in zip(saved["params"], group["params"]):
+                params_by_index[int(index)] = param
+        self.state.clear()
+        for index, values in state_dict["state"].items():
+            index = int(index)
+            if index not in params_by_index:
+                raise ValueError(f"loaded state refers to parameter {index}, which no parameter group contains")
+            param = params_by_index[index]
+            restored = {}
+            for name, value in values.items():
+                if isinstance(value, (Var, np.ndarray)) and tuple(value.shape) != ():
+                    value = value if isinstance(value, Var) else array(value)
+                    if tuple(value.shape) != tuple(param.shape):
+                        raise ValueError(f"state '{name}' of parameter {index} has shape {tuple(value.shape)}, the "
+                                         f"parameter has shape {tuple(param.shape)}")
+                    value = value.astype(param.dtype) if value.dtype != param.dtype else value
+                elif isinstance(value, (Var, np.ndarray, np.generic)):
+                    value = np.asarray(value).item()  # 0-d values such as PyTorch's step counter
+                    if name == "step":
+                        value = int(value)
+                restored[name] = value
+            self.state[param] = restored
+        for saved, group in zip(saved_groups, self.param_groups):
+            for name, value in saved.items():
+                if name != "params":
+                    group[name] = tuple(value) if isinstance(value, list) and name == "betas" else value
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__} ("]
+        for index, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {index}")
+            for name in sorted(group):
+                if name != "params":
+                    lines.append(f"    {name}: {group[name]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+class _ScalarCache:
+    """0-d Var inputs for hyper-parameters: scalar(name, value), one Var per name and value
+    within a group and dtype.
+
+    A number baked into a kernel as a constant would make a new kernel whenever it changes; a 0-d Var is
+    read from memory, so schedules and bias corrections reuse the compiled kernels. Keying by name (not by
+    value) keeps each kernel's inputs the same from step to step even when two factors happen to be equal."""
+
+    def __init__(self, cache, dtype):
+        self._cache = cache
+        self._dtype = dtype
+
+    def __call__(self, name, value):
+        key = (self._dtype, name, float(value))
+        if key not in self._cache:
+            from .. import array
+            self._cache[key] = array(np.asarray(value, dtype=self._dtype))
+        return self._cache[key]
+
+
+def _zeros_buffer(param):
+    """A computed zero array shaped like `param`: a computed buffer (unlike a lazy constant) makes the first
+    step use the same kernel as every later one."""
+    from .. import array
+    return array(np.zeros(tuple(param.shape), dtype=param.dtype))

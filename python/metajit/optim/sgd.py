@@ -1,0 +1,39 @@
+"""SGD with momentum, dampening, Nesterov momentum and weight decay (torch.optim.SGD's update rule)."""
+from .optimizer import Optimizer, _zeros_buffer
+
+
+class SGD(Optimizer):
+    """SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False).
+
+    Per step: g = grad + weight_decay * p; with momentum, buf = momentum * buf + (1 - dampening) * g (buf = g
+    on the first step), g = g + momentum * buf if nesterov else buf; then p = p - lr * g."""
+
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False):
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                      nesterov=nesterov, maximize=maximize))
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        if group["momentum"] < 0:
+            raise ValueError(f"Invalid momentum value: {group['momentum']}")
+        if group["weight_decay"] < 0:
+            raise ValueError(f"Invalid weight_decay value: {group['weight_decay']}")
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+
+    def _update(self, group, param, grad, state, scalar):
+        if group["maximize"]:
+            grad = -grad
+        if group["weight_decay"] != 0:
+            grad = grad + scalar("weight_decay", group["weight_decay"]) * param
+        momentum = group["momentum"]
+        if momentum != 0:
+            first = state.get("momentum_buffer") is None
+            buffer = _zeros_buffer(param) if first else state["momentum_buffer"]
+            # The first step's buf = g is written as 0 * buf + 1 * g so it uses the later steps' kernel.
+            keep = scalar("momentum_keep", 0.0 if first else momentum)
+            take = scalar("momentum_take", 1.0 if first else 1.0 - group["dampening"])
+            buffer = keep * buffer + take * grad
+            state["momentum_buffer"] = buffer
+            grad = grad + scalar("momentum", momentum) * buffer if group["nesterov"] else buffer
+        return param - scalar("lr", group["lr"]) * grad
