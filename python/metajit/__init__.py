@@ -195,6 +195,7 @@ def detach(x):
 
 from . import ops  # noqa: E402,F401  (operator library; also adds Var methods such as x @ w, x.softmax(dim))
 from .ops import *  # noqa: E402,F401,F403
+__all__ += sorted(set(ops.__all__) - set(__all__))
 from . import nn  # noqa: E402,F401
 from . import optim, data, models  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402

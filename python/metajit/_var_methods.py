@@ -1,4 +1,5 @@
-"""Var methods written in Python on top of _core: shape ops, basic slicing, reductions, numpy protocol."""
+"""Var methods written in Python on top of _core: shape ops, indexing (x[key] and x[key] = value, implemented in
+ops/indexing.py), reductions, numpy protocol."""
 from . import _core
 from ._core import Var
 
@@ -49,47 +50,21 @@ def mean(self, dim=None, keepdim=False):
     return total / count
 
 
-def _normalize_index(index, extent, dim):
-    if index < -extent or index >= extent:
-        raise IndexError(f"index {index} is out of bounds for dimension {dim} with size {extent}")
-    return index + extent if index < 0 else index
-
-
 def getitem(self, key):
-    """Basic indexing: integers, slices (any step, negative too), None and Ellipsis."""
-    if not isinstance(key, tuple):
-        key = (key,)
-    for item in key:
-        if not (item is None or item is Ellipsis or isinstance(item, (int, slice))) or isinstance(item, bool):
-            raise TypeError(f"index {item!r} of type {type(item).__name__} is not supported yet: only integers, "
-                            "slices, None and ... (integer-array and boolean indexing come with the operator library)")
-    if sum(item is Ellipsis for item in key) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    consumed = sum(1 for item in key if item is not None and item is not Ellipsis)
-    if consumed > self.ndim:
-        raise IndexError(f"too many indices for a Var of rank {self.ndim}: {consumed} were given")
-    expanded = []
-    for item in key:
-        if item is Ellipsis:
-            expanded.extend([slice(None)] * (self.ndim - consumed))
-        else:
-            expanded.append(item)
-    expanded.extend([slice(None)] * (self.ndim - sum(1 for item in expanded if item is not None)))
-    shape, mapping, dim = [], [], 0
-    for item in expanded:
-        if item is None:
-            shape.append(1)
-            continue
-        extent = self.shape[dim]
-        if isinstance(item, int):
-            mapping.append((-1, 0, _normalize_index(item, extent, dim)))
-        else:
-            start, stop, step = item.indices(extent)
-            length = len(range(start, stop, step))
-            mapping.append((len(shape), step, start if length else 0))
-            shape.append(length)
-        dim += 1
-    return _core.view(self, shape, mapping)
+    """x[key]: integers, slices (any step), None, ..., integer arrays (lists, numpy arrays, Vars; negative entries
+    count from the end) and boolean masks, with PyTorch's semantics. Keys of integers and slices give a view;
+    index arrays give a reindex (differentiable: its gradient scatter-adds). A boolean mask Var is synced, since
+    the result's shape depends on how many entries are true. Implemented in metajit.ops.indexing."""
+    from .ops import indexing
+    return indexing.getitem(self, key)
+
+
+def setitem(self, key, value):
+    """x[key] = value (any key getitem accepts): the updated value is built lazily and assigned to x, which
+    computes it now. Only for Vars without gradient history (or inside mj.no_grad()); otherwise use the
+    out-of-place forms mj.where, x.index_put or x.masked_fill. Implemented in metajit.ops.indexing."""
+    from .ops import indexing
+    indexing.setitem(self, key, value)
 
 
 def __array__(self, dtype=None, copy=None):
@@ -127,7 +102,8 @@ def __iter__(self):
 for _name, _function in {
     "reshape": reshape, "view": reshape, "permute": permute, "transpose": transpose, "broadcast_to": broadcast_to,
     "astype": astype, "sum": _reduction("add"), "prod": _reduction("mul"), "max": _reduction("max"),
-    "min": _reduction("min"), "mean": mean, "__getitem__": getitem, "__array__": __array__,
+    "min": _reduction("min"), "mean": mean, "__getitem__": getitem, "__setitem__": setitem,
+    "__array__": __array__,
     "__bool__": _scalar(bool), "__float__": _scalar(float), "__int__": _scalar(int), "maximum": maximum,
     "minimum": minimum, "__iter__": __iter__,
 }.items():

@@ -13,3 +13,11 @@ from .loss import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .pool import *  # noqa: F401,F403
 from .tensor import *  # noqa: F401,F403
+
+import importlib as _importlib
+
+# Submodules are looked up by name: the star imports above rebind e.g. `dropout` to the function.
+_MODULES = ["activation", "conv", "dropout", "embedding", "indexing", "interpolate", "linalg", "loss",
+            "normalization", "pool", "tensor"]
+__all__ = sorted({name for module in _MODULES
+                  for name in _importlib.import_module("metajit.ops." + module).__all__})

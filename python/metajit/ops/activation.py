@@ -1,0 +1,197 @@
+"""Activation functions and the softmax family, composed from elementwise ops and reductions.
+
+Numerically stable forms throughout: softmax, log_softmax and logsumexp subtract the row maximum (taken without
+gradient: the result does not depend on the shift, so every derivative is unchanged), softplus uses
+max(x, 0) + log1p(exp(-|x|)), and branches that could overflow are clamped before the overflowing op so that
+the unused side of a `where` never produces inf * 0 = nan in a gradient. `inplace=` arguments are accepted for
+PyTorch compatibility only: Vars are immutable, a new Var is always returned.
+"""
+import math
+import warnings
+
+from .. import _core, _dtype_name, where
+from .._core import Var
+from .tensor import _as_var, _normalize_dim, _normalize_dims
+
+__all__ = ["softmax", "log_softmax", "logsumexp", "relu", "relu6", "leaky_relu", "gelu", "silu", "sigmoid", "tanh",
+           "elu", "softplus", "hardtanh"]
+
+
+def _implicit_softmax_dim(name, ndim):
+    """PyTorch's legacy choice when `dim` is not given (deprecated there too)."""
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
+                  "as an argument.", stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _softmax_input(name, input, dim, dtype):
+    input = _as_var(input)
+    if dtype is not None:
+        input = _core.cast(input, _dtype_name(dtype))
+    if not input.dtype.startswith("float"):
+        raise TypeError(f"{name}: expected a floating-point input, got {input.dtype} (pass dtype=)")
+    if dim is None:
+        dim = _implicit_softmax_dim(name, input.ndim)
+    return input, _normalize_dim(dim, input.ndim, name)
+
+
+def _shifted(input, dims):
+    """input minus its maximum over `dims` (kept), the shift carrying no gradient. A row that is entirely -inf
+    (or inf) is shifted by 0 so it stays -inf instead of becoming nan."""
+    maximum = _core.reduce(input, "max", dims, True).detach()
+    finite = (maximum - maximum) == 0  # false for +-inf and nan
+    maximum = where(finite, maximum, 0.0)
+    return input - maximum, maximum
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """exp(x) / sum(exp(x)) along `dim`, computed as exp(x - max) / sum(exp(x - max))."""
+    input, dim = _softmax_input("softmax", input, dim, dtype)
+    if input.ndim == 0:
+        return (input - input).exp()
+    exponentials = _shifted(input, [dim])[0].exp()
+    return exponentials / exponentials.sum(dim, keepdim=True)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """x - logsumexp(x) along `dim`, with the maximum subtracted first."""
+    input, dim = _softmax_input("log_softmax", input, dim, dtype)
+    if input.ndim == 0:
+        return input - input
+    shifted = _shifted(input, [dim])[0]
+    return shifted - shifted.exp().sum(dim, keepdim=True).log()
+
+
+def logsumexp(input, dim, keepdim=False):
+    """log(sum(exp(x))) over `dim` (an int or a sequence), as max + log(sum(exp(x - max)))."""
+    input = _as_var(input)
+    if not input.dtype.startswith("float"):
+        input = _core.cast(input, "float32")
+    dims = _normalize_dims(dim, input.ndim, "logsumexp")
+    if not dims:
+        return input
+    shifted, maximum = _shifted(input, dims)
+    result = shifted.exp().sum(dims, keepdim=True).log() + maximum
+    if keepdim:
+        return result
+    kept = [extent for position, extent in enumerate(input.shape) if position not in dims]
+    return result.reshape(kept)
+
+
+def relu(input, inplace=False):
+    return _as_var(input).relu()
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """Clamps to [min_val, max_val]; the gradient is zero at and beyond the bounds, as in PyTorch."""
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    input = _as_var(input)
+    return where(input <= min_val, min_val, where(input >= max_val, max_val, input))
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    input = _as_var(input)
+    return where(input > 0, input, input * negative_slope)
+
+
+def _erf(x):
+    """The error function by Abramowitz & Stegun 7.1.26: absolute error below 1.5e-7 for every x (enough for
+    float32; float64 results carry the same absolute error). Odd extension through one branch (x < 0) shared by
+    |x| and the sign, so the derivative at 0 is the approximation's own (about 2/sqrt(pi)), not zero."""
+    negative = x < 0
+    magnitude = where(negative, -x, x)
+    t = 1.0 / (1.0 + 0.3275911 * magnitude)
+    polynomial = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    value = 1.0 - polynomial * (-(magnitude * magnitude)).exp()
+    return where(negative, -value, value)
+
+
+def gelu(input, approximate="none"):
+    """x * Phi(x). approximate='none' uses erf (A&S 7.1.26, |error| <= 0.5 * |x| * 1.5e-7); 'tanh' is PyTorch's
+    tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    input = _as_var(input)
+    if approximate == "none":
+        return input * 0.5 * (1.0 + _erf(input * (1.0 / math.sqrt(2.0))))
+    if approximate == "tanh":
+        inner = math.sqrt(2.0 / math.pi) * (input + 0.044715 * input * input * input)
+        return 0.5 * input * (1.0 + inner.tanh())
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def silu(input, inplace=False):
+    input = _as_var(input)
+    return input * input.sigmoid()
+
+
+def sigmoid(input):
+    return _as_var(input).sigmoid()
+
+
+def tanh(input):
+    return _as_var(input).tanh()
+
+
+def _expm1(x):
+    """exp(x) - 1 accurate near 0: u = exp(x) carries a rounding error of about u * eps that swamps a tiny
+    result, and x - log(u) measures exactly that error (to first order), so u * (x - log(u)) restores it. The
+    correction is only needed for small |x|; elsewhere it is computed at 0 (where it is exactly 0), so exp
+    underflowing to 0 never meets log(0). The derivative stays ~ exp(x). Callers keep x bounded above."""
+    near_zero = where((x > -1.0) & (x < 1.0), x, 0.0)
+    exponential = near_zero.exp()
+    return (x.exp() - 1.0) + exponential * (near_zero - exponential.log())
+
+
+def _log1p(y):
+    """log(1 + y) accurate for small y >= -0.5: u = 1 + y rounds away y - (u - 1) (exactly representable), which
+    is added back to first order as (y - (u - 1)) / u. The derivative stays ~ 1 / (1 + y)."""
+    shifted = 1.0 + y
+    return shifted.log() + (y - (shifted - 1.0)) / shifted
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """x for x > 0, alpha * (exp(x) - 1) otherwise. The exponential only sees the non-positive part (so it cannot
+    overflow into the unused branch), taken by a where that passes the gradient at 0, so d/dx = alpha there as in
+    PyTorch."""
+    input = _as_var(input)
+    positive = input > 0
+    return where(positive, input, alpha * _expm1(where(positive, 0.0, input)))
+
+
+def _softplus_of(z):
+    """log(1 + exp(z)) as max(z, 0) + log1p(exp(-|z|)): never overflows. The max and |z| share the branch z >= 0,
+    so the gradient at z = 0 is exactly 1/2."""
+    non_negative = z >= 0
+    magnitude = where(non_negative, z, -z)
+    return where(non_negative, z, 0.0) + _log1p((-magnitude).exp())
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta x)) / beta in the overflow-free form; x itself where beta x > threshold (as PyTorch)."""
+    input = _as_var(input)
+    scaled = input * beta if beta != 1 else input
+    stable = _softplus_of(scaled)
+    if beta != 1:
+        stable = stable / beta
+    return where(scaled > threshold, input, stable)
+
+
+def _method_softmax(self, dim=None, dtype=None):
+    return softmax(self, dim, dtype=dtype)
+
+
+def _method_log_softmax(self, dim=None, dtype=None):
+    return log_softmax(self, dim, dtype=dtype)
+
+
+def _method_logsumexp(self, dim, keepdim=False):
+    return logsumexp(self, dim, keepdim)
+
+
+Var.softmax = _method_softmax
+Var.log_softmax = _method_log_softmax
+Var.logsumexp = _method_logsumexp
