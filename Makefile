@@ -2,7 +2,8 @@
 #
 #   make demo    install missing deps, build, run examples/demo.py
 #   make test    install missing deps, build, run the C++ (ctest) and Python (pytest) suites
-#   make bench   install missing deps, build, run bench/run_benchmarks.py
+#   make bench   install missing deps, build, run bench/run_benchmarks.py and the small-CNN training benchmark
+#   make bench-training   the training benchmark with ResNet-18 too (slow until convolutions are lowered)
 #   make setup   install missing deps and build
 #   make build   (re)build only (configures first if the build dir is not configured yet)
 #   make clean   remove the build dir and the in-tree extension
@@ -22,7 +23,7 @@ CMAKE_ARGS ?=
 TEST_CACHE_DIR := $(abspath $(BUILD_DIR))/test-kernel-cache
 PY_ENV := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all setup deps configure build test demo bench clean
+.PHONY: all setup deps configure build test demo bench bench-training clean
 
 all: setup
 
@@ -65,6 +66,10 @@ demo: setup
 
 bench: setup
 	$(PY_ENV) $(PYTHON) bench/run_benchmarks.py
+	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn
+
+bench-training: setup
+	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn,resnet18 --steps 2
 
 clean:
 	rm -rf $(BUILD_DIR)

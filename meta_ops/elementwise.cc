@@ -218,7 +218,6 @@ void register_op_names() { set_op_namer(&name_node); }
 
 namespace {
 
-NodePtr add(const NodePtr& a, const NodePtr& b) { return binary(BinaryOp::Add, a, b); }
 NodePtr subtract(const NodePtr& a, const NodePtr& b) { return binary(BinaryOp::Subtract, a, b); }
 NodePtr multiply(const NodePtr& a, const NodePtr& b) { return binary(BinaryOp::Multiply, a, b); }
 NodePtr divide(const NodePtr& a, const NodePtr& b) { return binary(BinaryOp::Divide, a, b); }
