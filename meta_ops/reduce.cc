@@ -129,29 +129,16 @@ NodePtr reindex_reduce(const NodePtr& input, ReduceOp op, const Shape& shape, co
                        const std::vector<std::string>& overflow_conditions, const std::vector<NodePtr>& extras) {
   check_shape(shape);
   IndexContext context = make_context(int(input->shape.size()), int(input->shape.size()), int(shape.size()), extras);
-  auto payload = parse_payload("reindex_reduce", indexes, shape.size(), overflow_conditions, context);
-  DType result = reduce_result_dtype(op, input->dtype);
-  NodePtr operand = input;
-  if (result != input->dtype && result != DType::Bool) operand = make_node(NodeKind::Cast, result, input->shape, {input});
-  std::vector<NodePtr> inputs{operand};
-  inputs.insert(inputs.end(), extras.begin(), extras.end());
-  auto node = make_node(NodeKind::ReindexReduce, result, shape, std::move(inputs));
-  node->op_code = uint16_t(op);
-  node->payload = std::move(payload);
-  return node;
+  return reindex_reduce_parsed(input, op, shape,
+                               parse_payload("reindex_reduce", indexes, shape.size(), overflow_conditions, context), extras);
 }
 
 NodePtr reindex(const NodePtr& input, const Shape& shape, const std::vector<std::string>& indexes, double overflow_value,
                 const std::vector<std::string>& overflow_conditions, const std::vector<NodePtr>& extras) {
   check_shape(shape);
   IndexContext context = make_context(int(shape.size()), int(input->shape.size()), int(shape.size()), extras);
-  auto payload = parse_payload("reindex", indexes, input->shape.size(), overflow_conditions, context);
-  std::vector<NodePtr> inputs{input};
-  inputs.insert(inputs.end(), extras.begin(), extras.end());
-  auto node = make_node(NodeKind::Reindex, input->dtype, shape, std::move(inputs));
-  node->scalar = overflow_value;
-  node->payload = std::move(payload);
-  return node;
+  return reindex_parsed(input, shape, parse_payload("reindex", indexes, input->shape.size(), overflow_conditions, context),
+                        overflow_value, extras);
 }
 
 NodePtr reindex_parsed(const NodePtr& input, const Shape& shape, std::shared_ptr<const IndexPayload> payload,

@@ -41,3 +41,29 @@ def check_gradients(function, *arrays, rtol=1e-5, atol=1e-6, seed=0, epsilon=1e-
         assert got.shape == arrays[index].shape, f"input {index}: gradient shape {got.shape}, expected {arrays[index].shape}"
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, err_msg=f"gradient of input {index}")
     return analytic
+
+
+def torch_gradients(function, *arrays):
+    """PyTorch's gradients of sum(function(*arrays) * w) with check_gradients' weighting (seed 0), float64."""
+    import torch
+    tensors = [torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True) for a in arrays]
+    output = function(*tensors)
+    weights = torch.tensor(np.random.default_rng(0).uniform(0.5, 1.5, size=tuple(output.shape)))
+    (output * weights).sum().backward()
+    return [t.grad.numpy() for t in tensors]
+
+
+def assert_matches_torch(function, torch_function, arrays, rtol=1e-10, atol=1e-11, seed=0):
+    """function (metajit) and torch_function agree on the value and on every input's gradient (float64)."""
+    import torch
+    from conftest import assert_close
+    inputs = [mj.array(array, requires_grad=True) for array in arrays]
+    output = function(*inputs)
+    tensors = [torch.tensor(array, requires_grad=True) for array in arrays]
+    expected = torch_function(*tensors)
+    assert_close(output, expected.detach().numpy(), rtol=rtol, atol=atol)
+    weights = np.random.default_rng(seed).standard_normal(tuple(expected.shape))
+    (expected * torch.tensor(weights)).sum().backward()
+    gradients = mj.grad((output * mj.array(weights)).sum(), inputs)
+    for gradient, tensor in zip(gradients, tensors):
+        assert_close(gradient, tensor.grad.numpy(), rtol=rtol, atol=atol)

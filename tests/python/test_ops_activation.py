@@ -8,19 +8,10 @@ import pytest
 
 import metajit as mj
 from conftest import assert_close
-from gradient_check import check_gradients
+from gradient_check import check_gradients, torch_gradients
 
 torch = pytest.importorskip("torch")
 functional = torch.nn.functional
-
-
-def torch_gradients(function, *arrays):
-    """PyTorch's gradients of sum(function(*arrays) * w) with check_gradients' weighting (seed 0), float64."""
-    tensors = [torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True) for a in arrays]
-    output = function(*tensors)
-    weights = torch.tensor(np.random.default_rng(0).uniform(0.5, 1.5, size=tuple(output.shape)))
-    (output * weights).sum().backward()
-    return [t.grad.numpy() for t in tensors]
 
 
 @pytest.fixture

@@ -7,24 +7,10 @@ import pytest
 import metajit as mj
 import metajit.nn.functional as F
 from conftest import assert_close
-from gradient_check import check_gradients
+from gradient_check import assert_matches_torch, check_gradients
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
-
-
-def assert_matches_torch(function, torch_function, arrays, rtol=1e-10, atol=1e-11, seed=0):
-    """function (metajit) and torch_function agree on the value and on every input's gradient (float64)."""
-    inputs = [mj.array(array, requires_grad=True) for array in arrays]
-    output = function(*inputs)
-    tensors = [torch.tensor(array, requires_grad=True) for array in arrays]
-    expected = torch_function(*tensors)
-    assert_close(output, expected.detach().numpy(), rtol=rtol, atol=atol)
-    weights = np.random.default_rng(seed).standard_normal(tuple(expected.shape))
-    (expected * torch.tensor(weights)).sum().backward()
-    gradients = mj.grad((output * mj.array(weights)).sum(), inputs)
-    for gradient, tensor in zip(gradients, tensors):
-        assert_close(gradient, tensor.grad.numpy(), rtol=rtol, atol=atol)
 
 
 def running_statistics(rng, channels):
