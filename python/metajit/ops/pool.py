@@ -10,25 +10,13 @@ Average-pooling divisors depend only on shapes: they are elementwise functions o
 spatial dimension, which fuse into the same kernel."""
 from .. import _core
 from .._core import Var
-from .conv import _affine, _is_integer, _tuple
+from .conv import _affine, _batched, _is_integer, _tuple
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "adaptive_max_pool3d"]
 
 _FLOAT_DTYPES = ("float16", "float32", "float64")
-
-
-def _batched(input, spatial, function):
-    """(input as [N, C, *spatial], whether a batch dim was added): PyTorch also accepts unbatched [C, *spatial]."""
-    if not isinstance(input, Var):
-        raise TypeError(f"{function}: input must be a metajit Var, got {type(input).__name__}")
-    if input.ndim == spatial + 1:
-        return input.reshape([1] + list(input.shape)), True
-    if input.ndim != spatial + 2:
-        raise ValueError(f"{function}: expected a {spatial + 1}-D (unbatched) or {spatial + 2}-D (batched) input, got "
-                         f"shape {tuple(input.shape)}")
-    return input, False
 
 
 def _unbatch(output, unbatched):
