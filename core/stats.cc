@@ -14,6 +14,7 @@ void reset_stats() {
   counters.kernels_loaded_from_disk = 0;
   counters.kernel_memory_hits = 0;
   counters.kernels_launched = 0;
+  counters.library_calls = 0;
   counters.compile_nanoseconds = 0;
   counters.cache_entries_discarded = 0;
 }
@@ -25,6 +26,7 @@ std::map<std::string, double> stats_snapshot() {
       {"kernels_loaded_from_disk", double(counters.kernels_loaded_from_disk)},
       {"kernel_memory_hits", double(counters.kernel_memory_hits)},
       {"kernels_launched", double(counters.kernels_launched)},
+      {"library_calls", double(counters.library_calls)},
       {"compile_seconds", double(counters.compile_nanoseconds) * 1e-9},
       {"cache_entries_discarded", double(counters.cache_entries_discarded)},
       {"vars_live", double(counters.vars_live)},

@@ -12,6 +12,7 @@ struct Stats {
   std::atomic<int64_t> kernels_loaded_from_disk{0};
   std::atomic<int64_t> kernel_memory_hits{0};
   std::atomic<int64_t> kernels_launched{0};
+  std::atomic<int64_t> library_calls{0};             // kernels run by a vendor library (oneDNN) instead
   std::atomic<int64_t> compile_nanoseconds{0};
   std::atomic<int64_t> cache_entries_discarded{0};  // corrupt or untrusted disk entries thrown away
   std::atomic<int64_t> vars_live{0};                 // graph nodes currently alive (not reset)

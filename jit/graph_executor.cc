@@ -22,12 +22,14 @@ class JitGraphRunner : public GraphRunner {
     std::vector<PlannedKernel> kernels = plan_kernels(targets);
     KernelCache& cache = KernelCache::instance();
     std::vector<std::pair<std::string, std::string>> sources;
-    for (const PlannedKernel& kernel : kernels) sources.push_back({kernel.key, kernel.rendered.source});
+    for (const PlannedKernel& kernel : kernels)
+      if (!kernel.key.empty()) sources.push_back({kernel.key, kernel.rendered.source});
     cache.prepare(sources);
     for (PlannedKernel& kernel : kernels) {
-      KernelFunction function;
+      KernelFunction function = nullptr;
       try {
-        function = cache.get(kernel.key, kernel.rendered.source, kernel.rendered.header_comment);
+        if (!kernel.key.empty())
+          function = cache.get(kernel.key, kernel.rendered.source, kernel.rendered.header_comment);
       } catch (const CompileError& error) {
         const NodePtr& output = kernel.lowered.output;
         throw std::runtime_error("while computing " + output->op_name() + " created at " +
@@ -54,6 +56,26 @@ class JitGraphRunner : public GraphRunner {
     for (const NodePtr& input : kernel.lowered.inputs) {
       if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");
       buffers.push_back(input->storage->data());
+    }
+    StoragePtr temporary;
+    if (kernel.library) {
+      if (function) {  // the library writes a temporary; the epilogue kernel reads it as its last buffer
+        temporary = std::make_shared<Storage>(size_t(output->numel()) * sizeof(float));
+        buffers[0] = temporary->data();
+      }
+      try {
+        kernel.library->run(buffers.data());
+      } catch (const std::exception& error) {
+        throw std::runtime_error("while computing " + output->op_name() + " created at " + output->provenance.to_string() +
+                                 " with " + kernel.library->describe() + ": " + error.what());
+      }
+      stats().library_calls++;
+      if (!function) {
+        publish_storage(*output, std::move(storage));
+        return;
+      }
+      buffers[0] = storage->data();
+      buffers.push_back(temporary->data());
     }
     int64_t work = kernel.rendered.work_items;
     if (work > 0) {
@@ -89,15 +111,29 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets) {
     throw std::logic_error("requested node not found in graph");
   };
   std::vector<LoweredKernel> lowered;
+  std::vector<ContractionMatch> matches;
+  ContractionBackend backend = contraction_backend();
+  bool use_library = backend && library_lowering_enabled();
   for (int iteration = 0;; ++iteration) {
     if (iteration > 10000) throw std::logic_error("fusion planning did not converge");
     std::sort(roots.begin(), roots.end(), [](const NodePtr& a, const NodePtr& b) { return a->id < b->id; });
     lowered.clear();
     std::vector<Node*> requests;
+    matches.clear();
     for (const NodePtr& root : roots) {
       LoweringResult result = lower_group(root, materialized);
       requests.insert(requests.end(), result.materialize_requests.begin(), result.materialize_requests.end());
+      ContractionMatch match;
+      if (requests.empty() && use_library) {
+        match = match_contraction(result.lowered);
+        if (!match.materialize.empty()) {
+          if (backend(*match.contraction))
+            requests.insert(requests.end(), match.materialize.begin(), match.materialize.end());
+          match = ContractionMatch();
+        }
+      }
       lowered.push_back(std::move(result.lowered));
+      matches.push_back(std::move(match));
       if (!requests.empty()) break;  // re-plan right away: later groups would change anyway
     }
     if (requests.empty()) break;
@@ -106,11 +142,19 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets) {
   }
   std::vector<PlannedKernel> kernels;
   KernelCache& cache = KernelCache::instance();
-  for (LoweredKernel& kernel : lowered) {
+  for (size_t index = 0; index < lowered.size(); ++index) {
     PlannedKernel planned;
-    planned.rendered = render_cpp(kernel.kernel);
-    planned.key = cache.key_for(planned.rendered.source);
-    planned.lowered = std::move(kernel);
+    ContractionMatch& match = matches[index];
+    if (match.contraction) {
+      planned.library = backend(*match.contraction);
+      planned.contraction = match.contraction->describe();
+    }
+    if (planned.library && match.epilogue) lowered[index].kernel = std::move(*match.epilogue);
+    if (!planned.library || match.epilogue) {
+      planned.rendered = render_cpp(lowered[index].kernel);
+      planned.key = cache.key_for(planned.rendered.source);
+    }
+    planned.lowered = std::move(lowered[index]);
     kernels.push_back(std::move(planned));
   }
   return kernels;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/executor.h"
+#include "jit/contraction.h"
 #include "jit/cpp_renderer.h"
 #include "jit/lowering.h"
 
@@ -12,8 +13,12 @@ namespace metajit {
 
 struct PlannedKernel {
   LoweredKernel lowered;
-  RenderedKernel rendered;
-  std::string key;
+  RenderedKernel rendered;  // empty when a library call does all the work
+  std::string key;          // of `rendered`
+  // A vendor-library call computing the kernel's contraction. With `rendered` set it writes a temporary that
+  // the rendered epilogue reads as its last input buffer; otherwise it writes the output itself.
+  std::shared_ptr<const LibraryCall> library;
+  std::string contraction;  // the matched contraction (Contraction::describe), also when no library took it
 };
 
 // The kernels that computing `targets` would launch, in launch order. Runs nothing.

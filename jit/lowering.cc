@@ -18,6 +18,7 @@ class Lowerer {
 
   LoweringResult run() {
     LoweringResult result;
+    result_ = &result;
     IrKernel& kernel = result.lowered.kernel;
     kernel_ = &kernel;
     kernel.buffers.push_back({"out0", root_->dtype, root_->shape, true});
@@ -120,15 +121,30 @@ class Lowerer {
       if (found != scope->values.end()) return found->second;
     }
     IrExprPtr value = compute_value(node, indices, is_root);
+    if (value->kind == IrKind::Variable) record_origin(value->name, node.get(), indices, -1);
     // Hoisted reductions register themselves in the top scope; everything else in the current one.
     scopes_.back().values[key] = value;
     return value;
   }
 
+  // The innermost node of a view chain registers first and keeps the name.
+  void record_origin(const std::string& name, Node* node, const std::vector<IrExprPtr>& indices, int buffer) {
+    auto& origins = result_->lowered.origins;
+    auto found = origins.find(name);
+    if (found == origins.end()) {
+      origins[name] = {node, indices, buffer, nullptr, {}};
+    } else if (node->kind == NodeKind::Reshape && node->inputs[0].get() == found->second.node && !found->second.reshape) {
+      found->second.reshape = node;
+      found->second.reshape_indices = indices;
+    }
+  }
+
   IrExprPtr compute_value(const NodePtr& node, const std::vector<IrExprPtr>& indices, bool is_root) {
     if (!is_root && (node->is_computed() || materialized_.count(node.get()))) {
       int buffer = buffer_for(node);
-      return let(kernel_->buffers[buffer].name, ir_load(buffer, node->dtype, offset_of(node->shape, indices)));
+      IrExprPtr value = let(kernel_->buffers[buffer].name, ir_load(buffer, node->dtype, offset_of(node->shape, indices)));
+      if (value->kind == IrKind::Variable) record_origin(value->name, node.get(), indices, buffer);
+      return value;
     }
     if (!is_root && node->kind != NodeKind::Constant && node->kind != NodeKind::View && node->kind != NodeKind::Reshape &&
         ++instances_[node.get()] > kMaxInstancesPerNode) {
@@ -191,7 +207,9 @@ class Lowerer {
         if (input->is_computed() || materialized_.count(input.get())) {
           // Buffers are row-major, so a reshape of one reads the same flat offset: no index arithmetic.
           int buffer = buffer_for(input);
-          return let(kernel_->buffers[buffer].name, ir_load(buffer, input->dtype, flat));
+          IrExprPtr value = let(kernel_->buffers[buffer].name, ir_load(buffer, input->dtype, flat));
+          if (value->kind == IrKind::Variable) record_origin(value->name, node.get(), indices, buffer);
+          return value;
         }
         std::vector<IrExprPtr> source(input_shape.size());
         int64_t stride = 1;
@@ -347,6 +365,7 @@ class Lowerer {
     for (const IndexExpression& condition : payload.overflow_conditions)
       conditions.push_back(translate(condition, indices, source->shape, root_->shape, extras));
     IrExprPtr valid = validity(target, root_->shape, conditions);
+    result_->lowered.scatter_target = target;
     IrStatement statement{IrStatement::Kind::ScatterAccumulate, "", root_->dtype, value, offset_of(root_->shape, target),
                           valid->kind == IrKind::IntConstant && valid->integer ? nullptr : valid, 0};
     emit(std::move(statement));
@@ -358,6 +377,7 @@ class Lowerer {
   const NodePtr& root_;
   const std::unordered_set<Node*>& materialized_;
   IrKernel* kernel_ = nullptr;
+  LoweringResult* result_ = nullptr;
   std::vector<Scope> scopes_;
   std::unordered_map<Node*, int> buffers_;
   std::unordered_map<Node*, int> instances_;

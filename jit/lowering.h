@@ -3,6 +3,8 @@
 // only transform indices); a reduction whose result is needed at the kernel's own output index becomes a loop
 // inside the kernel. When a node cannot be inlined, lowering asks for it to be materialised instead.
 #pragma once
+#include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -11,10 +13,24 @@
 
 namespace metajit {
 
+// Where a named kernel value came from: the graph's view of it, for IR-to-IR passes (library lowering) that
+// need per-dimension indices rather than flat offsets.
+struct ValueOrigin {
+  Node* node = nullptr;            // the node whose value this is
+  std::vector<IrExprPtr> indices;  // one per dimension of node->shape, over the kernel's loop variables
+  int buffer = -1;                 // >= 0: the value is a plain load of this buffer, laid out row-major in node->shape
+  // A reshape of a pending `node` reads it at flattened-and-split (non-affine) indices; the reshape's own indices
+  // say how the value is read once `node` is a buffer.
+  Node* reshape = nullptr;
+  std::vector<IrExprPtr> reshape_indices;
+};
+
 struct LoweredKernel {
   IrKernel kernel;
   NodePtr output;               // buffer 0
   std::vector<NodePtr> inputs;  // buffers 1..; computed before this kernel runs
+  std::unordered_map<std::string, ValueOrigin> origins;  // let name -> origin
+  std::vector<IrExprPtr> scatter_target;                  // Scatter: the target index per output dimension
 };
 
 struct LoweringResult {

@@ -27,7 +27,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev      # C++ tests
   libbenchmark-dev               # C++ micro-benchmarks
   libxxhash-dev                  # kernel-cache content hashing
-  # libdnnl-dev                  # oneDNN, once ops/ links vendor kernels
+  libdnnl-dev                    # oneDNN: matmul and convolution lowering (ops/)
 )
 # ninja: use one already on PATH (for example pip's), otherwise take Debian's.
 command -v ninja >/dev/null 2>&1 || APT_PACKAGES+=(ninja-build)

@@ -23,6 +23,7 @@
 #include "meta_ops/broadcast.h"
 #include "meta_ops/elementwise.h"
 #include "meta_ops/reduce.h"
+#include "ops/onednn_backend.h"
 
 namespace py = pybind11;
 using namespace metajit;
@@ -225,6 +226,7 @@ PYBIND11_MODULE(_core, module) {
   module.doc() = "metajit C++ core: lazy meta-op graph, fuser, in-process Clang JIT and kernel cache";
   register_op_names();
   install_graph_executor();
+  install_onednn_backend();
   set_provenance_hook(&python_provenance);
 
   py::class_<Node, NodePtr> var(module, "Var");
@@ -401,7 +403,9 @@ PYBIND11_MODULE(_core, module) {
       entry["key"] = kernel.key;
       entry["source"] = kernel.rendered.header_comment + kernel.rendered.source;
       entry["ops"] = kernel.lowered.kernel.fused_ops;
-      entry["cached_in_memory"] = KernelCache::instance().in_memory(kernel.key);
+      entry["cached_in_memory"] = !kernel.key.empty() && KernelCache::instance().in_memory(kernel.key);
+      entry["library"] = kernel.library ? py::object(py::str(kernel.library->describe())) : py::object(py::none());
+      entry["contraction"] = kernel.contraction.empty() ? py::object(py::none()) : py::object(py::str(kernel.contraction));
       kernels.append(entry);
     }
     return kernels;
@@ -413,6 +417,8 @@ PYBIND11_MODULE(_core, module) {
     set_log_level(level == "debug" ? LogLevel::Debug : level == "info" ? LogLevel::Info : LogLevel::Warning);
   });
   module.def("thread_count", [] { return thread_count(); });
+  module.def("library_lowering", [] { return library_lowering_enabled(); });
+  module.def("set_library_lowering", [](bool enabled) { set_library_lowering_enabled(enabled); });
   module.def("set_thread_count", [](int count) { set_thread_count(count); });
   module.def("cache_dir", [] { return KernelCache::instance().directory(); });
   module.def("set_cache_dir", [](const std::string& directory) { KernelCache::instance().set_directory(directory); });

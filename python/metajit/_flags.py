@@ -20,6 +20,15 @@ class _Flags:
         _core.set_cache_dir(str(directory))
 
     @property
+    def lowering(self):
+        """Whether matrix products and convolutions run in oneDNN (METAJIT_LOWERING=0 turns it off)."""
+        return _core.library_lowering()
+
+    @lowering.setter
+    def lowering(self, enabled):
+        _core.set_library_lowering(bool(enabled))
+
+    @property
     def log(self):
         return self._log
 
@@ -35,7 +44,8 @@ class _Flags:
         self._log = os.environ.get("METAJIT_LOG", "warning")
 
     def __repr__(self):
-        return f"metajit.flags(num_threads={self.num_threads}, cache_dir={self.cache_dir!r}, log={self.log!r})"
+        return (f"metajit.flags(num_threads={self.num_threads}, cache_dir={self.cache_dir!r}, log={self.log!r}, "
+                f"lowering={self.lowering})")
 
 
 flags = _Flags()

@@ -1,0 +1,368 @@
+// Contraction matching works on resolved expressions: every let is substituted back, so the shape of an index
+// does not depend on how the lowering happened to name its parts. Padding shows up as a clamped load under a
+// select whose condition is exactly the range test of the clamped indices; anything else (a user's overflow
+// condition, a division in an index) is not a contraction and stays a generated loop.
+#include "jit/contraction.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <sstream>
+#include <unordered_map>
+
+namespace metajit {
+namespace {
+
+std::atomic<ContractionBackend> backend_{nullptr};
+
+bool lowering_from_environment() {
+  const char* value = std::getenv("METAJIT_LOWERING");
+  return !(value && std::string(value) == "0");
+}
+std::atomic<bool> lowering_enabled_{lowering_from_environment()};
+
+bool is_index_op(const IrExprPtr& expression, IndexOperator op) {
+  return expression->kind == IrKind::IndexBinary && IndexOperator(expression->op) == op;
+}
+
+bool int_constant(const IrExprPtr& expression, int64_t* value) {
+  if (expression->kind != IrKind::IntConstant) return false;
+  *value = expression->integer;
+  return true;
+}
+
+class Matcher {
+ public:
+  explicit Matcher(const LoweredKernel& lowered) : lowered_(lowered), kernel_(lowered.kernel) {}
+
+  ContractionMatch run() {
+    ContractionMatch match;
+    for (size_t dim = 0; dim < kernel_.domain.size(); ++dim) extents_["i" + std::to_string(dim)] = kernel_.domain[dim];
+    collect_lets(kernel_.body);
+    if (kernel_.buffers[0].dtype != DType::Float32) return match;
+    Contraction contraction;
+    contraction.dtype = DType::Float32;
+    IrExprPtr product;
+    if (kernel_.kind == IrKernel::Kind::Pointwise) {
+      if (!match_pointwise(&contraction, &product, &match)) return match;
+    } else {
+      if (!match_scatter(&contraction, &product)) return match;
+    }
+    const IrExprPtr resolved = resolve_variable(product);
+    if (resolved->kind != IrKind::Binary || BinaryOp(resolved->op) != BinaryOp::Multiply ||
+        resolved->dtype != DType::Float32)
+      return match;
+    if (!operand(resolved->args[0], &contraction.left, &match.materialize) ||
+        !operand(resolved->args[1], &contraction.right, &match.materialize))
+      return {};
+    for (const auto& [name, extent] : extents_)
+      if (extent > 1) contraction.extents[name] = extent;
+      else if (extent <= 0) return {};
+    match.contraction = std::move(contraction);
+    return match;
+  }
+
+ private:
+  void collect_lets(const std::vector<IrStatement>& statements) {
+    for (const IrStatement& statement : statements) {
+      if (statement.kind == IrStatement::Kind::Let) lets_[statement.name] = statement.value;
+      if (statement.kind == IrStatement::Kind::ReduceLoop) {
+        for (const auto& [name, extent] : statement.loops) extents_[name] = extent;
+        collect_lets(statement.body);
+      }
+    }
+  }
+
+  // Follows variables that name lets (not loop variables) to their values.
+  IrExprPtr resolve_variable(IrExprPtr expression) const {
+    while (expression->kind == IrKind::Variable && !extents_.count(expression->name)) {
+      auto found = lets_.find(expression->name);
+      if (found == lets_.end()) break;
+      expression = found->second;
+    }
+    return expression;
+  }
+
+  // The expression with every let substituted, for comparing index expressions by their text.
+  IrExprPtr substitute(const IrExprPtr& expression) const {
+    IrExprPtr resolved = resolve_variable(expression);
+    if (resolved->args.empty()) return resolved;
+    auto copy = std::make_shared<IrExpr>(*resolved);
+    for (IrExprPtr& argument : copy->args) argument = substitute(argument);
+    return copy;
+  }
+
+  bool affine(const IrExprPtr& raw, AffineIndex* result) const {
+    IrExprPtr expression = resolve_variable(raw);
+    int64_t value;
+    if (int_constant(expression, &value)) {
+      result->constant = value;
+      return true;
+    }
+    if (expression->kind == IrKind::Variable) {
+      auto found = extents_.find(expression->name);
+      if (found == extents_.end()) return false;
+      if (found->second > 1) result->terms[expression->name] = 1;
+      return true;
+    }
+    if (expression->kind != IrKind::IndexBinary) return false;
+    IndexOperator op = IndexOperator(expression->op);
+    AffineIndex left, right;
+    if (!affine(expression->args[0], &left) || !affine(expression->args[1], &right)) return false;
+    if (op == IndexOperator::Add || op == IndexOperator::Subtract) {
+      int64_t sign = op == IndexOperator::Add ? 1 : -1;
+      *result = left;
+      result->constant += sign * right.constant;
+      for (const auto& [name, coefficient] : right.terms) result->terms[name] += sign * coefficient;
+    } else if (op == IndexOperator::Multiply) {
+      const AffineIndex* scaled = &left;
+      int64_t factor;
+      if (left.terms.empty()) {
+        factor = left.constant;
+        scaled = &right;
+      } else if (right.terms.empty()) {
+        factor = right.constant;
+      } else {
+        return false;
+      }
+      result->constant = scaled->constant * factor;
+      for (const auto& [name, coefficient] : scaled->terms) result->terms[name] = coefficient * factor;
+    } else {
+      return false;
+    }
+    for (auto term = result->terms.begin(); term != result->terms.end();)
+      term = term->second == 0 ? result->terms.erase(term) : std::next(term);
+    return true;
+  }
+
+  // Range tests joined by &&: key of the tested index -> (has >= 0, upper bound of < n or -1).
+  struct RangeTest { bool lower = false; int64_t upper = -1; };
+  bool range_tests(const IrExprPtr& raw, std::unordered_map<std::string, RangeTest>* tests) const {
+    IrExprPtr condition = resolve_variable(raw);
+    if (is_index_op(condition, IndexOperator::LogicalAnd))
+      return range_tests(condition->args[0], tests) && range_tests(condition->args[1], tests);
+    int64_t bound;
+    if (is_index_op(condition, IndexOperator::GreaterEqual) && int_constant(condition->args[1], &bound) && bound == 0) {
+      (*tests)[ir_key(substitute(condition->args[0]))].lower = true;
+      return true;
+    }
+    if (is_index_op(condition, IndexOperator::Less) && int_constant(condition->args[1], &bound)) {
+      (*tests)[ir_key(substitute(condition->args[0]))].upper = bound;
+      return true;
+    }
+    return false;
+  }
+
+  // Per-dimension coordinates of an access. A clamped index (min(max(x, 0), n - 1)) is x, guarded: it needs the
+  // range test of x in `tests`, and every test must belong to some guarded dimension.
+  bool coordinates(const std::vector<IrExprPtr>& indices, const Shape& shape,
+                   std::unordered_map<std::string, RangeTest> tests, bool clamped_form, TensorAccess* access) const {
+    access->shape = shape;
+    access->coordinates.assign(indices.size(), {});
+    access->guarded.assign(indices.size(), false);
+    for (size_t dim = 0; dim < indices.size(); ++dim) {
+      IrExprPtr index = resolve_variable(indices[dim]);
+      int64_t high, low;
+      if (clamped_form && is_index_op(index, IndexOperator::Minimum) && int_constant(index->args[1], &high) &&
+          is_index_op(resolve_variable(index->args[0]), IndexOperator::Maximum)) {
+        IrExprPtr inner = resolve_variable(index->args[0]);
+        if (!int_constant(inner->args[1], &low) || low != 0 || high != shape[dim] - 1) return false;
+        index = inner->args[0];
+        access->guarded[dim] = true;
+      } else if (!clamped_form) {
+        // The output of a scatter: the raw target index, guarded when the condition tests it.
+        access->guarded[dim] = tests.count(ir_key(substitute(index))) != 0;
+      }
+      if (access->guarded[dim]) {
+        auto test = tests.find(ir_key(substitute(index)));
+        if (test == tests.end() || !test->second.lower || test->second.upper != shape[dim]) return false;
+        tests.erase(test);
+      }
+      if (!affine(index, &access->coordinates[dim])) return false;
+    }
+    return tests.empty();
+  }
+
+  bool plain_origin(const IrExprPtr& value, const ValueOrigin** origin) const {
+    if (value->kind != IrKind::Variable) return false;
+    auto found = lowered_.origins.find(value->name);
+    if (found == lowered_.origins.end()) return false;
+    *origin = &found->second;
+    return true;
+  }
+
+  // An operand is a load of a buffer, or a zero-padded (reindexed) load. A value computed inside the kernel
+  // would first have to become a buffer: the access then has buffer -1 and its producer is listed.
+  bool operand(const IrExprPtr& value, TensorAccess* access, std::vector<Node*>* materialize) const {
+    if (value->dtype != DType::Float32) return false;
+    const ValueOrigin* origin = nullptr;
+    if (!plain_origin(value, &origin)) return false;
+    IrExprPtr resolved = resolve_variable(value);
+    if (origin->buffer < 0 && resolved->kind == IrKind::Select && resolved->args[2]->kind == IrKind::FloatConstant &&
+        resolved->args[2]->floating == 0.0) {
+      // A zero-padded read (a reindex out of range); anything else that picks zero is an ordinary value.
+      const ValueOrigin* inner = nullptr;
+      std::unordered_map<std::string, RangeTest> tests;
+      if (plain_origin(resolved->args[1], &inner) && range_tests(resolved->args[0], &tests)) {
+        if (inner->buffer < 0 && !materializable(inner->node, materialize)) return false;
+        access->buffer = inner->buffer;
+        return coordinates(inner->indices, inner->node->shape, tests, true, access);
+      }
+    }
+    if (origin->buffer >= 0) {
+      access->buffer = origin->buffer;
+      return coordinates(origin->indices, origin->node->shape, {}, false, access) && !access->any_guarded();
+    }
+    if (!materializable(origin->node, materialize)) return false;
+    if (coordinates(origin->indices, origin->node->shape, {}, false, access) && !access->any_guarded()) return true;
+    // Read through a reshape: once materialised, the reshape reads the buffer at its own (affine) indices.
+    return origin->reshape && coordinates(origin->reshape_indices, origin->reshape->shape, {}, false, access) &&
+           !access->any_guarded();
+  }
+
+  static bool materializable(Node* node, std::vector<Node*>* materialize) {
+    if (node->kind == NodeKind::Reduce || node->kind == NodeKind::ReindexReduce || node->kind == NodeKind::Constant ||
+        node->dtype != DType::Float32)
+      return false;
+    materialize->push_back(node);
+    return true;
+  }
+
+  bool match_pointwise(Contraction* contraction, IrExprPtr* product, ContractionMatch* match) {
+    const IrStatement* loop = nullptr;
+    size_t loop_position = 0;
+    for (size_t position = 0; position < kernel_.body.size(); ++position) {
+      const IrStatement& statement = kernel_.body[position];
+      if (statement.kind == IrStatement::Kind::ScatterAccumulate) return false;
+      if (statement.kind != IrStatement::Kind::ReduceLoop) continue;
+      if (loop) return false;  // one contraction per kernel
+      loop = &statement;
+      loop_position = position;
+    }
+    if (!loop || loop->reduce_op != ReduceOp::Add || loop->dtype != DType::Float32) return false;
+    const IrStatement& store = kernel_.body.back();
+    if (store.kind != IrStatement::Kind::Store) return false;
+    *product = loop->value;
+    TensorAccess& output = contraction->output;
+    output.buffer = 0;
+    output.shape = kernel_.domain;
+    for (size_t dim = 0; dim < kernel_.domain.size(); ++dim) {
+      AffineIndex index;
+      if (kernel_.domain[dim] > 1) index.terms["i" + std::to_string(dim)] = 1;
+      output.coordinates.push_back(index);
+      output.guarded.push_back(false);
+    }
+    bool direct = store.value->kind == IrKind::Variable && store.value->name == loop->name;
+    if (!direct) {
+      IrKernel epilogue = kernel_;
+      int buffer = int(epilogue.buffers.size());
+      epilogue.buffers.push_back({"in" + std::to_string(buffer - 1), DType::Float32, kernel_.domain, false});
+      IrExprPtr offset = ir_int(0);
+      int64_t stride = 1;
+      for (int dim = int(kernel_.domain.size()) - 1; dim >= 0; --dim) {
+        if (kernel_.domain[dim] != 1)
+          offset = ir_index(IndexOperator::Add, offset,
+                            ir_index(IndexOperator::Multiply, ir_loop_variable("i" + std::to_string(dim), kernel_.domain[dim]),
+                                     ir_int(stride)));
+        stride *= kernel_.domain[dim];
+      }
+      IrStatement replacement{IrStatement::Kind::Let, loop->name, DType::Float32,
+                              ir_load(buffer, DType::Float32, offset), nullptr, nullptr, -1};
+      epilogue.body[loop_position] = std::move(replacement);
+      epilogue.inner_work = 1;
+      match->epilogue = std::move(epilogue);
+    }
+    return true;
+  }
+
+  bool match_scatter(Contraction* contraction, IrExprPtr* product) {
+    if (kernel_.scatter_op != ReduceOp::Add) return false;
+    const IrStatement& statement = kernel_.body.back();
+    if (statement.kind != IrStatement::Kind::ScatterAccumulate) return false;
+    for (const IrStatement& other : kernel_.body)
+      if (other.kind != IrStatement::Kind::Let && &other != &statement) return false;
+    std::unordered_map<std::string, RangeTest> tests;
+    if (statement.condition && !range_tests(statement.condition, &tests)) return false;
+    contraction->output.buffer = 0;
+    if (!coordinates(lowered_.scatter_target, kernel_.buffers[0].shape, tests, false, &contraction->output)) return false;
+    *product = statement.value;
+    return true;
+  }
+
+  const LoweredKernel& lowered_;
+  const IrKernel& kernel_;
+  std::unordered_map<std::string, int64_t> extents_;
+  std::unordered_map<std::string, IrExprPtr> lets_;
+};
+
+}  // namespace
+
+std::string AffineIndex::single_variable() const {
+  if (constant != 0 || terms.size() != 1 || terms.begin()->second != 1) return "";
+  return terms.begin()->first;
+}
+
+bool TensorAccess::any_guarded() const {
+  for (bool flag : guarded)
+    if (flag) return true;
+  return false;
+}
+
+std::vector<int64_t> TensorAccess::row_major_strides() const {
+  std::vector<int64_t> strides(shape.size());
+  int64_t stride = 1;
+  for (int dim = int(shape.size()) - 1; dim >= 0; --dim) {
+    strides[dim] = stride;
+    stride *= shape[dim];
+  }
+  return strides;
+}
+
+AffineIndex TensorAccess::flat_offset() const {
+  AffineIndex flat;
+  std::vector<int64_t> strides = row_major_strides();
+  for (size_t dim = 0; dim < coordinates.size(); ++dim) {
+    flat.constant += coordinates[dim].constant * strides[dim];
+    for (const auto& [name, coefficient] : coordinates[dim].terms) flat.terms[name] += coefficient * strides[dim];
+  }
+  for (auto term = flat.terms.begin(); term != flat.terms.end();)
+    term = term->second == 0 ? flat.terms.erase(term) : std::next(term);
+  return flat;
+}
+
+std::string Contraction::describe() const {
+  std::ostringstream text;
+  auto access = [&](const char* name, const TensorAccess& tensor) {
+    text << name << "#" << tensor.buffer << shape_to_string(tensor.shape) << "[";
+    for (size_t dim = 0; dim < tensor.coordinates.size(); ++dim) {
+      if (dim) text << ", ";
+      const AffineIndex& index = tensor.coordinates[dim];
+      bool first = true;
+      for (const auto& [variable, coefficient] : index.terms) {
+        if (!first) text << "+";
+        first = false;
+        if (coefficient != 1) text << coefficient << "*";
+        text << variable;
+      }
+      if (index.constant != 0 || first) text << (index.constant >= 0 && !first ? "+" : "") << index.constant;
+      if (tensor.guarded[dim]) text << "?";
+    }
+    text << "]";
+  };
+  access("out", output);
+  text << " += ";
+  access("left", left);
+  text << " * ";
+  access("right", right);
+  text << " over";
+  for (const auto& [name, extent] : extents) text << " " << name << "<" << extent;
+  return text.str();
+}
+
+void set_contraction_backend(ContractionBackend backend) { backend_ = backend; }
+ContractionBackend contraction_backend() { return backend_; }
+bool library_lowering_enabled() { return lowering_enabled_; }
+void set_library_lowering_enabled(bool enabled) { lowering_enabled_ = enabled; }
+
+ContractionMatch match_contraction(const LoweredKernel& lowered) { return Matcher(lowered).run(); }
+
+}  // namespace metajit

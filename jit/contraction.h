@@ -1,0 +1,75 @@
+// Recognises the contractions inside a lowered kernel: out[f(v)] (+)= sum over the other loop variables of
+// left[g(v)] * right[h(v)], where f, g, h give each tensor dimension an affine index of the loop variables.
+// Matrix products and convolutions (forward and both gradients) all take this form once the meta-ops are
+// inlined, whatever ops the user wrote them with; a library backend (ops/) then decides whether it can run one.
+// This pass only reads the IR and the lowering's notes on where values came from; it never looks at op names.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jit/lowering.h"
+
+namespace metajit {
+
+// sum(coefficient * variable) + constant over the kernel's loop variables.
+struct AffineIndex {
+  std::map<std::string, int64_t> terms;  // no zero coefficients, no extent-1 variables
+  int64_t constant = 0;
+  bool uses(const std::string& variable) const { return terms.count(variable) != 0; }
+  // "" unless the index is exactly one variable with coefficient 1 and no constant.
+  std::string single_variable() const;
+};
+
+struct TensorAccess {
+  int buffer = -1;                       // kernel buffer (0 is the kernel's output)
+  Shape shape;                           // the tensor's logical shape, row-major in the buffer
+  std::vector<AffineIndex> coordinates;  // one per dimension
+  // Per dimension: an index outside [0, shape[d]) reads zero (operands) or is dropped (the output). Dimensions
+  // that are not guarded are proven in range by the lowering.
+  std::vector<bool> guarded;
+  bool any_guarded() const;
+  std::vector<int64_t> row_major_strides() const;
+  AffineIndex flat_offset() const;  // sum of coordinate * stride (meaningful when nothing is guarded)
+};
+
+struct Contraction {
+  std::map<std::string, int64_t> extents;  // every loop variable with an extent above 1
+  TensorAccess output, left, right;
+  DType dtype = DType::Float32;            // of all three tensors
+  std::string describe() const;            // for logs and tests
+};
+
+// What the runtime library will run instead of (part of) a kernel.
+class LibraryCall {
+ public:
+  virtual ~LibraryCall() = default;
+  // buffers[0] is the contraction's output (zero-filled first where needed), the rest the kernel's buffers.
+  virtual void run(void* const* buffers) const = 0;
+  virtual std::string describe() const = 0;  // e.g. "onednn convolution forward (brgconv:avx512_core)"
+};
+
+// A backend (oneDNN in ops/) that may take a contraction; null when it cannot.
+using ContractionBackend = std::shared_ptr<const LibraryCall> (*)(const Contraction& contraction);
+void set_contraction_backend(ContractionBackend backend);
+ContractionBackend contraction_backend();
+// METAJIT_LOWERING=0 turns library lowering off (results must not change).
+bool library_lowering_enabled();
+void set_library_lowering_enabled(bool enabled);
+
+struct ContractionMatch {
+  std::optional<Contraction> contraction;
+  // Operand producers computed inside the kernel (their accesses have buffer -1): a library call reads its
+  // operands from memory, so the planner materialises these and lowers again if the backend would take it.
+  std::vector<Node*> materialize;
+  // Set when the kernel does more than the contraction (a bias, an activation): the same kernel with the
+  // reduction replaced by a load of one more input buffer, holding the contraction's result.
+  std::optional<IrKernel> epilogue;
+};
+
+ContractionMatch match_contraction(const LoweredKernel& lowered);
+
+}  // namespace metajit

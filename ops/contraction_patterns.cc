@@ -1,0 +1,349 @@
+// Matrix products: every loop variable indexes exactly two or three of the tensors; grouping them by which
+// (batch: all three, rows: output+left, columns: output+right, inner: left+right) and merging each group into
+// one dimension (possible when its variables nest like a row-major block in every tensor) gives the problem.
+// Convolutions: exactly one tensor (the image) has a dimension indexed by stride*o + dilation*k + constant;
+// its batch and channel dimensions then tell which of the other two tensors is the weight and which the
+// output-side tensor, and the pass follows from which of the three the kernel writes.
+#include "ops/contraction_patterns.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+namespace metajit {
+namespace {
+
+int64_t extent_of(const Contraction& contraction, const std::string& variable) {
+  auto found = contraction.extents.find(variable);
+  return found == contraction.extents.end() ? 1 : found->second;
+}
+
+// A size-1 dimension's stride is never used to address anything; give it a harmless non-zero value because
+// libraries validate strides.
+void fill_unit_strides(TensorLayout* layout) {
+  int64_t span = 1;
+  for (size_t dim = 0; dim < layout->dims.size(); ++dim)
+    if (layout->dims[dim] > 1) span = std::max(span, layout->strides[dim] * layout->dims[dim]);
+  for (size_t dim = 0; dim < layout->dims.size(); ++dim)
+    if (layout->dims[dim] == 1) layout->strides[dim] = span;
+}
+
+// The output must be written exactly once per element: each dimension is one variable (or 0 for a size-1
+// dimension), all different, covering the dimension.
+bool covers_output_once(const Contraction& contraction) {
+  std::set<std::string> seen;
+  const TensorAccess& output = contraction.output;
+  for (size_t dim = 0; dim < output.shape.size(); ++dim) {
+    const AffineIndex& index = output.coordinates[dim];
+    if (output.guarded[dim]) return false;
+    if (index.terms.empty()) {
+      if (index.constant != 0 || output.shape[dim] != 1) return false;
+      continue;
+    }
+    std::string variable = index.single_variable();
+    if (variable.empty() || !seen.insert(variable).second || extent_of(contraction, variable) != output.shape[dim])
+      return false;
+  }
+  return true;
+}
+
+struct MergedDimension {
+  int64_t extent = 1;
+  int64_t strides[3] = {0, 0, 0};  // output, left, right
+};
+
+// Merges variables into one dimension when they nest: outer coefficient == inner coefficient * inner extent
+// in every tensor.
+bool merge(const Contraction& contraction, std::vector<std::string> variables, const AffineIndex* flats[3], int order_by,
+           MergedDimension* merged) {
+  auto coefficient = [&](int tensor, const std::string& variable) {
+    auto found = flats[tensor]->terms.find(variable);
+    return found == flats[tensor]->terms.end() ? int64_t(0) : found->second;
+  };
+  std::sort(variables.begin(), variables.end(), [&](const std::string& a, const std::string& b) {
+    return coefficient(order_by, a) > coefficient(order_by, b);
+  });
+  for (size_t position = 0; position + 1 < variables.size(); ++position) {
+    const std::string& outer = variables[position];
+    const std::string& inner = variables[position + 1];
+    for (int tensor = 0; tensor < 3; ++tensor)
+      if (coefficient(tensor, outer) != coefficient(tensor, inner) * extent_of(contraction, inner)) return false;
+  }
+  for (const std::string& variable : variables) merged->extent *= extent_of(contraction, variable);
+  if (!variables.empty())
+    for (int tensor = 0; tensor < 3; ++tensor) merged->strides[tensor] = coefficient(tensor, variables.back());
+  return true;
+}
+
+bool nonnegative_offsets(const AffineIndex* flats[3]) {
+  for (int tensor = 0; tensor < 3; ++tensor)
+    if (flats[tensor]->constant < 0) return false;
+  return true;
+}
+
+std::string layout_key(const TensorLayout& layout) {
+  std::ostringstream text;
+  text << layout.buffer << "+" << layout.offset << ":";
+  for (size_t dim = 0; dim < layout.dims.size(); ++dim) text << layout.dims[dim] << "/" << layout.strides[dim] << ",";
+  return text.str();
+}
+
+std::string list_key(const std::vector<int64_t>& values) {
+  std::string text;
+  for (int64_t value : values) text += std::to_string(value) + ",";
+  return text;
+}
+
+// Dimension `dim` of `access` as (variable, constant offset): one variable with coefficient 1 plus a constant, or a
+// constant alone on a size-1 dimension (the variable then has extent 1 and is left out).
+bool plain_dimension(const TensorAccess& access, size_t dim, std::string* variable, int64_t* offset) {
+  const AffineIndex& index = access.coordinates[dim];
+  if (access.guarded[dim]) return false;
+  *offset = index.constant;
+  variable->clear();
+  if (index.terms.empty()) return access.shape[dim] >= 1 && index.constant >= 0 && index.constant < access.shape[dim];
+  if (index.terms.size() != 1 || index.terms.begin()->second != 1) return false;
+  *variable = index.terms.begin()->first;
+  return index.constant >= 0;
+}
+
+}  // namespace
+
+std::string TensorLayout::describe() const { return layout_key(*this); }
+
+std::string MatmulProblem::key() const {
+  return "matmul|" + layout_key(left) + "|" + layout_key(right) + "|" + layout_key(output);
+}
+
+const char* convolution_pass_name(ConvolutionPass pass) {
+  switch (pass) {
+    case ConvolutionPass::Forward: return "forward";
+    case ConvolutionPass::BackwardData: return "backward data";
+    case ConvolutionPass::BackwardWeights: return "backward weights";
+  }
+  return "?";
+}
+
+std::string ConvolutionProblem::key() const {
+  return std::string("convolution|") + convolution_pass_name(pass) + "|" + layout_key(source) + "|" + layout_key(weights) +
+         "|" + layout_key(destination) + "|" + list_key(stride) + "|" + list_key(dilation) + "|" + list_key(padding_before) +
+         "|" + list_key(padding_after) + (zero_output_first ? "|zero" : "");
+}
+
+std::optional<MatmulProblem> as_matmul(const Contraction& contraction) {
+  const TensorAccess* tensors[3] = {&contraction.output, &contraction.left, &contraction.right};
+  for (const TensorAccess* tensor : tensors)
+    if (tensor->any_guarded()) return std::nullopt;
+  if (!covers_output_once(contraction)) return std::nullopt;
+  AffineIndex flat_values[3] = {contraction.output.flat_offset(), contraction.left.flat_offset(),
+                                contraction.right.flat_offset()};
+  const AffineIndex* flats[3] = {&flat_values[0], &flat_values[1], &flat_values[2]};
+  if (!nonnegative_offsets(flats)) return std::nullopt;
+  std::vector<std::string> batch, rows, columns, inner;
+  for (const auto& [variable, extent] : contraction.extents) {
+    bool in_output = flats[0]->uses(variable), in_left = flats[1]->uses(variable), in_right = flats[2]->uses(variable);
+    if (in_output && in_left && in_right) batch.push_back(variable);
+    else if (in_output && in_left) rows.push_back(variable);
+    else if (in_output && in_right) columns.push_back(variable);
+    else if (in_left && in_right) inner.push_back(variable);
+    else return std::nullopt;  // a sum over one operand alone, or an output repeated along a variable
+  }
+  if (inner.empty()) return std::nullopt;  // an outer product is elementwise work, not a matrix product
+  MergedDimension m, n, k;
+  if (!merge(contraction, inner, flats, 1, &k)) return std::nullopt;
+  // Rows (and columns) are the innermost variables of their group that nest; outer ones that do not (x[n] @ w,
+  // a 1x1 convolution's w @ x[n]) become batch dimensions the other operand broadcasts over.
+  auto split = [&](std::vector<std::string> group, MergedDimension* merged) {
+    std::sort(group.begin(), group.end(), [&](const std::string& a, const std::string& c) {
+      return flats[0]->terms.at(a) > flats[0]->terms.at(c);
+    });
+    for (size_t first = 0; first <= group.size(); ++first) {
+      *merged = MergedDimension();
+      if (merge(contraction, std::vector<std::string>(group.begin() + first, group.end()), flats, 0, merged)) {
+        batch.insert(batch.end(), group.begin(), group.begin() + first);
+        return;
+      }
+    }
+  };
+  split(rows, &m);
+  split(columns, &n);
+  // Batched dot products are a plain reduction: memory-bound, and the generated kernel fuses around them.
+  if (m.extent == 1 && n.extent == 1) return std::nullopt;
+  std::sort(batch.begin(), batch.end(), [&](const std::string& a, const std::string& c) {
+    return flats[0]->terms.at(a) > flats[0]->terms.at(c);
+  });
+  // Adjacent batch variables that nest in all three tensors are one dimension.
+  std::vector<MergedDimension> batches;
+  for (size_t first = 0; first < batch.size();) {
+    size_t last = batch.size();
+    MergedDimension merged;
+    while (!merge(contraction, std::vector<std::string>(batch.begin() + first, batch.begin() + last), flats, 0, &merged)) {
+      merged = MergedDimension();
+      --last;
+    }
+    batches.push_back(merged);
+    first = last;
+  }
+  if (batches.size() + 2 > 12) return std::nullopt;  // oneDNN's dimension limit
+  MatmulProblem problem;
+  problem.output = {0, flats[0]->constant, {}, {}};
+  problem.left = {contraction.left.buffer, flats[1]->constant, {}, {}};
+  problem.right = {contraction.right.buffer, flats[2]->constant, {}, {}};
+  TensorLayout* layouts[3] = {&problem.output, &problem.left, &problem.right};
+  for (const MergedDimension& dimension : batches) {
+    for (int tensor = 0; tensor < 3; ++tensor) {
+      // An operand that does not vary along a batch dimension broadcasts over it (extent 1).
+      layouts[tensor]->dims.push_back(dimension.strides[tensor] ? dimension.extent : 1);
+      layouts[tensor]->strides.push_back(dimension.strides[tensor]);
+    }
+  }
+  auto append = [&](TensorLayout* layout, int tensor, const MergedDimension& first, const MergedDimension& second) {
+    layout->dims.insert(layout->dims.end(), {first.extent, second.extent});
+    layout->strides.insert(layout->strides.end(), {first.strides[tensor], second.strides[tensor]});
+  };
+  // Libraries want the output's columns innermost: out = left @ right is also out^T = right^T @ left^T.
+  bool transpose = n.extent > 1 && m.extent > 1 && m.strides[0] < n.strides[0];
+  if (transpose) {
+    std::swap(m, n);
+    std::swap(problem.left, problem.right);
+    for (MergedDimension* dimension : {&m, &n, &k}) std::swap(dimension->strides[1], dimension->strides[2]);
+  }
+  append(&problem.output, 0, m, n);
+  append(&problem.left, 1, m, k);
+  append(&problem.right, 2, k, n);
+  for (TensorLayout* layout : {&problem.output, &problem.left, &problem.right}) fill_unit_strides(layout);
+  return problem;
+}
+
+std::optional<ConvolutionProblem> as_convolution(const Contraction& contraction) {
+  const TensorAccess* tensors[3] = {&contraction.output, &contraction.left, &contraction.right};
+  // The image: the one tensor with a dimension that is not a plain variable.
+  int image = -1;
+  for (int tensor = 0; tensor < 3; ++tensor) {
+    for (size_t dim = 0; dim < tensors[tensor]->shape.size(); ++dim) {
+      std::string variable;
+      int64_t offset;
+      if (plain_dimension(*tensors[tensor], dim, &variable, &offset) && offset == 0) continue;
+      if (image >= 0 && image != tensor) return std::nullopt;
+      image = tensor;
+    }
+  }
+  if (image < 0) return std::nullopt;
+  const TensorAccess& source = *tensors[image];
+  size_t rank = source.shape.size();
+  if (rank < 3 || rank > 5) return std::nullopt;
+  size_t spatial = rank - 2;
+  std::string batch_variable, channel_variable;
+  int64_t batch_offset, channel_offset;
+  if (!plain_dimension(source, 0, &batch_variable, &batch_offset) ||
+      !plain_dimension(source, 1, &channel_variable, &channel_offset))
+    return std::nullopt;
+  // Which of the other two is the weight: the one indexed by the image's channel, not by its batch.
+  int first = (image + 1) % 3, second = (image + 2) % 3;
+  auto uses = [&](int tensor, const std::string& variable) {
+    if (variable.empty()) return false;
+    for (const AffineIndex& index : tensors[tensor]->coordinates)
+      if (index.uses(variable)) return true;
+    return false;
+  };
+  int weight = -1;
+  if (uses(first, channel_variable) || uses(second, batch_variable)) weight = first;
+  if (uses(second, channel_variable) || uses(first, batch_variable)) {
+    if (weight == first) return std::nullopt;
+    weight = second;
+  }
+  if (weight < 0) return std::nullopt;
+  int result = weight == first ? second : first;
+  const TensorAccess& weights = *tensors[weight];
+  const TensorAccess& destination = *tensors[result];
+  if (weights.shape.size() != rank || destination.shape.size() != rank) return std::nullopt;
+
+  ConvolutionProblem problem;
+  problem.pass = image == 0 ? ConvolutionPass::BackwardData
+                            : (weight == 0 ? ConvolutionPass::BackwardWeights : ConvolutionPass::Forward);
+  std::string out_channel, out_channel_check, batch_check, channel_check;
+  int64_t weight_offsets[2], destination_offsets[2];
+  if (!plain_dimension(weights, 0, &out_channel, &weight_offsets[0]) ||
+      !plain_dimension(weights, 1, &channel_check, &weight_offsets[1]) ||
+      !plain_dimension(destination, 0, &batch_check, &destination_offsets[0]) ||
+      !plain_dimension(destination, 1, &out_channel_check, &destination_offsets[1]))
+    return std::nullopt;
+  if (channel_check != channel_variable || batch_check != batch_variable || out_channel_check != out_channel)
+    return std::nullopt;
+  std::set<std::string> accounted{batch_variable, channel_variable, out_channel};
+
+  std::vector<int64_t> source_strides = source.row_major_strides();
+  std::vector<int64_t> weight_strides = weights.row_major_strides();
+  std::vector<int64_t> destination_strides = destination.row_major_strides();
+  int64_t source_offset = batch_offset * source_strides[0] + channel_offset * source_strides[1];
+  int64_t weight_offset = weight_offsets[0] * weight_strides[0] + weight_offsets[1] * weight_strides[1];
+  int64_t destination_offset = destination_offsets[0] * destination_strides[0] + destination_offsets[1] * destination_strides[1];
+  int64_t batch = extent_of(contraction, batch_variable), channels = extent_of(contraction, channel_variable);
+  int64_t out_channels = extent_of(contraction, out_channel);
+  problem.source = {source.buffer, 0, {batch, channels}, {source_strides[0], source_strides[1]}};
+  problem.weights = {weights.buffer, 0, {out_channels, channels}, {weight_strides[0], weight_strides[1]}};
+  problem.destination = {destination.buffer, 0, {batch, out_channels}, {destination_strides[0], destination_strides[1]}};
+  bool partial_output = false;
+  for (size_t j = 0; j < spatial; ++j) {
+    size_t dim = 2 + j;
+    std::string kernel_variable, output_variable;
+    int64_t kernel_offset, output_offset;
+    if (!plain_dimension(weights, dim, &kernel_variable, &kernel_offset) ||
+        !plain_dimension(destination, dim, &output_variable, &output_offset))
+      return std::nullopt;
+    const AffineIndex& index = source.coordinates[dim];
+    int64_t stride = 1, dilation = 1;
+    for (const auto& [variable, coefficient] : index.terms) {
+      if (coefficient <= 0) return std::nullopt;
+      if (variable == output_variable) stride = coefficient;
+      else if (variable == kernel_variable) dilation = coefficient;
+      else return std::nullopt;
+    }
+    int64_t outputs = extent_of(contraction, output_variable), kernel = extent_of(contraction, kernel_variable);
+    if (output_variable.empty()) outputs = 1;
+    if (kernel_variable.empty()) kernel = 1;
+    // The image rows this dimension touches, [low, high]; outside the tensor they read zero.
+    int64_t low = index.constant + output_offset * stride + kernel_offset * dilation;
+    int64_t high = low + stride * (outputs - 1) + dilation * (kernel - 1);
+    int64_t first_row = std::max<int64_t>(low, 0), last_row = std::min<int64_t>(high, source.shape[dim] - 1);
+    if (last_row < first_row) return std::nullopt;
+    if (!source.guarded[dim] && (low < 0 || high >= source.shape[dim])) return std::nullopt;
+    if (first_row > 0 || last_row < source.shape[dim] - 1) partial_output = true;
+    source_offset += first_row * source_strides[dim];
+    weight_offset += kernel_offset * weight_strides[dim];
+    destination_offset += output_offset * destination_strides[dim];
+    problem.source.dims.push_back(last_row - first_row + 1);
+    problem.source.strides.push_back(source_strides[dim]);
+    problem.weights.dims.push_back(kernel);
+    problem.weights.strides.push_back(weight_strides[dim]);
+    problem.destination.dims.push_back(outputs);
+    problem.destination.strides.push_back(destination_strides[dim]);
+    problem.stride.push_back(stride);
+    problem.dilation.push_back(dilation);
+    problem.padding_before.push_back(first_row - low);
+    problem.padding_after.push_back(high - last_row);
+    accounted.insert(kernel_variable);
+    accounted.insert(output_variable);
+  }
+  accounted.erase("");
+  for (const auto& [variable, extent] : contraction.extents)
+    if (!accounted.count(variable)) return std::nullopt;  // a further sum the convolution does not do
+  problem.source.offset = source_offset;
+  problem.weights.offset = weight_offset;
+  problem.destination.offset = destination_offset;
+  // The written tensor must be covered exactly; backward data may cover a window of it (zero elsewhere).
+  const TensorLayout& written = problem.pass == ConvolutionPass::Forward ? problem.destination
+                                : problem.pass == ConvolutionPass::BackwardWeights ? problem.weights
+                                                                                   : problem.source;
+  int64_t covered = 1;
+  for (int64_t extent : written.dims) covered *= extent;
+  if (covered != shape_numel(contraction.output.shape)) {
+    if (problem.pass != ConvolutionPass::BackwardData) return std::nullopt;
+    partial_output = true;
+  }
+  problem.zero_output_first = problem.pass == ConvolutionPass::BackwardData && partial_output;
+  for (TensorLayout* layout : {&problem.source, &problem.weights, &problem.destination}) fill_unit_strides(layout);
+  return problem;
+}
+
+}  // namespace metajit

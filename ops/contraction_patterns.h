@@ -1,0 +1,45 @@
+// Reads a matched contraction (jit/contraction.h) as a matrix product or a convolution, purely from its affine
+// indices: which loop variables index which tensor, with what coefficients and offsets. Library-independent,
+// so the classification is tested without oneDNN and a second backend (cuBLAS/cuDNN) can reuse it.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jit/contraction.h"
+
+namespace metajit {
+
+// One tensor as a library sees it: dims in the library's canonical order, element strides into the buffer
+// and a constant element offset.
+struct TensorLayout {
+  int buffer = -1;
+  int64_t offset = 0;
+  std::vector<int64_t> dims, strides;
+  std::string describe() const;
+};
+
+// out[b..., m, n] = sum_k left[b..., m, k] * right[b..., k, n]; a batch extent of 1 in an operand broadcasts it.
+struct MatmulProblem {
+  TensorLayout left, right, output;  // dims [batch..., rows, inner], [batch..., inner, columns], [batch..., rows, columns]
+  std::string key() const;
+};
+
+enum class ConvolutionPass { Forward, BackwardData, BackwardWeights };
+const char* convolution_pass_name(ConvolutionPass pass);
+
+// A convolution in NC* terms (cross-correlation, as in PyTorch): destination [N, O, out...] from source
+// [N, C, in...] and weights [O, C, kernel...]. `pass` says which of the three tensors the kernel writes.
+struct ConvolutionProblem {
+  ConvolutionPass pass = ConvolutionPass::Forward;
+  TensorLayout source, weights, destination;
+  std::vector<int64_t> stride, dilation, padding_before, padding_after;  // per spatial dim; dilation 1 = dense
+  bool zero_output_first = false;  // the written tensor is only partly covered (backward data, a cropped window)
+  std::string key() const;
+};
+
+std::optional<MatmulProblem> as_matmul(const Contraction& contraction);
+std::optional<ConvolutionProblem> as_convolution(const Contraction& contraction);
+
+}  // namespace metajit

@@ -1,0 +1,244 @@
+// Each call owns its primitive and the memory descriptors of the user's tensors; running it wraps the kernel's
+// buffers (no copy), reorders into oneDNN's chosen formats where they differ, executes and reorders back.
+// Scratchpads are per call (user mode) so two threads may run the same primitive at once.
+#include "ops/onednn_backend.h"
+
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "core/log.h"
+#include "ops/contraction_patterns.h"
+
+namespace metajit {
+namespace {
+
+using dnnl::memory;
+
+// Below this many multiply-adds a generated loop is as fast as a library call.
+constexpr int64_t kMinimumMultiplyAdds = 4096;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+memory::desc user_desc(const TensorLayout& layout) {
+  return memory::desc(memory::dims(layout.dims.begin(), layout.dims.end()), memory::data_type::f32,
+                      memory::dims(layout.strides.begin(), layout.strides.end()));
+}
+
+memory::desc any_desc(const TensorLayout& layout) {
+  return memory::desc(memory::dims(layout.dims.begin(), layout.dims.end()), memory::data_type::f32,
+                      memory::format_tag::any);
+}
+
+float* address(void* const* buffers, const TensorLayout& layout) {
+  return static_cast<float*>(buffers[layout.buffer]) + layout.offset;
+}
+
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attributes;
+  attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attributes;
+}
+
+bool is_reference(const std::string& implementation) { return implementation.find("ref") != std::string::npos; }
+
+class MatmulCall : public LibraryCall {
+ public:
+  explicit MatmulCall(const MatmulProblem& problem) : problem_(problem) {
+    left_ = user_desc(problem.left);
+    right_ = user_desc(problem.right);
+    output_ = user_desc(problem.output);
+    dnnl::matmul::desc description(left_, right_, output_);
+    descriptor_ = dnnl::matmul::primitive_desc(description, user_scratchpad(), cpu_engine());
+    primitive_ = dnnl::matmul(descriptor_);
+    implementation_ = descriptor_.impl_info_str();
+  }
+
+  const std::string& implementation() const { return implementation_; }
+
+  void run(void* const* buffers) const override {
+    dnnl::stream stream(cpu_engine());
+    memory scratchpad(descriptor_.scratchpad_desc(), cpu_engine());
+    primitive_.execute(stream, {{DNNL_ARG_SRC, memory(left_, cpu_engine(), address(buffers, problem_.left))},
+                                {DNNL_ARG_WEIGHTS, memory(right_, cpu_engine(), address(buffers, problem_.right))},
+                                {DNNL_ARG_DST, memory(output_, cpu_engine(), address(buffers, problem_.output))},
+                                {DNNL_ARG_SCRATCHPAD, scratchpad}});
+    stream.wait();
+  }
+
+  std::string describe() const override {
+    const auto& dims = problem_.output.dims;
+    size_t rank = dims.size();
+    std::string batch;
+    for (size_t dim = 0; dim + 2 < rank; ++dim) batch += std::to_string(dims[dim]) + "x";
+    return "onednn matmul " + batch + std::to_string(dims[rank - 2]) + "x" + std::to_string(problem_.left.dims[rank - 1]) +
+           "x" + std::to_string(dims[rank - 1]) + " (" + implementation_ + ")";
+  }
+
+ private:
+  MatmulProblem problem_;
+  memory::desc left_, right_, output_;
+  dnnl::matmul::primitive_desc descriptor_;
+  dnnl::matmul primitive_;
+  std::string implementation_;
+};
+
+class ConvolutionCall : public LibraryCall {
+ public:
+  explicit ConvolutionCall(const ConvolutionProblem& problem) : problem_(problem) {
+    memory::dims strides(problem.stride.begin(), problem.stride.end());
+    memory::dims dilation, before(problem.padding_before.begin(), problem.padding_before.end()),
+        after(problem.padding_after.begin(), problem.padding_after.end());
+    for (int64_t step : problem.dilation) dilation.push_back(step - 1);  // oneDNN counts the gaps
+    user_[0] = user_desc(problem.source);
+    user_[1] = user_desc(problem.weights);
+    user_[2] = user_desc(problem.destination);
+    memory::desc source = any_desc(problem.source), weights = any_desc(problem.weights),
+                 destination = any_desc(problem.destination);
+    dnnl::primitive_attr attributes = user_scratchpad();
+    auto algorithm = dnnl::algorithm::convolution_direct;
+    dnnl::convolution_forward::desc forward(dnnl::prop_kind::forward_training, algorithm, source, weights, destination,
+                                            strides, dilation, before, after);
+    dnnl::convolution_forward::primitive_desc forward_descriptor(forward, attributes, cpu_engine());
+    switch (problem.pass) {
+      case ConvolutionPass::Forward:
+        set(forward_descriptor, DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST);
+        primitive_ = dnnl::convolution_forward(forward_descriptor);
+        written_ = 2;
+        break;
+      case ConvolutionPass::BackwardData: {
+        dnnl::convolution_backward_data::desc backward(algorithm, source, weights, destination, strides, dilation, before,
+                                                       after);
+        dnnl::convolution_backward_data::primitive_desc descriptor(backward, attributes, cpu_engine(), forward_descriptor);
+        set(descriptor, DNNL_ARG_DIFF_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST);
+        primitive_ = dnnl::convolution_backward_data(descriptor);
+        written_ = 0;
+        break;
+      }
+      case ConvolutionPass::BackwardWeights: {
+        dnnl::convolution_backward_weights::desc backward(algorithm, source, weights, destination, strides, dilation,
+                                                          before, after);
+        dnnl::convolution_backward_weights::primitive_desc descriptor(backward, attributes, cpu_engine(),
+                                                                      forward_descriptor);
+        set(descriptor, DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_DST);
+        primitive_ = dnnl::convolution_backward_weights(descriptor);
+        written_ = 1;
+        break;
+      }
+    }
+  }
+
+  const std::string& implementation() const { return implementation_; }
+
+  void run(void* const* buffers) const override {
+    dnnl::engine& engine = cpu_engine();
+    dnnl::stream stream(engine);
+    const TensorLayout* layouts[3] = {&problem_.source, &problem_.weights, &problem_.destination};
+    if (problem_.zero_output_first) std::memset(buffers[0], 0, output_bytes_);
+    std::unordered_map<int, memory> arguments;
+    memory library_written;
+    for (int tensor = 0; tensor < 3; ++tensor) {
+      memory user(user_[tensor], engine, address(buffers, *layouts[tensor]));
+      if (library_[tensor] == user_[tensor]) {
+        arguments[argument_[tensor]] = user;
+        continue;
+      }
+      memory converted(library_[tensor], engine);
+      if (tensor == written_) {
+        library_written = user;
+      } else {
+        dnnl::reorder(user, converted).execute(stream, user, converted);
+      }
+      arguments[argument_[tensor]] = converted;
+    }
+    arguments[DNNL_ARG_SCRATCHPAD] = memory(scratchpad_, engine);
+    primitive_.execute(stream, arguments);
+    if (library_written) {
+      memory& converted = arguments[argument_[written_]];
+      dnnl::reorder(converted, library_written).execute(stream, converted, library_written);
+    }
+    stream.wait();
+  }
+
+  std::string describe() const override {
+    return std::string("onednn convolution ") + convolution_pass_name(problem_.pass) + " (" + implementation_ + ")";
+  }
+
+  void set_output_bytes(size_t bytes) { output_bytes_ = bytes; }
+
+ private:
+  template <typename Descriptor>
+  void set(const Descriptor& descriptor, int source, int weights, int destination) {
+    argument_[0] = source;
+    argument_[1] = weights;
+    argument_[2] = destination;
+    for (int tensor = 0; tensor < 3; ++tensor) library_[tensor] = descriptor.query_md(dnnl::query::exec_arg_md, argument_[tensor]);
+    scratchpad_ = descriptor.scratchpad_desc();
+    implementation_ = descriptor.impl_info_str();
+  }
+
+  ConvolutionProblem problem_;
+  memory::desc user_[3], library_[3], scratchpad_;  // source, weights, destination
+  int argument_[3] = {0, 0, 0};
+  int written_ = 2;
+  size_t output_bytes_ = 0;
+  dnnl::primitive primitive_;
+  std::string implementation_;
+};
+
+int64_t multiply_adds(const Contraction& contraction) {
+  int64_t total = 1;
+  for (const auto& [name, extent] : contraction.extents) total *= extent;
+  return total;
+}
+
+std::shared_ptr<const LibraryCall> create_call(const Contraction& contraction) {
+  if (auto problem = as_convolution(contraction)) {
+    auto call = std::make_shared<ConvolutionCall>(*problem);
+    call->set_output_bytes(size_t(shape_numel(contraction.output.shape)) * sizeof(float));
+    if (is_reference(call->implementation())) return nullptr;
+    return call;
+  }
+  if (auto problem = as_matmul(contraction)) {
+    auto call = std::make_shared<MatmulCall>(*problem);
+    if (is_reference(call->implementation())) return nullptr;
+    return call;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::shared_ptr<const LibraryCall> onednn_library_call(const Contraction& contraction) {
+  if (contraction.dtype != DType::Float32 || multiply_adds(contraction) < kMinimumMultiplyAdds) return nullptr;
+  // Calls are cached by the contraction's own description, which fixes every shape, stride and offset.
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::shared_ptr<const LibraryCall>> calls;
+  std::string description = contraction.describe();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = calls.find(description);
+    if (found != calls.end()) return found->second;
+  }
+  std::shared_ptr<const LibraryCall> call;
+  try {
+    call = create_call(contraction);
+  } catch (const dnnl::error& error) {
+    log_message(LogLevel::Info, std::string("oneDNN declined ") + description + ": " + error.what());
+    call = nullptr;
+  }
+  if (call) log_message(LogLevel::Info, "library call " + call->describe() + " for " + description);
+  std::lock_guard<std::mutex> lock(mutex);
+  calls[description] = call;
+  return call;
+}
+
+void install_onednn_backend() { set_contraction_backend(&onednn_library_call); }
+
+}  // namespace metajit

@@ -1,0 +1,222 @@
+"""Library lowering: matrix products and convolutions recognised from their index expressions run in oneDNN.
+
+Every case is computed twice, with lowering on and off (metajit.flags.lowering), and compared with numpy or
+PyTorch; `library_calls` in mj.stats() shows which syncs were lowered."""
+import numpy as np
+import pytest
+
+import metajit as mj
+import metajit.nn.functional as F
+from gradient_check import torch_gradients
+
+torch = pytest.importorskip("torch")
+
+RTOL, ATOL = 1e-4, 1e-4
+
+
+@pytest.fixture(autouse=True)
+def lowering_on():
+    previous = mj.flags.lowering
+    mj.flags.lowering = True
+    yield
+    mj.flags.lowering = previous
+
+
+def evaluate(build, *arrays, lowering=True):
+    """(numpy results of build(*vars), library calls made) with lowering on or off."""
+    mj.flags.lowering = lowering
+    try:
+        mj.reset_stats()
+        results = build(*[mj.array(a) for a in arrays])
+        if not isinstance(results, (tuple, list)):
+            results = (results,)
+        mj.sync(*results)
+        values = [r.numpy() for r in results]
+        return values, mj.stats()["library_calls"]
+    finally:
+        mj.flags.lowering = True
+
+
+def both_ways(build, *arrays):
+    lowered, calls = evaluate(build, *arrays, lowering=True)
+    plain, plain_calls = evaluate(build, *arrays, lowering=False)
+    assert plain_calls == 0, "METAJIT_LOWERING=0 must keep every kernel generated"
+    for a, b in zip(lowered, plain):
+        np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
+    return lowered, calls
+
+
+def floats(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("transpose_left", [False, True])
+@pytest.mark.parametrize("transpose_right", [False, True])
+def test_matmul_all_transposes_is_one_library_call(rng, transpose_left, transpose_right):
+    a, b = floats(rng, 48, 40), floats(rng, 40, 56)
+    left = a.T.copy() if transpose_left else a
+    right = b.T.copy() if transpose_right else b
+
+    def build(x, y):
+        return (x.T if transpose_left else x) @ (y.T if transpose_right else y)
+    (result,), calls = both_ways(build, left, right)
+    np.testing.assert_allclose(result, a @ b, rtol=RTOL, atol=ATOL)
+    assert calls == 1
+
+
+@pytest.mark.parametrize("left_shape,right_shape", [
+    ((6, 20, 24), (6, 24, 16)),       # batched
+    ((2, 3, 20, 24), (3, 24, 16)),    # broadcast batch on the right
+    ((20, 24), (5, 24, 16)),          # a plain matrix against a stack
+    ((5, 20, 24), (24, 16)),          # a stack against a plain matrix
+])
+def test_batched_and_broadcast_matmul(rng, left_shape, right_shape):
+    a, b = floats(rng, *left_shape), floats(rng, *right_shape)
+    (result,), calls = both_ways(lambda x, y: x @ y, a, b)
+    np.testing.assert_allclose(result, np.matmul(a, b), rtol=RTOL, atol=ATOL)
+    assert calls == 1
+
+
+def test_linear_with_bias_and_activation_keeps_the_epilogue_fused(rng):
+    x, w, bias = floats(rng, 32, 64), floats(rng, 48, 64), floats(rng, 48)
+    (result,), calls = both_ways(lambda x, w, b: F.relu(F.linear(x, w, b)), x, w, bias)
+    np.testing.assert_allclose(result, np.maximum(x @ w.T + bias, 0), rtol=RTOL, atol=ATOL)
+    assert calls == 1
+
+
+def test_matmul_of_a_computed_operand_materialises_it(rng):
+    a, b = floats(rng, 32, 40), floats(rng, 40, 24)
+    (result,), calls = both_ways(lambda x, y: x.exp() @ (y * 2), a, b)
+    np.testing.assert_allclose(result, np.exp(a) @ (b * 2), rtol=RTOL, atol=ATOL)
+    assert calls == 1
+
+
+def test_small_or_non_float32_products_stay_generated(rng):
+    a, b = floats(rng, 4, 5), floats(rng, 5, 3)
+    (result,), calls = both_ways(lambda x, y: x @ y, a, b)
+    np.testing.assert_allclose(result, a @ b, rtol=RTOL, atol=ATOL)
+    assert calls == 0
+    a64, b64 = rng.standard_normal((40, 40)), rng.standard_normal((40, 40))
+    (result,), calls = both_ways(lambda x, y: x @ y, a64, b64)
+    np.testing.assert_allclose(result, a64 @ b64, rtol=1e-10)
+    assert calls == 0
+
+
+def test_a_sum_over_one_operand_alone_is_not_a_matmul(rng):
+    a, b = floats(rng, 16, 20, 24), floats(rng, 16, 24)
+    # out[i] = sum_jk a[i, j, k] * b[i, k]: j only indexes a.
+    (result,), calls = both_ways(lambda x, y: (x * y.reshape(16, 1, 24)).sum([1, 2]), a, b)
+    np.testing.assert_allclose(result, np.einsum("ijk,ik->i", a, b), rtol=RTOL, atol=ATOL)
+    assert calls == 0
+
+
+CONVOLUTIONS = [
+    dict(stride=1, padding=1),
+    dict(stride=2, padding=1),
+    dict(stride=1, padding=2, dilation=2),
+    dict(stride=2, padding=0),            # the last input row is never read
+    dict(stride=1, padding=(0, 2)),
+    dict(stride=(2, 1), padding=1, dilation=(1, 2)),
+]
+
+
+@pytest.mark.parametrize("options", CONVOLUTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_convolution_forward_and_both_gradients_are_lowered(rng, options):
+    x, w, upstream_shape = floats(rng, 3, 8, 11, 13), floats(rng, 12, 8, 3, 3), None
+    reference = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), **options)
+    upstream = floats(rng, *reference.shape)
+
+    def build(x, w, g):
+        x.requires_grad = True
+        w.requires_grad = True
+        y = F.conv2d(x, w, **options)
+        gx, gw = mj.grad((y * g).sum(), [x, w])
+        return y, gx, gw
+    (y, gx, gw), calls = both_ways(build, x, w, upstream)
+    tx, tw = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
+    ty = torch.nn.functional.conv2d(tx, tw, **options)
+    (ty * torch.from_numpy(upstream)).sum().backward()
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=RTOL, atol=1e-3)
+    np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=RTOL, atol=1e-3)
+    assert calls == 3, "forward, backward data and backward weights must each be one library call"
+
+
+def test_one_by_one_convolution_is_lowered(rng):
+    x, w = floats(rng, 4, 16, 9, 9), floats(rng, 24, 16, 1, 1)
+    for stride in (1, 2):
+        (y,), calls = both_ways(lambda x, w: F.conv2d(x, w, stride=stride), x, w)
+        expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), stride=stride).numpy()
+        np.testing.assert_allclose(y, expected, rtol=RTOL, atol=ATOL)
+        assert calls == 1
+
+
+def test_convolution_with_bias_relu_and_a_computed_input(rng):
+    x, w, b = floats(rng, 2, 6, 10, 10), floats(rng, 8, 6, 3, 3), floats(rng, 8)
+
+    def build(x, w, b):
+        return F.relu(F.conv2d(F.relu(x) * 0.5, w, b, padding=1))
+    (y,), calls = both_ways(build, x, w, b)
+    expected = torch.relu(torch.nn.functional.conv2d(torch.relu(torch.from_numpy(x)) * 0.5, torch.from_numpy(w),
+                                                     torch.from_numpy(b), padding=1)).numpy()
+    np.testing.assert_allclose(y, expected, rtol=RTOL, atol=ATOL)
+    assert calls == 1
+
+
+def test_users_own_reindex_convolution_is_lowered(rng):
+    """A convolution the user writes with reindex/broadcast/sum (no conv op) is recognised too."""
+    x, w = floats(rng, 2, 4, 9, 9), floats(rng, 5, 4, 3, 3)
+
+    def build(x, w):
+        patches = mj.reindex(x, [2, 5, 7, 7, 4, 3, 3], ["i0", "i4", "i2+i5", "i3+i6"])
+        weights = mj.broadcast(w, [2, 5, 7, 7, 4, 3, 3], [0, 2, 3])
+        return (patches * weights).sum([4, 5, 6])
+    (y,), calls = both_ways(build, x, w)
+    expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w)).numpy()
+    np.testing.assert_allclose(y, expected, rtol=RTOL, atol=ATOL)
+    assert calls == 1
+
+
+@pytest.mark.parametrize("spatial", [1, 3])
+def test_conv1d_and_conv3d_are_lowered(rng, spatial):
+    shape = (4, 8) + ((64,) if spatial == 1 else (7, 7, 7))
+    x, w = floats(rng, *shape), floats(rng, *((6, 8) + (3,) * spatial))
+    function = {1: (F.conv1d, torch.nn.functional.conv1d), 3: (F.conv3d, torch.nn.functional.conv3d)}[spatial]
+    (y,), calls = both_ways(lambda x, w: function[0](x, w, padding=1, stride=2), x, w)
+    expected = function[1](torch.from_numpy(x), torch.from_numpy(w), padding=1, stride=2).numpy()
+    np.testing.assert_allclose(y, expected, rtol=RTOL, atol=ATOL)
+    assert calls == 1
+
+
+def test_grouped_convolution_is_correct(rng):
+    """Groups and depthwise convolutions give the right values whether or not they are lowered."""
+    for groups, channels in ((2, 8), (8, 8)):
+        x, w = floats(rng, 2, channels, 9, 9), floats(rng, channels, channels // groups, 3, 3)
+        (y,), _ = both_ways(lambda x, w: F.conv2d(x, w, padding=1, groups=groups), x, w)
+        expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1, groups=groups)
+        np.testing.assert_allclose(y, expected.numpy(), rtol=RTOL, atol=ATOL)
+
+
+def test_training_step_gradients_match_with_and_without_lowering(rng):
+    """A small CNN step: every gradient agrees between the lowered and the generated path."""
+    x = floats(rng, 8, 3, 12, 12)
+    labels = rng.integers(0, 5, 8)
+
+    def gradients(lowering):
+        mj.flags.lowering = lowering
+        mj.seed(0)
+        model = mj.nn.Sequential(mj.nn.Conv2d(3, 8, 3, padding=1), mj.nn.ReLU(), mj.nn.MaxPool2d(2),
+                                 mj.nn.Conv2d(8, 16, 3, stride=2, padding=1), mj.nn.ReLU(), mj.nn.Flatten(),
+                                 mj.nn.Linear(16 * 3 * 3, 5))
+        loss = F.cross_entropy(model(mj.array(x)), mj.array(labels))
+        parameters = list(model.parameters())
+        grads = mj.grad(loss, parameters)
+        mj.reset_stats()
+        mj.sync(*grads)
+        values = [g.numpy() for g in grads]
+        return values, mj.stats()["library_calls"]
+    lowered, calls = gradients(True)
+    plain, plain_calls = gradients(False)
+    assert calls >= 4 and plain_calls == 0
+    for a, b in zip(lowered, plain):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
