@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, os.pardir, "python"))
+sys.path.insert(0, os.path.normpath(os.path.join(HERE, os.pardir, "python")))
 
 MODELS = {
     # name: (batch, input shape, description)

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,15 @@ struct ViewDimension {
 struct NodePayload {
   virtual ~NodePayload() = default;
   virtual std::string describe() const = 0;  // canonical text: part of kernel identity and comments
+  // describe(), computed once: payloads are immutable and the planner's graph signature reads it every sync.
+  const std::string& canonical() const {
+    std::call_once(described_, [this] { description_ = describe(); });
+    return description_;
+  }
+
+ private:
+  mutable std::once_flag described_;
+  mutable std::string description_;
 };
 
 struct Node;

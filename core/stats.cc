@@ -15,6 +15,7 @@ void reset_stats() {
   counters.kernel_memory_hits = 0;
   counters.kernels_launched = 0;
   counters.library_calls = 0;
+  counters.planning_nanoseconds = 0;
   counters.compile_nanoseconds = 0;
   counters.cache_entries_discarded = 0;
 }
@@ -28,6 +29,7 @@ std::map<std::string, double> stats_snapshot() {
       {"kernels_launched", double(counters.kernels_launched)},
       {"library_calls", double(counters.library_calls)},
       {"compile_seconds", double(counters.compile_nanoseconds) * 1e-9},
+      {"planning_seconds", double(counters.planning_nanoseconds) * 1e-9},
       {"cache_entries_discarded", double(counters.cache_entries_discarded)},
       {"vars_live", double(counters.vars_live)},
       {"bytes_allocated", double(counters.bytes_allocated)},

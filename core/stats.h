@@ -14,6 +14,7 @@ struct Stats {
   std::atomic<int64_t> kernels_launched{0};
   std::atomic<int64_t> library_calls{0};             // kernels run by a vendor library (oneDNN) instead
   std::atomic<int64_t> compile_nanoseconds{0};
+  std::atomic<int64_t> planning_nanoseconds{0};      // fusion planning, lowering and rendering at syncs
   std::atomic<int64_t> cache_entries_discarded{0};  // corrupt or untrusted disk entries thrown away
   std::atomic<int64_t> vars_live{0};                 // graph nodes currently alive (not reset)
   std::atomic<int64_t> bytes_allocated{0};           // host bytes handed out by the allocator (not reset)

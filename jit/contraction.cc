@@ -87,6 +87,7 @@ class Matcher {
     IrExprPtr resolved = resolve_variable(expression);
     if (resolved->args.empty()) return resolved;
     auto copy = std::make_shared<IrExpr>(*resolved);
+    copy->key.clear();
     for (IrExprPtr& argument : copy->args) argument = substitute(argument);
     return copy;
   }
@@ -265,8 +266,11 @@ class Matcher {
                                      ir_int(stride)));
         stride *= kernel_.domain[dim];
       }
-      IrStatement replacement{IrStatement::Kind::Let, loop->name, DType::Float32,
-                              ir_load(buffer, DType::Float32, offset), nullptr, nullptr, -1};
+      IrStatement replacement;
+      replacement.kind = IrStatement::Kind::Let;
+      replacement.name = loop->name;
+      replacement.dtype = DType::Float32;
+      replacement.value = ir_load(buffer, DType::Float32, offset);
       epilogue.body[loop_position] = std::move(replacement);
       epilogue.inner_work = 1;
       match->epilogue = std::move(epilogue);

@@ -1,10 +1,14 @@
 // Fusion planning is a fixpoint: start by materialising only the targets, lower every group, and whenever a
 // group asks for one of its producers to be materialised (a reduction needed at another index, a scatter, a
-// node recomputed too often) add it and lower again. Node ids follow creation order, so sorting by id gives a
-// valid launch order.
+// node recomputed too often, an operand a library call must read from memory) add all such producers found in
+// one pass and lower again. Node ids follow creation order, so sorting by id gives a valid launch order.
 #include "jit/graph_executor.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <unordered_map>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -12,39 +16,70 @@
 #include "core/thread_pool.h"
 #include "jit/compiler.h"
 #include "jit/kernel_cache.h"
+#include "jit/plan_cache.h"
 
 namespace metajit {
 namespace {
 
+std::atomic<bool> profiling_{false};
+std::mutex profile_mutex_;
+std::unordered_map<std::string, KernelProfile> profile_;
+
+void record_profile(const PlannedKernel& kernel, const Node& output, double seconds) {
+  std::string identity = kernel.key + "|" + (kernel.library ? kernel.library->describe() : std::string());
+  std::lock_guard<std::mutex> lock(profile_mutex_);
+  KernelProfile& entry = profile_[identity];
+  if (entry.launches == 0) {
+    entry.key = kernel.key;
+    entry.name = (kernel.library ? kernel.library->describe() + (kernel.key.empty() ? "" : " + epilogue") + ": " : "") +
+                 output.op_name() + " " + shape_to_string(output.shape) + " at " + output.provenance.to_string();
+  }
+  entry.launches++;
+  entry.seconds += seconds;
+}
+
 class JitGraphRunner : public GraphRunner {
  public:
   void run(const std::vector<NodePtr>& targets) override {
-    std::vector<PlannedKernel> kernels = plan_kernels(targets);
+    auto planning_start = std::chrono::steady_clock::now();
+    GraphSignature signature = graph_signature(targets);
+    std::shared_ptr<const CachedPlan> plan = PlanCache::instance().find(signature.text);
+    if (!plan) plan = PlanCache::instance().insert(signature, plan_kernels(targets));
+    stats().planning_nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::steady_clock::now() - planning_start).count();
+    const std::vector<NodePtr>& nodes = signature.nodes;
     KernelCache& cache = KernelCache::instance();
     std::vector<std::pair<std::string, std::string>> sources;
-    for (const PlannedKernel& kernel : kernels)
+    for (const PlannedKernel& kernel : plan->kernels)
       if (!kernel.key.empty()) sources.push_back({kernel.key, kernel.rendered.source});
     cache.prepare(sources);
-    for (PlannedKernel& kernel : kernels) {
+    for (size_t index = 0; index < plan->kernels.size(); ++index) {
+      const PlannedKernel& kernel = plan->kernels[index];
+      const NodePtr& output = nodes[plan->outputs[index]];
+      std::vector<NodePtr> inputs;
+      for (int position : plan->inputs[index]) inputs.push_back(nodes[position]);
       KernelFunction function = nullptr;
       try {
         if (!kernel.key.empty())
           function = cache.get(kernel.key, kernel.rendered.source, kernel.rendered.header_comment);
       } catch (const CompileError& error) {
-        const NodePtr& output = kernel.lowered.output;
         throw std::runtime_error("while computing " + output->op_name() + " created at " +
                                  output->provenance.to_string() + ":\n" + error.what());
       }
-      launch(kernel, function);
+      if (profiling_) {
+        auto start = std::chrono::steady_clock::now();
+        launch(kernel, output, inputs, function);
+        record_profile(kernel, *output, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      } else {
+        launch(kernel, output, inputs, function);
+      }
     }
-    for (PlannedKernel& kernel : kernels) {
-      release_inputs(*kernel.lowered.output);
-    }
+    for (int position : plan->outputs) release_inputs(*nodes[position]);
   }
 
  private:
-  static void launch(PlannedKernel& kernel, KernelFunction function) {
-    const NodePtr& output = kernel.lowered.output;
+  static void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& inputs,
+                     KernelFunction function) {
     StoragePtr storage;
     try {
       storage = std::make_shared<Storage>(size_t(output->numel()) * dtype_size(output->dtype));
@@ -53,7 +88,7 @@ class JitGraphRunner : public GraphRunner {
                             shape_to_string(output->shape) + " created at " + output->provenance.to_string());
     }
     std::vector<void*> buffers{storage->data()};
-    for (const NodePtr& input : kernel.lowered.inputs) {
+    for (const NodePtr& input : inputs) {
       if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");
       buffers.push_back(input->storage->data());
     }
@@ -124,7 +159,7 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets) {
       LoweringResult result = lower_group(root, materialized);
       requests.insert(requests.end(), result.materialize_requests.begin(), result.materialize_requests.end());
       ContractionMatch match;
-      if (requests.empty() && use_library) {
+      if (result.materialize_requests.empty() && use_library) {
         match = match_contraction(result.lowered);
         if (!match.materialize.empty()) {
           if (backend(*match.contraction))
@@ -134,7 +169,6 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets) {
       }
       lowered.push_back(std::move(result.lowered));
       matches.push_back(std::move(match));
-      if (!requests.empty()) break;  // re-plan right away: later groups would change anyway
     }
     if (requests.empty()) break;
     for (Node* request : requests)
@@ -158,6 +192,23 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets) {
     kernels.push_back(std::move(planned));
   }
   return kernels;
+}
+
+void set_kernel_profiling(bool enabled) { profiling_ = enabled; }
+
+std::vector<KernelProfile> kernel_profile() {
+  std::vector<KernelProfile> entries;
+  {
+    std::lock_guard<std::mutex> lock(profile_mutex_);
+    for (const auto& [identity, entry] : profile_) entries.push_back(entry);
+  }
+  std::sort(entries.begin(), entries.end(), [](const KernelProfile& a, const KernelProfile& b) { return a.seconds > b.seconds; });
+  return entries;
+}
+
+void reset_kernel_profile() {
+  std::lock_guard<std::mutex> lock(profile_mutex_);
+  profile_.clear();
 }
 
 void install_graph_executor() {

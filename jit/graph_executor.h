@@ -1,6 +1,7 @@
 // The JIT's implementation of core's GraphRunner: plan fused groups, lower, render, fetch kernels from the
 // cache and launch them on the thread pool. Also the planning step on its own, for inspection.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,17 @@ struct PlannedKernel {
 
 // The kernels that computing `targets` would launch, in launch order. Runs nothing.
 std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets);
+
+// Per-kernel wall time, collected while profiling is on (mj.profile()): one entry per distinct kernel.
+struct KernelProfile {
+  std::string name;     // the library call, or the kernel's root op, shape and user line
+  std::string key;      // cache key ("" for a library call alone)
+  int64_t launches = 0;
+  double seconds = 0;
+};
+void set_kernel_profiling(bool enabled);
+std::vector<KernelProfile> kernel_profile();  // sorted by total time, largest first
+void reset_kernel_profile();
 
 // Registers the JIT as core's graph runner (idempotent).
 void install_graph_executor();

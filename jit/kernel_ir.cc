@@ -1,6 +1,8 @@
 // Constructors, constant folding of index arithmetic, range analysis and canonical keys for the kernel IR.
 #include "jit/kernel_ir.h"
 
+#include <cstdio>
+
 #include <limits>
 #include <sstream>
 
@@ -224,20 +226,32 @@ IrRange ir_range(const IrExprPtr& expression) {
   }
 }
 
-std::string ir_key(const IrExprPtr& expression) {
-  std::ostringstream text;
-  text << int(expression->kind) << ':' << int(expression->dtype) << ':' << expression->op << ':';
+const std::string& ir_key(const IrExprPtr& expression) {
+  // Expressions are immutable once built, so the key is computed once and kept on the node: the lowering asks
+  // for keys of the same subtrees over and over (memoisation of every value at every index).
+  if (!expression->key.empty()) return expression->key;
+  std::string text = std::to_string(int(expression->kind)) + ':' + std::to_string(int(expression->dtype)) + ':' +
+                     std::to_string(expression->op) + ':';
   switch (expression->kind) {
-    case IrKind::IntConstant: text << expression->integer; break;
-    case IrKind::FloatConstant: text << std::hexfloat << expression->floating; break;
-    case IrKind::Variable: text << expression->name; break;
-    case IrKind::Load: text << 'b' << expression->buffer; break;
+    case IrKind::IntConstant: text += std::to_string(expression->integer); break;
+    case IrKind::FloatConstant: {
+      char hex[40];
+      std::snprintf(hex, sizeof(hex), "%a", expression->floating);
+      text += hex;
+      break;
+    }
+    case IrKind::Variable: text += expression->name; break;
+    case IrKind::Load: text += 'b' + std::to_string(expression->buffer); break;
     default: break;
   }
-  text << '(';
-  for (const IrExprPtr& argument : expression->args) text << ir_key(argument) << ',';
-  text << ')';
-  return text.str();
+  text += '(';
+  for (const IrExprPtr& argument : expression->args) {
+    text += ir_key(argument);
+    text += ',';
+  }
+  text += ')';
+  expression->key = std::move(text);
+  return expression->key;
 }
 
 }  // namespace metajit

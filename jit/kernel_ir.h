@@ -31,6 +31,7 @@ struct IrExpr {
   int buffer = -1;           // Load
   std::string name;          // Variable
   std::vector<IrExprPtr> args;  // operands; Load: [offset]
+  mutable std::string key;      // ir_key, filled on first use
 };
 
 IrExprPtr ir_int(int64_t value);
@@ -50,7 +51,7 @@ IrExprPtr ir_index(IndexOperator op, IrExprPtr left, IrExprPtr right = nullptr);
 struct IrRange { int64_t low, high; };
 IrRange ir_range(const IrExprPtr& expression);
 // Stable text of an expression, used for common-subexpression keys.
-std::string ir_key(const IrExprPtr& expression);
+const std::string& ir_key(const IrExprPtr& expression);
 
 struct IrStatement {
   enum class Kind : uint8_t { Let, ReduceLoop, Store, ScatterAccumulate };

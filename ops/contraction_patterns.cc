@@ -238,109 +238,106 @@ std::optional<ConvolutionProblem> as_convolution(const Contraction& contraction)
   if (!plain_dimension(source, 0, &batch_variable, &batch_offset) ||
       !plain_dimension(source, 1, &channel_variable, &channel_offset))
     return std::nullopt;
-  // Which of the other two is the weight: the one indexed by the image's channel, not by its batch.
+  // The other two are read through their flat offsets, so any layout (and a dropped size-1 dimension) works.
   int first = (image + 1) % 3, second = (image + 2) % 3;
-  auto uses = [&](int tensor, const std::string& variable) {
-    if (variable.empty()) return false;
-    for (const AffineIndex& index : tensors[tensor]->coordinates)
-      if (index.uses(variable)) return true;
-    return false;
-  };
+  if (tensors[first]->any_guarded() || tensors[second]->any_guarded()) return std::nullopt;
+  AffineIndex flats[3] = {tensors[0]->flat_offset(), tensors[1]->flat_offset(), tensors[2]->flat_offset()};
+  // The weight is indexed by the image's channel and not by its batch; the other is the output side.
   int weight = -1;
-  if (uses(first, channel_variable) || uses(second, batch_variable)) weight = first;
-  if (uses(second, channel_variable) || uses(first, batch_variable)) {
+  if (flats[first].uses(channel_variable) || flats[second].uses(batch_variable)) weight = first;
+  if (flats[second].uses(channel_variable) || flats[first].uses(batch_variable)) {
     if (weight == first) return std::nullopt;
     weight = second;
   }
   if (weight < 0) return std::nullopt;
   int result = weight == first ? second : first;
-  const TensorAccess& weights = *tensors[weight];
-  const TensorAccess& destination = *tensors[result];
-  if (weights.shape.size() != rank || destination.shape.size() != rank) return std::nullopt;
+  const AffineIndex& weight_flat = flats[weight];
+  const AffineIndex& result_flat = flats[result];
+  if (weight_flat.constant < 0 || result_flat.constant < 0) return std::nullopt;
+  if (result_flat.uses(channel_variable) || weight_flat.uses(batch_variable)) return std::nullopt;
 
+  // The output channel: the variable shared by the weight and the output side (none when there is one channel).
+  std::string out_channel;
+  for (const auto& [variable, coefficient] : weight_flat.terms) {
+    if (!result_flat.uses(variable)) continue;
+    if (!out_channel.empty()) return std::nullopt;
+    out_channel = variable;
+  }
+  std::set<std::string> weight_variables{channel_variable, out_channel}, result_variables{batch_variable, out_channel};
+  auto stride = [](const AffineIndex& flat, const std::string& variable) {
+    auto found = flat.terms.find(variable);
+    return found == flat.terms.end() ? int64_t(0) : found->second;
+  };
   ConvolutionProblem problem;
   problem.pass = image == 0 ? ConvolutionPass::BackwardData
                             : (weight == 0 ? ConvolutionPass::BackwardWeights : ConvolutionPass::Forward);
-  std::string out_channel, out_channel_check, batch_check, channel_check;
-  int64_t weight_offsets[2], destination_offsets[2];
-  if (!plain_dimension(weights, 0, &out_channel, &weight_offsets[0]) ||
-      !plain_dimension(weights, 1, &channel_check, &weight_offsets[1]) ||
-      !plain_dimension(destination, 0, &batch_check, &destination_offsets[0]) ||
-      !plain_dimension(destination, 1, &out_channel_check, &destination_offsets[1]))
-    return std::nullopt;
-  if (channel_check != channel_variable || batch_check != batch_variable || out_channel_check != out_channel)
-    return std::nullopt;
-  std::set<std::string> accounted{batch_variable, channel_variable, out_channel};
-
   std::vector<int64_t> source_strides = source.row_major_strides();
-  std::vector<int64_t> weight_strides = weights.row_major_strides();
-  std::vector<int64_t> destination_strides = destination.row_major_strides();
-  int64_t source_offset = batch_offset * source_strides[0] + channel_offset * source_strides[1];
-  int64_t weight_offset = weight_offsets[0] * weight_strides[0] + weight_offsets[1] * weight_strides[1];
-  int64_t destination_offset = destination_offsets[0] * destination_strides[0] + destination_offsets[1] * destination_strides[1];
   int64_t batch = extent_of(contraction, batch_variable), channels = extent_of(contraction, channel_variable);
   int64_t out_channels = extent_of(contraction, out_channel);
-  problem.source = {source.buffer, 0, {batch, channels}, {source_strides[0], source_strides[1]}};
-  problem.weights = {weights.buffer, 0, {out_channels, channels}, {weight_strides[0], weight_strides[1]}};
-  problem.destination = {destination.buffer, 0, {batch, out_channels}, {destination_strides[0], destination_strides[1]}};
+  problem.source = {source.buffer, batch_offset * source_strides[0] + channel_offset * source_strides[1], {batch, channels},
+                    {source_strides[0], source_strides[1]}};
+  problem.weights = {tensors[weight]->buffer, weight_flat.constant, {out_channels, channels},
+                     {stride(weight_flat, out_channel), stride(weight_flat, channel_variable)}};
+  problem.destination = {tensors[result]->buffer, result_flat.constant, {batch, out_channels},
+                         {stride(result_flat, batch_variable), stride(result_flat, out_channel)}};
   bool partial_output = false;
   for (size_t j = 0; j < spatial; ++j) {
     size_t dim = 2 + j;
-    std::string kernel_variable, output_variable;
-    int64_t kernel_offset, output_offset;
-    if (!plain_dimension(weights, dim, &kernel_variable, &kernel_offset) ||
-        !plain_dimension(destination, dim, &output_variable, &output_offset))
-      return std::nullopt;
     const AffineIndex& index = source.coordinates[dim];
-    int64_t stride = 1, dilation = 1;
+    std::string kernel_variable, output_variable;
+    int64_t step = 1, dilation = 1;
     for (const auto& [variable, coefficient] : index.terms) {
       if (coefficient <= 0) return std::nullopt;
-      if (variable == output_variable) stride = coefficient;
-      else if (variable == kernel_variable) dilation = coefficient;
-      else return std::nullopt;
+      bool in_weight = weight_flat.uses(variable), in_result = result_flat.uses(variable);
+      if (in_result && !in_weight && output_variable.empty()) {
+        output_variable = variable;
+        step = coefficient;
+      } else if (in_weight && !in_result && kernel_variable.empty()) {
+        kernel_variable = variable;
+        dilation = coefficient;
+      } else {
+        return std::nullopt;
+      }
     }
+    weight_variables.insert(kernel_variable);
+    result_variables.insert(output_variable);
     int64_t outputs = extent_of(contraction, output_variable), kernel = extent_of(contraction, kernel_variable);
-    if (output_variable.empty()) outputs = 1;
-    if (kernel_variable.empty()) kernel = 1;
     // The image rows this dimension touches, [low, high]; outside the tensor they read zero.
-    int64_t low = index.constant + output_offset * stride + kernel_offset * dilation;
-    int64_t high = low + stride * (outputs - 1) + dilation * (kernel - 1);
+    int64_t low = index.constant;
+    int64_t high = low + step * (outputs - 1) + dilation * (kernel - 1);
     int64_t first_row = std::max<int64_t>(low, 0), last_row = std::min<int64_t>(high, source.shape[dim] - 1);
     if (last_row < first_row) return std::nullopt;
     if (!source.guarded[dim] && (low < 0 || high >= source.shape[dim])) return std::nullopt;
     if (first_row > 0 || last_row < source.shape[dim] - 1) partial_output = true;
-    source_offset += first_row * source_strides[dim];
-    weight_offset += kernel_offset * weight_strides[dim];
-    destination_offset += output_offset * destination_strides[dim];
+    problem.source.offset += first_row * source_strides[dim];
     problem.source.dims.push_back(last_row - first_row + 1);
     problem.source.strides.push_back(source_strides[dim]);
     problem.weights.dims.push_back(kernel);
-    problem.weights.strides.push_back(weight_strides[dim]);
+    problem.weights.strides.push_back(stride(weight_flat, kernel_variable));
     problem.destination.dims.push_back(outputs);
-    problem.destination.strides.push_back(destination_strides[dim]);
-    problem.stride.push_back(stride);
+    problem.destination.strides.push_back(stride(result_flat, output_variable));
+    problem.stride.push_back(step);
     problem.dilation.push_back(dilation);
     problem.padding_before.push_back(first_row - low);
     problem.padding_after.push_back(high - last_row);
-    accounted.insert(kernel_variable);
-    accounted.insert(output_variable);
   }
+  // Every variable has its role, and the weight and output side use no others (a further sum, a diagonal).
+  std::set<std::string> accounted{batch_variable, channel_variable};
+  accounted.insert(weight_variables.begin(), weight_variables.end());
+  accounted.insert(result_variables.begin(), result_variables.end());
   accounted.erase("");
   for (const auto& [variable, extent] : contraction.extents)
-    if (!accounted.count(variable)) return std::nullopt;  // a further sum the convolution does not do
-  problem.source.offset = source_offset;
-  problem.weights.offset = weight_offset;
-  problem.destination.offset = destination_offset;
-  // The written tensor must be covered exactly; backward data may cover a window of it (zero elsewhere).
-  const TensorLayout& written = problem.pass == ConvolutionPass::Forward ? problem.destination
-                                : problem.pass == ConvolutionPass::BackwardWeights ? problem.weights
-                                                                                   : problem.source;
+    if (!accounted.count(variable)) return std::nullopt;
+  for (const auto& [variable, coefficient] : weight_flat.terms)
+    if (!weight_variables.count(variable)) return std::nullopt;
+  for (const auto& [variable, coefficient] : result_flat.terms)
+    if (!result_variables.count(variable)) return std::nullopt;
+  // A generated kernel's output is written once per element; backward data may cover a window of the image
+  // (zero elsewhere).
+  if (problem.pass != ConvolutionPass::BackwardData && !covers_output_once(contraction)) return std::nullopt;
   int64_t covered = 1;
-  for (int64_t extent : written.dims) covered *= extent;
-  if (covered != shape_numel(contraction.output.shape)) {
-    if (problem.pass != ConvolutionPass::BackwardData) return std::nullopt;
-    partial_output = true;
-  }
+  for (int64_t extent : problem.source.dims) covered *= extent;
+  if (covered != shape_numel(source.shape)) partial_output = true;
   problem.zero_output_first = problem.pass == ConvolutionPass::BackwardData && partial_output;
   for (TensorLayout* layout : {&problem.source, &problem.weights, &problem.destination}) fill_unit_strides(layout);
   return problem;

@@ -410,6 +410,20 @@ PYBIND11_MODULE(_core, module) {
     }
     return kernels;
   }, "The kernels that computing these Vars would launch, without running anything.");
+  module.def("set_profiling", [](bool enabled) { set_kernel_profiling(enabled); });
+  module.def("reset_profile", [] { reset_kernel_profile(); });
+  module.def("profile", [] {
+    py::list entries;
+    for (const KernelProfile& entry : kernel_profile()) {
+      py::dict item;
+      item["name"] = entry.name;
+      item["key"] = entry.key;
+      item["launches"] = entry.launches;
+      item["seconds"] = entry.seconds;
+      entries.append(item);
+    }
+    return entries;
+  }, "Per-kernel wall time collected while profiling was on, largest total first.");
   module.def("stats", [] { return stats_snapshot(); });
   module.def("reset_stats", [] { reset_stats(); });
   module.def("gc", [] { release_cached_memory(); });

@@ -185,6 +185,7 @@ def inspect_kernels(*vars):
 
 from . import _var_methods  # noqa: E402,F401  (adds reshape, slicing, reductions, ... to Var)
 from ._flags import flags  # noqa: E402
+from ._profile import profile  # noqa: E402
 from ._autograd import (grad, no_grad, enable_grad, set_grad_enabled, is_grad_enabled,  # noqa: E402
                         stop_grad)
 

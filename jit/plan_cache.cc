@@ -1,0 +1,150 @@
+// The signature walk is an iterative post-order over pending nodes; a computed node is a leaf described only by
+// dtype and shape, since its values never enter a kernel's source. The cache is bounded: when it is full it
+// is emptied (a loop's plans are re-made within one step).
+#include "jit/plan_cache.h"
+
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "jit/contraction.h"
+
+namespace metajit {
+namespace {
+
+constexpr size_t kMaximumPlans = 256;
+
+void append_number(std::string* text, int64_t value) {
+  *text += std::to_string(value);
+  *text += ',';
+}
+
+void append_double(std::string* text, double value) {
+  char buffer[40];
+  std::snprintf(buffer, sizeof(buffer), "%a,", value);
+  *text += buffer;
+}
+
+void describe_node(const Node& node, std::string* text) {
+  append_number(text, int(node.kind));
+  append_number(text, int(node.dtype));
+  *text += '[';
+  for (int64_t extent : node.shape) append_number(text, extent);
+  *text += ']';
+  if (node.is_computed()) {
+    *text += "C;";
+    return;
+  }
+  append_number(text, node.op_code);
+  append_number(text, node.keepdim);
+  append_number(text, int64_t(node.reduce_mask));
+  append_double(text, node.scalar);
+  append_number(text, node.integer_scalar);
+  append_double(text, node.scalar_step);
+  for (const ViewDimension& dimension : node.view) {
+    append_number(text, dimension.output_dim);
+    append_number(text, dimension.step);
+    append_number(text, dimension.offset);
+  }
+  if (node.payload) *text += node.payload->canonical();
+  // Provenance only reaches kernel comments, but keeping it exact keeps those comments true.
+  append_number(text, reinterpret_cast<intptr_t>(node.provenance.file));
+  append_number(text, node.provenance.line);
+}
+
+}  // namespace
+
+GraphSignature graph_signature(const std::vector<NodePtr>& targets) {
+  GraphSignature signature;
+  signature.text.reserve(4096);
+  std::unordered_map<const Node*, int> positions;
+  struct Frame {
+    const NodePtr* node;
+    size_t next_input;
+  };
+  std::vector<Frame> stack;
+  auto visit = [&](const NodePtr& root) {
+    if (positions.count(root.get())) return;
+    stack.push_back({&root, 0});
+    while (!stack.empty()) {
+      Frame& frame = stack.back();
+      const Node& node = **frame.node;
+      if (!node.is_computed() && frame.next_input < node.inputs.size()) {
+        const NodePtr& input = node.inputs[frame.next_input++];
+        if (!positions.count(input.get())) stack.push_back({&input, 0});
+        continue;
+      }
+      if (!positions.count(&node)) {
+        int position = int(signature.nodes.size());
+        positions[&node] = position;
+        signature.nodes.push_back(*frame.node);
+        describe_node(node, &signature.text);
+        if (!node.is_computed()) {
+          signature.text += "<";
+          for (const NodePtr& input : node.inputs) append_number(&signature.text, positions.at(input.get()));
+          signature.text += '>';
+        }
+        signature.text += '\n';
+      }
+      stack.pop_back();
+    }
+  };
+  for (const NodePtr& target : targets) visit(target);
+  signature.text += "targets:";
+  for (const NodePtr& target : targets) append_number(&signature.text, positions.at(target.get()));
+  signature.text += library_lowering_enabled() ? "L" : "G";
+  return signature;
+}
+
+struct PlanCache::Impl {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::shared_ptr<const CachedPlan>> plans;
+};
+
+PlanCache::PlanCache() : impl_(std::make_shared<Impl>()) {}
+
+PlanCache& PlanCache::instance() {
+  static PlanCache cache;
+  return cache;
+}
+
+std::shared_ptr<const CachedPlan> PlanCache::find(const std::string& signature) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  auto found = impl_->plans.find(signature);
+  return found == impl_->plans.end() ? nullptr : found->second;
+}
+
+std::shared_ptr<const CachedPlan> PlanCache::insert(const GraphSignature& signature, std::vector<PlannedKernel> kernels) {
+  std::unordered_map<const Node*, int> positions;
+  for (size_t position = 0; position < signature.nodes.size(); ++position)
+    positions[signature.nodes[position].get()] = int(position);
+  auto plan = std::make_shared<CachedPlan>();
+  for (PlannedKernel& kernel : kernels) {
+    auto position = [&](const NodePtr& node) {
+      auto found = positions.find(node.get());
+      if (found == positions.end()) throw std::logic_error("planned kernel uses a node outside the signature");
+      return found->second;
+    };
+    plan->outputs.push_back(position(kernel.lowered.output));
+    std::vector<int> inputs;
+    for (const NodePtr& input : kernel.lowered.inputs) inputs.push_back(position(input));
+    plan->inputs.push_back(std::move(inputs));
+    kernel.lowered.output = nullptr;
+    kernel.lowered.inputs.clear();
+    kernel.lowered.origins.clear();
+    kernel.lowered.scatter_target.clear();
+    kernel.lowered.kernel.body.clear();
+    plan->kernels.push_back(std::move(kernel));
+  }
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (impl_->plans.size() >= kMaximumPlans) impl_->plans.clear();
+  impl_->plans[signature.text] = plan;
+  return plan;
+}
+
+void PlanCache::clear() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->plans.clear();
+}
+
+}  // namespace metajit
