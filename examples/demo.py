@@ -92,7 +92,7 @@ def main():
     print(f"test accuracy {accuracies[-1] * 100:.1f}% after {epochs} epochs in {seconds:.1f} s")
     print(f"kernels compiled {int(stats['kernels_compiled'])}, loaded from disk cache "
           f"{int(stats['kernels_loaded_from_disk'])}, compile time {stats['compile_seconds']:.2f} s, "
-          f"kernels launched {int(stats['kernels_launched'])}")
+          f"kernels launched {int(stats['kernels_launched'])}, oneDNN calls {int(stats['library_calls'])}")
     print(f"kernel cache: {mj.flags.cache_dir}")
     path = os.path.normpath(os.path.join(OUTPUT_DIRECTORY, "training_curve.png"))
     save_curve(losses, accuracies, path)
