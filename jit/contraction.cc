@@ -220,9 +220,11 @@ class Matcher {
            !access->any_guarded();
   }
 
+  // Elementwise producers only: a reduction has its own kernel already, and materialising a reindex (a patch
+  // tensor with a user condition, say) could be many times the size of its source.
   static bool materializable(Node* node, std::vector<Node*>* materialize) {
-    if (node->kind == NodeKind::Reduce || node->kind == NodeKind::ReindexReduce || node->kind == NodeKind::Constant ||
-        node->dtype != DType::Float32)
+    if (node->kind == NodeKind::Reduce || node->kind == NodeKind::ReindexReduce || node->kind == NodeKind::Reindex ||
+        node->kind == NodeKind::Constant || node->dtype != DType::Float32)
       return false;
     materialize->push_back(node);
     return true;
