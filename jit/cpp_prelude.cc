@@ -122,6 +122,21 @@ static inline int64_t mj_integer_power(int64_t base, int64_t exponent) {
   return (int64_t)result;
 }
 template <typename T> static inline T mj_max(T a, T b) { return (a != a || a > b) ? a : b; }
+// Floats as integers in the same order (negative values flipped), so max/min reductions become integer
+// max/min, which vectorise; NaNs are tracked by a separate flag because LLVM will not vectorise a NaN-aware
+// float max.
+static inline int32_t mj_order_key(float value) {
+  int32_t bits; __builtin_memcpy(&bits, &value, 4); return bits ^ ((bits >> 31) & 0x7fffffff);
+}
+static inline int64_t mj_order_key(double value) {
+  int64_t bits; __builtin_memcpy(&bits, &value, 8); return bits ^ ((bits >> 63) & 0x7fffffffffffffffLL);
+}
+static inline float mj_from_order_key(int32_t key) {
+  int32_t bits = key ^ ((key >> 31) & 0x7fffffff); float value; __builtin_memcpy(&value, &bits, 4); return value;
+}
+static inline double mj_from_order_key(int64_t key) {
+  int64_t bits = key ^ ((key >> 63) & 0x7fffffffffffffffLL); double value; __builtin_memcpy(&value, &bits, 8); return value;
+}
 template <typename T> static inline T mj_min(T a, T b) { return (a != a || a < b) ? a : b; }
 // ---- end of prelude ----
 )PRELUDE";

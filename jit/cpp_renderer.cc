@@ -215,6 +215,41 @@ class Renderer {
     return accumulator;
   }
 
+  // max/min of floats as an integer max/min of order keys plus a NaN flag (see mj_order_key): vectorises.
+  void float_extremum_loop(const IrStatement& statement, int depth) {
+    std::string pad(depth * 2, ' ');
+    const char* key_type = statement.dtype == DType::Float64 ? "int64_t" : "int32_t";
+    std::string type = value_type(statement.dtype);
+    std::string key = statement.name + "_key", nan = statement.name + "_nan", value = statement.name + "_value";
+    bool maximum = statement.reduce_op == ReduceOp::Maximum;
+    out_ << pad << key_type << " " << key << " = mj_order_key((" << type << ")"
+         << identity(statement.reduce_op, statement.dtype) << ");\n";
+    out_ << pad << "int32_t " << nan << " = 0;\n";
+    int inner = depth;
+    for (const auto& loop : statement.loops) {
+      out_ << std::string(inner * 2, ' ') << "for (int64_t " << loop.first << " = 0; " << loop.first << " < "
+           << loop.second << "; ++" << loop.first << ") {\n";
+      ++inner;
+    }
+    std::string body_pad(inner * 2, ' ');
+    // Same floating-point mode as every other reduction body: the max-pool gradient recomputes these values in
+    // another kernel and compares them for equality, so they must round identically.
+    out_ << body_pad << "#pragma clang fp reassociate(on)\n";
+    statements(statement.body, inner);
+    out_ << body_pad << "const " << type << " " << value << " = " << expression(statement.value) << ";\n";
+    out_ << body_pad << "const " << key_type << " " << value << "_key = mj_order_key(" << value << ");\n";
+    out_ << body_pad << key << " = " << value << "_key " << (maximum ? ">" : "<") << " " << key << " ? " << value
+         << "_key : " << key << ";\n";
+    out_ << body_pad << nan << " |= (" << value << " != " << value << ");\n";
+    for (size_t loop = 0; loop < statement.loops.size(); ++loop) {
+      --inner;
+      out_ << std::string(inner * 2, ' ') << "}\n";
+    }
+    out_ << pad << "const " << type << " " << statement.name << " = " << nan << " ? ("
+         << (statement.dtype == DType::Float64 ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")") << ") : mj_from_order_key("
+         << key << ");\n";
+  }
+
   void statements(const std::vector<IrStatement>& list, int depth) {
     std::string pad(depth * 2, ' ');
     for (const IrStatement& statement : list) {
@@ -231,6 +266,12 @@ class Renderer {
           break;
         }
         case IrStatement::Kind::ReduceLoop: {
+          bool float_extremum = is_floating(statement.dtype) &&
+                                (statement.reduce_op == ReduceOp::Maximum || statement.reduce_op == ReduceOp::Minimum);
+          if (float_extremum) {
+            float_extremum_loop(statement, depth);
+            break;
+          }
           out_ << pad << value_type(statement.dtype) << " " << statement.name << " = "
                << identity(statement.reduce_op, statement.dtype) << ";\n";
           int inner = depth;
