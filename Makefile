@@ -2,8 +2,9 @@
 #
 #   make demo    install missing deps, build, run examples/demo.py
 #   make test    install missing deps, build, run the C++ (ctest) and Python (pytest) suites
-#   make bench   install missing deps, build, run bench/run_benchmarks.py and the small-CNN training benchmark
-#   make bench-training   the training benchmark with ResNet-18 too (slow until convolutions are lowered)
+#   make bench   install missing deps, build, run bench/run_benchmarks.py, the operator benchmark (softmax, layer norm,
+#                matmul, conv2d against PyTorch) and the small-CNN training benchmark
+#   make bench-training   the training benchmark with ResNet-18 too
 #   make setup   install missing deps and build
 #   make build   (re)build only (configures first if the build dir is not configured yet)
 #   make clean   remove the build dir and the in-tree extension
@@ -66,6 +67,7 @@ demo: setup
 
 bench: setup
 	$(PY_ENV) $(PYTHON) bench/run_benchmarks.py
+	$(PY_ENV) $(PYTHON) bench/operator_benchmark.py
 	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn
 
 bench-training: setup

@@ -1,0 +1,454 @@
+"""Operator benchmark: metajit against PyTorch eager, single operators on the same inputs in the same run.
+
+Operators (float32): softmax and layer norm over the last dim of [4096, 1024], a 1024^3 matmul, and a 3x3 conv2d
+(N=32, 64 -> 64 channels, 56x56, padding 1) forward and forward+backward; PyTorch convolutions both in its default
+NCHW layout and in channels_last. For each: the median wall time over several timed runs after warm-up, GFLOP/s
+or GB/s, metajit's time over PyTorch's, and the share of a machine limit measured in the same run (a large matmul
+for compute, a STREAM triad for bandwidth). metajit rows also say how many calls went to oneDNN
+(`library_calls`) and how long planning took. Results are checked against each other once per operator.
+
+Writes a markdown table to bench/OPERATORS.md and a bar chart of the time ratios to bench/operators.png.
+
+    python bench/operator_benchmark.py [--runs N] [--backward-runs N] [--output bench/OPERATORS.md]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+try:
+    import metajit as mj
+except ImportError:  # run directly from a checkout without PYTHONPATH=python
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+    import metajit as mj
+import metajit.nn.functional as F
+
+sys.path.insert(0, HERE)
+from run_benchmarks import cpu_model  # noqa: E402  (one definition of the CPU name for every report)
+
+ROWS, FEATURES = 4096, 1024                 # softmax / layer norm input
+MATRIX = 1024                               # matmul M = N = K
+BATCH, CHANNELS, SIZE, KERNEL = 32, 64, 56, 3  # conv2d: input [32, 64, 56, 56], weight [64, 64, 3, 3]
+PEAK_MATRIX = 2048                          # matmul used as the compute limit
+TRIAD_ELEMENTS = 16 * 1024 * 1024           # STREAM triad arrays (64 MB of float32 each)
+LIMIT_RUNS = 10                             # runs of each machine-limit measurement (the best one counts)
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+def machine_load():
+    """(busy CPU seconds of the whole machine, elapsed CPU seconds of all cores, this process's CPU seconds)."""
+    try:
+        with open("/proc/stat") as stat:
+            ticks = [int(value) for value in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    clock = os.sysconf("SC_CLK_TCK")
+    own = os.times()
+    return (sum(ticks) - idle) / clock, sum(ticks) / clock, own.user + own.system
+
+
+def other_load(before, after):
+    """Share of the machine's CPU time that other processes used between two machine_load() readings (0..1):
+    on a 2-core host any of it slows both frameworks, so the report shows it."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    busy, total, own = (late - early for late, early in zip(after, before))
+    return max(0.0, busy - own) / total
+
+
+def timed(function):
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+class Operator:
+    """One benchmarked operator: how to build fresh inputs and compute it in each framework, and its work.
+
+    metajit_inputs() runs outside the timed region; metajit_compute(*inputs) returns the Vars to force, and the
+    timed region ends after mj.sync() of all of them. torch_variants maps a label to (inputs, compute) in the same
+    shape; PyTorch eager is synchronous on the CPU, so its compute returning is the end of the work."""
+
+    def __init__(self, name, description, runs, metajit_inputs, metajit_compute, torch_variants=None,
+                 flops=None, traffic_bytes=None, numpy_reference=None):
+        self.name, self.description, self.runs = name, description, runs
+        self.metajit_inputs, self.metajit_compute = metajit_inputs, metajit_compute
+        self.torch_variants = torch_variants or {}
+        self.flops, self.traffic_bytes = flops, traffic_bytes
+        self.numpy_reference = numpy_reference  # the check when PyTorch is missing; None: no check then
+
+
+# ------------------------------------------------------------------------------------------------- operators
+def build_operators(torch, runs, backward_runs, rng):
+    operators = []
+
+    # Softmax and layer norm: standard normal rows. Traffic counts one read and one write of the tensor, the
+    # least any implementation must move.
+    rows = rng.standard_normal((ROWS, FEATURES), dtype=np.float32)
+    row_bytes = 2 * rows.nbytes
+
+    def row_variants(function):
+        return {} if torch is None else {"PyTorch": (lambda: (torch.from_numpy(rows),), function)}
+
+    def numpy_softmax():
+        shifted = np.exp(rows - rows.max(axis=-1, keepdims=True))
+        return [shifted / shifted.sum(axis=-1, keepdims=True)]
+
+    def numpy_layer_norm():
+        centered = rows - rows.mean(axis=-1, keepdims=True)
+        return [centered / np.sqrt((centered * centered).mean(axis=-1, keepdims=True) + 1e-5)]
+
+    operators.append(Operator(
+        "softmax", f"softmax, last dim of [{ROWS}, {FEATURES}]", runs,
+        lambda: (mj.array(rows),), lambda x: [F.softmax(x, dim=-1)],
+        row_variants(lambda x: [torch.softmax(x, dim=-1)]), traffic_bytes=row_bytes, numpy_reference=numpy_softmax))
+    operators.append(Operator(
+        "layer_norm", f"layer norm, last dim of [{ROWS}, {FEATURES}]", runs,
+        lambda: (mj.array(rows),), lambda x: [F.layer_norm(x, [FEATURES])],
+        row_variants(lambda x: [torch.nn.functional.layer_norm(x, [FEATURES])]),
+        traffic_bytes=row_bytes, numpy_reference=numpy_layer_norm))
+
+    # Matmul: scaled so the products are about N(0, 1), which keeps the absolute tolerance of the check meaningful.
+    left = rng.standard_normal((MATRIX, MATRIX), dtype=np.float32) / np.float32(np.sqrt(MATRIX))
+    right = rng.standard_normal((MATRIX, MATRIX), dtype=np.float32)
+    operators.append(Operator(
+        "matmul", f"matmul {MATRIX}x{MATRIX} @ {MATRIX}x{MATRIX}", runs,
+        lambda: (mj.array(left), mj.array(right)), lambda a, b: [a @ b],
+        {} if torch is None else {"PyTorch": (lambda: (torch.from_numpy(left), torch.from_numpy(right)),
+                                              lambda a, b: [torch.mm(a, b)])},
+        flops=2 * MATRIX ** 3, numpy_reference=lambda: [left @ right]))
+
+    # Convolution. Scales chosen so the output and both gradients are all about N(0, 1): y ~ 24*sw*sx,
+    # dx ~ 24*sw*sg, dw ~ sqrt(N*H*W)*sx*sg (24 = sqrt(C*3*3)).
+    positions = BATCH * SIZE * SIZE
+    input_scale = positions ** -0.25
+    weight_scale = 1.0 / (np.sqrt(CHANNELS * KERNEL * KERNEL) * input_scale)
+    images = (rng.standard_normal((BATCH, CHANNELS, SIZE, SIZE), dtype=np.float32) * input_scale).astype(np.float32)
+    weight = (rng.standard_normal((CHANNELS, CHANNELS, KERNEL, KERNEL), dtype=np.float32)
+              * weight_scale).astype(np.float32)
+    upstream = (rng.standard_normal((BATCH, CHANNELS, SIZE, SIZE), dtype=np.float32) * input_scale).astype(np.float32)
+    conv_flops = 2 * BATCH * CHANNELS * CHANNELS * SIZE * SIZE * KERNEL * KERNEL
+    shape = f"N={BATCH}, {CHANNELS}->{CHANNELS} channels, {SIZE}x{SIZE}, 3x3, padding 1"
+
+    def metajit_conv_inputs(requires_grad):
+        def inputs():
+            x, w = mj.array(images), mj.array(weight)
+            if not requires_grad:
+                return x, w
+            x.requires_grad = True
+            w.requires_grad = True
+            return x, w, mj.array(upstream)
+        return inputs
+
+    def metajit_conv_backward(x, w, g):
+        y = F.conv2d(x, w, padding=1)
+        gx, gw = mj.grad((y * g).sum(), [x, w])
+        return [y, gx, gw]
+
+    def torch_conv_inputs(layout, requires_grad):
+        def inputs():
+            tensors = [torch.from_numpy(images).to(memory_format=layout),
+                       torch.from_numpy(weight).to(memory_format=layout)]
+            if requires_grad:
+                tensors = [tensor.detach().requires_grad_() for tensor in tensors]
+                tensors.append(torch.from_numpy(upstream).to(memory_format=layout))  # same layout as y
+            return tuple(tensors)
+        return inputs
+
+    def torch_conv_backward(x, w, g):
+        y = torch.nn.functional.conv2d(x, w, padding=1)
+        gx, gw = torch.autograd.grad((y * g).sum(), [x, w])
+        return [y, gx, gw]
+
+    layouts = {} if torch is None else {"PyTorch": torch.contiguous_format,
+                                        "PyTorch channels_last": torch.channels_last}
+    operators.append(Operator(
+        "conv2d", f"conv2d forward, {shape}", runs,
+        metajit_conv_inputs(False), lambda x, w: [F.conv2d(x, w, padding=1)],
+        {label: (torch_conv_inputs(layout, False), lambda x, w: [torch.nn.functional.conv2d(x, w, padding=1)])
+         for label, layout in layouts.items()},
+        flops=conv_flops))
+    operators.append(Operator(
+        "conv2d_backward", f"conv2d forward+backward (y, dx, dw), {shape}", backward_runs,
+        metajit_conv_inputs(True), metajit_conv_backward,
+        {label: (torch_conv_inputs(layout, True), torch_conv_backward) for label, layout in layouts.items()},
+        flops=3 * conv_flops))
+    return operators
+
+
+# ----------------------------------------------------------------------------------------------- measurement
+def metajit_runner(operator):
+    """One timed metajit run: (seconds, results, stats of that run)."""
+    def run_once():
+        inputs = operator.metajit_inputs()
+        mj.reset_stats()
+        start = time.perf_counter()
+        results = operator.metajit_compute(*inputs)
+        mj.sync(*results)
+        seconds = time.perf_counter() - start
+        return seconds, results, mj.stats()
+    return run_once
+
+
+def torch_runner(torch, operator, inputs, compute):
+    def run_once():
+        arguments = inputs()
+        with torch.inference_mode(operator.name != "conv2d_backward"):  # forward-only: no autograd bookkeeping
+            start = time.perf_counter()
+            results = compute(*arguments)
+            seconds = time.perf_counter() - start
+        return seconds, results, None
+    return run_once
+
+
+def measure(torch, operator):
+    """Times metajit and every PyTorch variant of one operator, round-robin run by run, so drift on a shared
+    machine hits all of them alike; returns ({label: samples}, {label: result values of one untimed run})."""
+    runners = {"metajit": metajit_runner(operator)}
+    runners.update({label: torch_runner(torch, operator, inputs, compute)
+                    for label, (inputs, compute) in operator.torch_variants.items()})
+    values = {}
+    for label, run_once in runners.items():
+        # Two warm-up runs: the first compiles kernels, the second settles the allocators' free lists.
+        for _ in range(2):
+            run_once()
+        results = run_once()[1]
+        values[label] = [result.numpy() if label == "metajit" else result.detach().numpy() for result in results]
+        results = None
+    samples = {label: {"times": [], "library_calls": [], "planning": []} for label in runners}
+    for _ in range(operator.runs):
+        for label, run_once in runners.items():
+            outcome = run_once()
+            seconds, stats = outcome[0], outcome[2]
+            outcome = None  # drop the results before the next run, so it can reuse their memory
+            samples[label]["times"].append(seconds)
+            if stats is not None:
+                samples[label]["library_calls"].append(int(stats["library_calls"]))
+                samples[label]["planning"].append(stats["planning_seconds"])
+    return samples, values
+
+
+def check(operator, label, ours, reference):
+    """Fails loudly when metajit and the reference disagree (softmax needs a tighter atol: its values are ~1e-3)."""
+    absolute = 1e-6 if operator.name == "softmax" else 1e-3
+    assert len(ours) == len(reference), (operator.name, len(ours), len(reference))
+    for index, (mine, theirs) in enumerate(zip(ours, reference)):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-3, atol=absolute,
+                                   err_msg=f"{operator.name}: metajit result {index} differs from {label}")
+
+
+def measure_limits(torch, runs):
+    """Compute peak (GFLOP/s of a large oneDNN matmul) and bandwidth (GB/s of STREAM triads); best runs, since
+    these are ceilings and noise only ever slows a run down."""
+    limits = {}
+    rng = np.random.default_rng(1)
+    left = rng.standard_normal((PEAK_MATRIX, PEAK_MATRIX), dtype=np.float32)
+    right = rng.standard_normal((PEAK_MATRIX, PEAK_MATRIX), dtype=np.float32)
+    peak_flops = 2 * PEAK_MATRIX ** 3
+    if torch is not None:
+        a, b = torch.from_numpy(left), torch.from_numpy(right)
+        out = torch.empty(PEAK_MATRIX, PEAK_MATRIX)
+        torch.mm(a, b, out=out)
+        best = min(timed(lambda: torch.mm(a, b, out=out)) for _ in range(runs))
+        limits["peak"] = (peak_flops / best / 1e9,
+                          f"PyTorch `mm` {PEAK_MATRIX}^3 float32 (oneDNN/MKL), best of {runs}")
+    else:  # metajit lowers the same product to oneDNN
+        def metajit_matmul():
+            mj.sync(a @ b)
+        a, b = mj.array(left), mj.array(right)
+        metajit_matmul()
+        best = min(timed(metajit_matmul) for _ in range(runs))
+        limits["peak"] = (peak_flops / best / 1e9,
+                          f"metajit `a @ b` {PEAK_MATRIX}^3 float32 (oneDNN), best of {runs} (PyTorch not installed)")
+
+    # STREAM triad a = b + s*c. numpy needs two passes (t = s*c; a = b + t): 5 arrays of traffic, one thread.
+    # PyTorch (into a preallocated output) and metajit (one fused kernel) make one multi-threaded pass: 3 arrays.
+    b = rng.random(TRIAD_ELEMENTS, dtype=np.float32)
+    c = rng.random(TRIAD_ELEMENTS, dtype=np.float32)
+    a, scratch = np.empty_like(b), np.empty_like(b)
+    array_bytes = b.nbytes
+
+    def numpy_triad():
+        np.multiply(c, np.float32(3.0), out=scratch)
+        np.add(b, scratch, out=a)
+
+    numpy_triad()
+    triads = {"numpy": (5 * array_bytes / min(timed(numpy_triad) for _ in range(runs)) / 1e9,
+                        "numpy `multiply` + `add`, 1 thread, 5 array passes")}
+    if torch is not None:
+        tb, tc, ta = torch.from_numpy(b), torch.from_numpy(c), torch.from_numpy(a)
+        torch.add(tb, tc, alpha=3.0, out=ta)
+        best = min(timed(lambda: torch.add(tb, tc, alpha=3.0, out=ta)) for _ in range(runs))
+        triads["torch"] = (3 * array_bytes / best / 1e9,
+                           f"PyTorch `add(b, c, alpha=3, out=a)`, {torch.get_num_threads()} threads, 3 array passes")
+    metajit_b, metajit_c = mj.array(b), mj.array(c)
+
+    def metajit_triad():
+        mj.sync(metajit_b + metajit_c * 3.0)
+
+    metajit_triad()
+    best = min(timed(metajit_triad) for _ in range(runs))
+    triads["metajit"] = (3 * array_bytes / best / 1e9,
+                         f"metajit `mj.sync(b + c * 3.0)`, {mj.flags.num_threads} threads, 3 array passes")
+    limits["triads"] = triads
+    limits["bandwidth"] = max(triads.values())
+    return limits
+
+
+# ---------------------------------------------------------------------------------------------------- report
+def work_rate(operator, seconds):
+    """(rate, unit) of one run: GFLOP/s for compute-bound operators, GB/s for memory-bound ones."""
+    if operator.flops is not None:
+        return operator.flops / seconds / 1e9, "GFLOP/s"
+    return operator.traffic_bytes / seconds / 1e9, "GB/s"
+
+
+def limit_share(operator, rate, limits):
+    limit = limits["peak"][0] if operator.flops is not None else limits["bandwidth"][0]
+    return rate / limit
+
+
+def value_range(values, format_spec):
+    low, high = min(values), max(values)
+    return format(low, format_spec) if low == high else f"{format(low, format_spec)}-{format(high, format_spec)}"
+
+
+def build_report(arguments, torch, limits, measurements):
+    lines = ["# Operator benchmark: metajit vs PyTorch eager", ""]
+    if torch is not None:
+        torch_note = f"PyTorch {torch.__version__} eager ({torch.get_num_threads()} threads)"
+        check_note = "Every metajit result was checked against each PyTorch variant's"
+    else:
+        torch_note = "PyTorch not installed (`pip install torch`): metajit rows only"
+        check_note = "metajit's softmax, layer norm and matmul were checked against numpy (no check for conv)"
+    lines += [f"Generated by `bench/operator_benchmark.py` on {cpu_model()}, {os.cpu_count()} cores "
+              f"(`os.cpu_count()`), {time.strftime('%Y-%m-%d %H:%M')}; metajit with {mj.flags.num_threads} threads "
+              f"(oneDNN lowering {'on' if mj.flags.lowering else 'off'}), {torch_note}, numpy {np.__version__}. "
+              "float32, the same inputs for both frameworks, measured in the same run. After two warm-up runs "
+              "each, the timed runs of metajit and of the PyTorch variants alternate run by run "
+              f"({arguments.runs} each, {arguments.backward_runs} for conv forward+backward), so drift on the "
+              "host hits them alike. The bandwidth limit is the fastest triad below. A metajit run starts "
+              "from fresh `mj.array` inputs (made outside the timed region) and ends when `mj.sync` of every "
+              "result returns, so it includes recording the lazy graph and planning. "
+              f"{check_note} (`assert_allclose`, rtol 1e-3, atol 1e-3; softmax atol 1e-6).", ""]
+    lines += ["| machine limit | value | measured with |", "|---|---:|---|",
+              f"| compute peak | {limits['peak'][0]:.0f} GFLOP/s | {limits['peak'][1]} |"]
+    for rate, how in limits["triads"].values():
+        used = " (used as the bandwidth limit)" if (rate, how) == limits["bandwidth"] else ""
+        lines.append(f"| STREAM triad, {TRIAD_ELEMENTS // (1024 * 1024)}M float32 | {rate:.1f} GB/s | {how}{used} |")
+    if limits.get("other_load") is not None:
+        lines.append(f"| CPU used by other processes during the run | {limits['other_load'] * 100:.0f}% of the "
+                     "machine | /proc/stat minus this process |")
+    lines += ["", "| operator | framework | median ms | best ms | rate (median) | of machine limit | "
+              "metajit / this | oneDNN calls per run | planning ms per run |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for operator, ours, theirs in measurements:
+        mine = statistics.median(ours["times"])
+        rate, unit = work_rate(operator, mine)
+        lines.append(f"| {operator.description} | metajit | {mine * 1e3:.2f} | {min(ours['times']) * 1e3:.2f} | "
+                     f"{rate:.1f} {unit} | {limit_share(operator, rate, limits) * 100:.0f}% | | "
+                     f"{value_range(ours['library_calls'], 'd')} | "
+                     f"{statistics.median(ours['planning']) * 1e3:.3f} |")
+        for label, result in theirs.items():
+            reference = statistics.median(result["times"])
+            rate, unit = work_rate(operator, reference)
+            lines.append(f"| | {label} | {reference * 1e3:.2f} | {min(result['times']) * 1e3:.2f} | "
+                         f"{rate:.1f} {unit} | {limit_share(operator, rate, limits) * 100:.0f}% | "
+                         f"**{mine / reference:.2f}x** | | |")
+    lines += ["", "\"metajit / this\" is metajit's median time over that PyTorch variant's: below 1 metajit is "
+              "faster. Softmax and layer norm count one read and one write of the tensor (32 MB); matmul "
+              "2·M·N·K flops, conv forward 2·N·O·C·H·W·9 and forward+backward three times that. "
+              "\"oneDNN calls\" is `mj.stats()[\"library_calls\"]` of one run (0: generated kernels only). "
+              "metajit tensors are "
+              "always NCHW; `channels_last` is PyTorch's NHWC layout, converted outside the timed region. The "
+              "last-level cache of this host may hold the 64 MB triad arrays, so the bandwidth limit is partly "
+              f"cache bandwidth. The limits are the best of {LIMIT_RUNS} runs, yet on a shared host a later median "
+              "can still beat them (over 100%); single runs are noisy, so compare rows of one run."]
+    return lines
+
+
+def write_chart(path, measurements):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")  # no display on a benchmark host
+        import matplotlib.pyplot as pyplot
+    except ImportError:
+        print("matplotlib is not installed: no chart (`pip install matplotlib`)")
+        return False
+    short_names = {"softmax": "softmax", "layer_norm": "layer norm", "matmul": "matmul", "conv2d": "conv fwd",
+                   "conv2d_backward": "conv fwd+bwd"}
+    labels, ratios = [], []
+    for operator, ours, theirs in measurements:
+        for label, result in theirs.items():
+            name = short_names.get(operator.name, operator.name)
+            if len(operator.torch_variants) > 1:  # say which PyTorch layout the bar is against
+                name += "\nvs channels_last" if "channels_last" in label else "\nvs NCHW"
+            labels.append(name)
+            ratios.append(statistics.median(ours["times"]) / statistics.median(result["times"]))
+    if not ratios:
+        print("no PyTorch measurements: no chart")
+        return False
+    figure, axes = pyplot.subplots(figsize=(max(6, 1.3 * len(ratios)), 4))
+    colors = ["tab:green" if ratio <= 1 else "tab:red" for ratio in ratios]
+    bars = axes.bar(range(len(ratios)), ratios, color=colors)
+    axes.bar_label(bars, labels=[f"{ratio:.2f}x" for ratio in ratios])
+    axes.axhline(1.0, color="black", linewidth=0.8)
+    axes.set_xticks(range(len(ratios)), labels, fontsize=8)
+    axes.set_ylabel("metajit time / PyTorch time (lower is better)")
+    axes.set_title(f"metajit vs PyTorch eager, float32, {os.cpu_count()} cores")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    pyplot.close(figure)
+    return True
+
+
+# ------------------------------------------------------------------------------------------------------ main
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=25, help="timed runs per operator and framework")
+    parser.add_argument("--backward-runs", type=int, default=9, help="timed runs of conv2d forward+backward")
+    parser.add_argument("--output", default=os.path.join(HERE, "OPERATORS.md"))
+    parser.add_argument("--chart", default=os.path.join(HERE, "operators.png"))
+    arguments = parser.parse_args()
+    try:
+        import torch
+        torch.set_num_threads(os.cpu_count())
+    except ImportError:
+        torch = None
+        print("PyTorch is not installed: measuring metajit only, checked against numpy (`pip install torch`)")
+
+    load_before = machine_load()
+    print("machine limits ...", flush=True)
+    limits = measure_limits(torch, runs=LIMIT_RUNS)
+    measurements = []
+    for operator in build_operators(torch, arguments.runs, arguments.backward_runs, np.random.default_rng(0)):
+        print(f"{operator.name} ...", flush=True)
+        theirs, values = measure(torch, operator)
+        ours = theirs.pop("metajit")
+        for label in theirs:
+            check(operator, label, values["metajit"], values[label])
+        if not theirs:
+            if operator.numpy_reference is not None:
+                check(operator, "numpy", values["metajit"], operator.numpy_reference())
+            else:
+                print(f"{operator.name}: no numerical check without PyTorch")
+        values = None  # only needed for the check; keeps the big conv arrays out of later runs
+        measurements.append((operator, ours, theirs))
+    limits["other_load"] = other_load(load_before, machine_load())
+
+    lines = build_report(arguments, torch, limits, measurements)
+    with open(arguments.output, "w") as handle:
+        handle.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"wrote {arguments.output}")
+    if write_chart(arguments.chart, measurements):
+        print(f"wrote {arguments.chart}")
+
+
+if __name__ == "__main__":
+    main()
