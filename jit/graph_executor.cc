@@ -49,10 +49,11 @@ class JitGraphRunner : public GraphRunner {
         std::chrono::steady_clock::now() - planning_start).count();
     const std::vector<NodePtr>& nodes = signature.nodes;
     KernelCache& cache = KernelCache::instance();
+    // Only kernels not yet in memory go to prepare(): copying every source each sync is wasted in a steady loop.
     std::vector<std::pair<std::string, std::string>> sources;
     for (const PlannedKernel& kernel : plan->kernels)
-      if (!kernel.key.empty()) sources.push_back({kernel.key, kernel.rendered.source});
-    cache.prepare(sources);
+      if (!kernel.key.empty() && !cache.in_memory(kernel.key)) sources.push_back({kernel.key, kernel.rendered.source});
+    if (!sources.empty()) cache.prepare(sources);
     for (size_t index = 0; index < plan->kernels.size(); ++index) {
       const PlannedKernel& kernel = plan->kernels[index];
       const NodePtr& output = nodes[plan->outputs[index]];
