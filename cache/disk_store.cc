@@ -188,6 +188,12 @@ void DiskStore::disable(const std::string& reason) {
               "); compiled kernels will only be cached in memory for this process");
 }
 
+bool DiskStore::contains(const std::string& key) const {
+  if (!enabled() || !valid_key(key)) return false;
+  struct stat status;
+  return ::lstat(entry_path(key).c_str(), &status) == 0 && S_ISREG(status.st_mode);
+}
+
 std::optional<std::string> DiskStore::load(const std::string& key) {
   if (!enabled() || !valid_key(key)) return std::nullopt;
   const std::string path = entry_path(key);

@@ -23,6 +23,8 @@ class DiskStore {
   // wrong length, checksum mismatch) is deleted, counted in stats().cache_entries_discarded, logged at Info.
   // Entries not owned by this user, or writable by group/others, are refused (one warning, counted, kept).
   std::optional<std::string> load(const std::string& key);
+  // Whether an entry file exists for `key` (not whether it is intact: load() checks that).
+  bool contains(const std::string& key) const;
 
   // Atomic write: unique temp file in the entry's folder, then rename(). Returns false on failure; an I/O
   // failure (disk full, read-only file system, permissions) warns once and disables the store.

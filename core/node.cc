@@ -46,6 +46,8 @@ const char* node_kind_name(NodeKind kind) {
     case NodeKind::Reindex: return "reindex";
     case NodeKind::Reduce: return "reduce";
     case NodeKind::ReindexReduce: return "reindex_reduce";
+    case NodeKind::Code: return "code";
+    case NodeKind::Custom: return "custom";
   }
   return "?";
 }

@@ -18,9 +18,11 @@ int64_t shape_numel(const Shape& shape);
 std::string shape_to_string(const Shape& shape);
 
 // The graph vocabulary. Elementwise family: Constant .. Cast. Reindex family: View, Reshape, Reindex.
-// Reindex-reduce family: Reduce, ReindexReduce. Data is a computed leaf.
+// Reindex-reduce family: Reduce, ReindexReduce. Data is a computed leaf. Two opaque kinds stand outside the
+// families: Code (a user's C++ kernel, never fused: its inputs are buffers, it writes its outputs itself) and
+// Custom (the value of its first input, with a gradient rule given from outside: mj.Function).
 enum class NodeKind : uint8_t {
-  Data, Constant, Arange, Unary, Binary, Where, Cast, View, Reshape, Reindex, Reduce, ReindexReduce
+  Data, Constant, Arange, Unary, Binary, Where, Cast, View, Reshape, Reindex, Reduce, ReindexReduce, Code, Custom
 };
 const char* node_kind_name(NodeKind kind);
 

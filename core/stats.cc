@@ -12,6 +12,7 @@ void reset_stats() {
   Stats& counters = stats();
   counters.kernels_compiled = 0;
   counters.kernels_loaded_from_disk = 0;
+  counters.kernels_loaded_from_bundle = 0;
   counters.kernel_memory_hits = 0;
   counters.kernels_launched = 0;
   counters.library_calls = 0;
@@ -25,6 +26,7 @@ std::map<std::string, double> stats_snapshot() {
   return {
       {"kernels_compiled", double(counters.kernels_compiled)},
       {"kernels_loaded_from_disk", double(counters.kernels_loaded_from_disk)},
+      {"kernels_loaded_from_bundle", double(counters.kernels_loaded_from_bundle)},
       {"kernel_memory_hits", double(counters.kernel_memory_hits)},
       {"kernels_launched", double(counters.kernels_launched)},
       {"library_calls", double(counters.library_calls)},

@@ -10,6 +10,7 @@ namespace metajit {
 struct Stats {
   std::atomic<int64_t> kernels_compiled{0};
   std::atomic<int64_t> kernels_loaded_from_disk{0};
+  std::atomic<int64_t> kernels_loaded_from_bundle{0};  // served by a deployment bundle (mj.cache.load_bundle)
   std::atomic<int64_t> kernel_memory_hits{0};
   std::atomic<int64_t> kernels_launched{0};
   std::atomic<int64_t> library_calls{0};             // kernels run by a vendor library (oneDNN) instead

@@ -13,6 +13,11 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <cctype>
+#include <cstdlib>
 #include <vector>
 
 #include "core/log.h"
@@ -34,8 +39,30 @@ const std::vector<std::string>& code_flags() {
   static const std::vector<std::string> flags = {
       "-O2", "-std=c++17", "-fno-rtti", "-ffp-contract=fast", "-mrelocation-model", "pic", "-pic-level", "2",
       "-mframe-pointer=none", "-vectorize-loops", "-vectorize-slp",
+      "-fgnuc-version=4.2.1",  // as the driver passes it: glibc and libstdc++ headers expect __GNUC__
   };
   return flags;
+}
+
+bool is_directory(const std::string& path) {
+  struct stat status;
+  return ::stat(path.c_str(), &status) == 0 && S_ISDIR(status.st_mode);
+}
+
+// The newest libstdc++ header directory (/usr/include/c++/N), or "" when none is installed. Generated kernels
+// need none; Code ops include <cmath> and friends, as a Jittor user expects.
+std::string standard_library_version() {
+  std::string best;
+  DIR* directory = ::opendir("/usr/include/c++");
+  if (!directory) return best;
+  while (dirent* entry = ::readdir(directory)) {
+    std::string name = entry->d_name;
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    if (!is_directory("/usr/include/c++/" + name + "/bits")) continue;
+    if (best.empty() || std::atoi(name.c_str()) > std::atoi(best.c_str())) best = name;
+  }
+  ::closedir(directory);
+  return best;
 }
 
 class ClangCompiler final : public Compiler {
@@ -46,11 +73,29 @@ class ClangCompiler final : public Compiler {
     arguments_.insert(arguments_.end(), code_flags().begin(), code_flags().end());
     // Speed only (the driver adds these in release builds too); no effect on the object.
     for (const char* flag : {"-disable-llvm-verifier", "-discard-value-names"}) arguments_.push_back(flag);
-    // Kernels carry their own prelude: never search system or C++ library headers. Clang's builtin headers
-    // (resource dir: immintrin.h, stddef.h) stay reachable.
-    for (const char* flag : {"-nostdsysteminc", "-nostdinc++"}) arguments_.push_back(flag);
+    // Generated kernels carry their own prelude and include nothing. Code ops may include the C++ and C
+    // libraries, so the search path is the one the clang driver would build, given explicitly in its order
+    // (cc1 adds no defaults of its own here).
+    for (const char* flag : {"-nostdsysteminc", "-nostdinc++", "-nobuiltininc"}) arguments_.push_back(flag);
     arguments_.push_back("-resource-dir");
     arguments_.push_back(METAJIT_CLANG_RESOURCE_DIR);
+    std::string library = standard_library_version();
+    std::string multiarch = host_triple().substr(0, host_triple().find('-')) + "-linux-gnu";
+    std::vector<std::pair<const char*, std::string>> search;
+    if (!library.empty()) {
+      search.push_back({"-internal-isystem", "/usr/include/c++/" + library});
+      search.push_back({"-internal-isystem", "/usr/include/" + multiarch + "/c++/" + library});
+      search.push_back({"-internal-isystem", "/usr/include/c++/" + library + "/backward"});
+    }
+    search.push_back({"-internal-isystem", std::string(METAJIT_CLANG_RESOURCE_DIR) + "/include"});
+    search.push_back({"-internal-isystem", "/usr/local/include"});
+    search.push_back({"-internal-externc-isystem", "/usr/include/" + multiarch});
+    search.push_back({"-internal-externc-isystem", "/usr/include"});
+    for (const auto& [flag, path] : search) {
+      if (!is_directory(path)) continue;
+      arguments_.push_back(flag);
+      arguments_.push_back(path);
+    }
     arguments_.push_back("-target-cpu");
     arguments_.push_back(host_cpu_name());
     std::string features = host_cpu_features();
@@ -68,6 +113,7 @@ class ClangCompiler final : public Compiler {
     identity_ = std::string("clang-inprocess ") + CLANG_VERSION_STRING;
     for (const std::string& flag : code_flags()) identity_ += " " + flag;
     identity_ += " triple=" + host_triple() + " cpu=" + host_cpu_name() + " features=" + features;
+    identity_ += " libstdc++=" + (library.empty() ? std::string("none") : library);
   }
 
   const std::string& identity() const override { return identity_; }
@@ -77,6 +123,7 @@ class ClangCompiler final : public Compiler {
     llvm::raw_string_ostream diagnostics_stream(diagnostics);
     llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> diagnostic_options(new clang::DiagnosticOptions());
     diagnostic_options->ShowColors = false;
+    diagnostic_options->ShowPresumedLoc = true;  // honour #line: Code op errors point into the user's source
     clang::TextDiagnosticPrinter printer(diagnostics_stream, diagnostic_options.get());
 
     auto invocation = std::make_shared<clang::CompilerInvocation>();

@@ -14,6 +14,7 @@
 
 #include "core/stats.h"
 #include "core/thread_pool.h"
+#include "jit/code_kernel.h"
 #include "jit/compiler.h"
 #include "jit/kernel_cache.h"
 #include "jit/plan_cache.h"
@@ -38,6 +39,32 @@ void record_profile(const PlannedKernel& kernel, const Node& output, double seco
   entry.seconds += seconds;
 }
 
+std::string with_line_numbers(const std::string& source) {
+  std::string numbered;
+  int line = 1;
+  size_t start = 0;
+  while (start < source.size()) {
+    size_t end = source.find('\n', start);
+    if (end == std::string::npos) end = source.size();
+    numbered += std::to_string(line++) + ": " + source.substr(start, end - start) + "\n";
+    start = end + 1;
+  }
+  return numbered;
+}
+
+// A Code op's compile error is the user's to fix: show it against their own source. A generated kernel that
+// fails to compile is our bug: show everything needed to report it.
+std::string describe_compile_error(const PlannedKernel& kernel, const Node& output, const std::string& diagnostics) {
+  if (kernel.code) {
+    auto* payload = dynamic_cast<const CodePayload*>(output.payload.get());
+    if (payload) return describe_code_compile_error(*payload->op, diagnostics);
+  }
+  return "while computing " + output.op_name() + " created at " + output.provenance.to_string() +
+         ":\ninternal error: generated kernel failed to compile (this is a metajit bug; please report it with this "
+         "message)\n" + diagnostics + "\n--- kernel source ---\n" + kernel.rendered.header_comment +
+         with_line_numbers(kernel.rendered.source);
+}
+
 class JitGraphRunner : public GraphRunner {
  public:
   void run(const std::vector<NodePtr>& targets) override {
@@ -50,9 +77,10 @@ class JitGraphRunner : public GraphRunner {
     const std::vector<NodePtr>& nodes = signature.nodes;
     KernelCache& cache = KernelCache::instance();
     // Only kernels not yet in memory go to prepare(): copying every source each sync is wasted in a steady loop.
-    std::vector<std::pair<std::string, std::string>> sources;
+    std::vector<KernelRequest> sources;
     for (const PlannedKernel& kernel : plan->kernels)
-      if (!kernel.key.empty() && !cache.in_memory(kernel.key)) sources.push_back({kernel.key, kernel.rendered.source});
+      if (!kernel.key.empty() && !cache.in_memory(kernel.key))
+        sources.push_back({kernel.key, kernel.rendered.source, kernel.rendered.header_comment});
     if (!sources.empty()) cache.prepare(sources);
     for (size_t index = 0; index < plan->kernels.size(); ++index) {
       const PlannedKernel& kernel = plan->kernels[index];
@@ -64,8 +92,10 @@ class JitGraphRunner : public GraphRunner {
         if (!kernel.key.empty())
           function = cache.get(kernel.key, kernel.rendered.source, kernel.rendered.header_comment);
       } catch (const CompileError& error) {
-        throw std::runtime_error("while computing " + output->op_name() + " created at " +
-                                 output->provenance.to_string() + ":\n" + error.what());
+        throw CompileError(describe_compile_error(kernel, *output, error.what()));
+      } catch (const MissingKernelError& error) {
+        throw MissingKernelError(std::string(error.what()) + "; it computes " + output->op_name() + " " +
+                                 shape_to_string(output->shape) + " created at " + output->provenance.to_string());
       }
       if (profiling_) {
         auto start = std::chrono::steady_clock::now();
@@ -79,15 +109,57 @@ class JitGraphRunner : public GraphRunner {
   }
 
  private:
+  static StoragePtr allocate(const Node& output, DType dtype, const Shape& shape) {
+    try {
+      return std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype));
+    } catch (const std::bad_alloc& error) {
+      throw AllocationError(std::string(error.what()) + " for the result of " + output.op_name() + " " +
+                            shape_to_string(shape) + " created at " + output.provenance.to_string());
+    }
+  }
+
+  // A Code op runs once for all its outputs; the first of them to be launched publishes every live one.
+  static void launch_code(const NodePtr& output, const std::vector<NodePtr>& inputs, KernelFunction function) {
+    if (output->is_computed()) return;  // a sibling output's launch earlier in this plan computed it
+    auto* payload = dynamic_cast<const CodePayload*>(output->payload.get());
+    if (!payload) throw std::logic_error("internal error: a code kernel's output is not a Code op");
+    const CodeOp& op = *payload->op;
+    std::vector<StoragePtr> storages;
+    std::vector<void*> buffers;
+    for (size_t index = 0; index < op.output_shapes.size(); ++index) {
+      storages.push_back(allocate(*output, op.output_dtypes[index], op.output_shapes[index]));
+      buffers.push_back(storages.back()->data());
+    }
+    for (const NodePtr& input : inputs) {
+      if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");
+      buffers.push_back(input->storage->data());
+    }
+    std::vector<double> data = op.data_values;
+    data.push_back(0);  // the error slot
+    buffers.push_back(data.data());
+    function(buffers.data(), 0, 1);
+    stats().kernels_launched++;
+    if (data.back() != 0) {
+      std::string names;
+      for (const std::string& name : op.data_names) names += (names.empty() ? "" : ", ") + name;
+      throw std::runtime_error("the " + op.what + " created at " + op.provenance.to_string() +
+                               " read data[...] with a name that is not in its data (given: " +
+                               (names.empty() ? "none" : names) + ")");
+    }
+    std::vector<NodePtr> outputs = payload->outputs();
+    for (size_t index = 0; index < outputs.size(); ++index) {
+      const NodePtr& sibling = outputs[index];
+      if (!sibling || sibling->is_computed()) continue;
+      publish_storage(*sibling, storages[index]);
+      if (sibling != output) release_inputs(*sibling);
+    }
+    if (!output->is_computed()) publish_storage(*output, storages[payload->output_index]);
+  }
+
   static void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& inputs,
                      KernelFunction function) {
-    StoragePtr storage;
-    try {
-      storage = std::make_shared<Storage>(size_t(output->numel()) * dtype_size(output->dtype));
-    } catch (const std::bad_alloc& error) {
-      throw AllocationError(std::string(error.what()) + " for the result of " + output->op_name() + " " +
-                            shape_to_string(output->shape) + " created at " + output->provenance.to_string());
-    }
+    if (kernel.code) return launch_code(output, inputs, function);
+    StoragePtr storage = allocate(*output, output->dtype, output->shape);
     std::vector<void*> buffers{storage->data()};
     for (const NodePtr& input : inputs) {
       if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");
@@ -157,6 +229,16 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets) {
     std::vector<Node*> requests;
     matches.clear();
     for (const NodePtr& root : roots) {
+      if (root->kind == NodeKind::Code) {  // never fused: its inputs become buffers
+        LoweredKernel code;
+        code.output = root;
+        code.inputs = root->inputs;
+        for (const NodePtr& input : root->inputs)
+          if (!input->is_computed() && !materialized.count(input.get())) requests.push_back(input.get());
+        lowered.push_back(std::move(code));
+        matches.emplace_back();
+        continue;
+      }
       LoweringResult result = lower_group(root, materialized);
       requests.insert(requests.end(), result.materialize_requests.begin(), result.materialize_requests.end());
       ContractionMatch match;
@@ -179,6 +261,18 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets) {
   KernelCache& cache = KernelCache::instance();
   for (size_t index = 0; index < lowered.size(); ++index) {
     PlannedKernel planned;
+    if (lowered[index].output->kind == NodeKind::Code) {
+      NodePtr output = lowered[index].output;  // a copy: lowered[index] is moved below
+      const CodeOp& op = *static_cast<const CodePayload&>(*output->payload).op;
+      planned.code = true;
+      planned.rendered = render_code_kernel(op, output->inputs);
+      planned.key = cache.key_for(planned.rendered.source);
+      planned.lowered = std::move(lowered[index]);
+      planned.lowered.kernel.fused_ops = {op.what + "  " + shape_to_string(output->shape) + "  " +
+                                          op.provenance.to_string()};
+      kernels.push_back(std::move(planned));
+      continue;
+    }
     ContractionMatch& match = matches[index];
     if (match.contraction) {
       planned.library = backend(*match.contraction);

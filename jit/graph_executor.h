@@ -20,6 +20,7 @@ struct PlannedKernel {
   // the rendered epilogue reads as its last input buffer; otherwise it writes the output itself.
   std::shared_ptr<const LibraryCall> library;
   std::string contraction;  // the matched contraction (Contraction::describe), also when no library took it
+  bool code = false;        // a Code op: `rendered` is the user's kernel, launched once for all its outputs
 };
 
 // The kernels that computing `targets` would launch, in launch order. Runs nothing.

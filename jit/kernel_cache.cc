@@ -1,5 +1,5 @@
-// The kernel cache. A disk entry that fails to load (corrupt object despite a good checksum, or an entry from
-// a different build) is discarded and rebuilt, never trusted.
+// The kernel cache. A disk or bundle entry that fails to load (corrupt object despite a good checksum, an entry
+// from a different build) is discarded and rebuilt, never trusted.
 #include "jit/kernel_cache.h"
 
 #include <chrono>
@@ -13,6 +13,8 @@
 #include "core/thread_pool.h"
 #include "jit/compiler.h"
 #include "jit/cpp_renderer.h"
+#include "jit/kernel_dump.h"
+#include "jit/kernel_entry.h"
 #include "jit/object_loader.h"
 
 namespace metajit {
@@ -25,19 +27,6 @@ std::string default_directory() {
   return "";
 }
 
-std::string with_line_numbers(const std::string& source) {
-  std::string numbered;
-  int line = 1;
-  size_t start = 0;
-  while (start < source.size()) {
-    size_t end = source.find('\n', start);
-    if (end == std::string::npos) end = source.size();
-    numbered += std::to_string(line++) + ": " + source.substr(start, end - start) + "\n";
-    start = end + 1;
-  }
-  return numbered;
-}
-
 }  // namespace
 
 KernelCache& KernelCache::instance() {
@@ -45,11 +34,22 @@ KernelCache& KernelCache::instance() {
   return *cache;
 }
 
-KernelCache::KernelCache() : compiler_(make_default_compiler()), disk_(std::make_unique<DiskStore>(default_directory())) {}
+KernelCache::KernelCache() : compiler_(make_default_compiler()), disk_(std::make_unique<DiskStore>(default_directory())) {
+  if (const char* policy = std::getenv("METAJIT_COMPILE")) {
+    std::string value = policy;
+    if (value == "never") compile_allowed_ = false;
+    else if (!value.empty() && value != "auto")
+      throw std::invalid_argument("METAJIT_COMPILE='" + value + "' is not a known policy; use 'auto' (compile what is "
+                                  "missing, the default) or 'never' (serve kernels from bundles and the cache only)");
+  }
+  if (const char* directory = std::getenv("METAJIT_DUMP_DIR")) dump_directory_ = directory;
+}
 
 std::string KernelCache::key_for(const std::string& source) const {
   return content_hash(source + "\n//" + compiler_->identity() + "\n//abi=" + std::to_string(kMetajitAbiVersion));
 }
+
+const std::string& KernelCache::compiler_identity() const { return compiler_->identity(); }
 
 std::string KernelCache::directory() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -62,9 +62,15 @@ void KernelCache::set_directory(const std::string& directory) {
   disk_ = std::move(store);
 }
 
+DiskStore& KernelCache::disk() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return *disk_;
+}
+
 void KernelCache::clear_memory() {
   std::lock_guard<std::mutex> lock(mutex_);
   loaded_.clear();
+  entries_.clear();
 }
 
 bool KernelCache::in_memory(const std::string& key) {
@@ -72,10 +78,79 @@ bool KernelCache::in_memory(const std::string& key) {
   return loaded_.count(key) != 0;
 }
 
+std::string KernelCache::locate(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (loaded_.count(key)) return "memory";
+  if (bundle_.count(key)) return "bundle";
+  if (disk_->contains(key)) return "disk";
+  return "";
+}
+
+void KernelCache::add_bundle_entries(const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [key, entry] : entries) bundle_[key] = entry;
+}
+
+void KernelCache::clear_bundle_entries() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  bundle_.clear();
+}
+
+size_t KernelCache::bundle_entry_count() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bundle_.size();
+}
+
+void KernelCache::start_recording() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  recorded_.clear();
+  recording_ = true;
+}
+
+std::vector<std::string> KernelCache::stop_recording() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  recording_ = false;
+  std::vector<std::string> keys(recorded_.begin(), recorded_.end());
+  recorded_.clear();
+  return keys;
+}
+
+std::optional<std::string> KernelCache::entry_bytes(const std::string& key) {
+  DiskStore* disk;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = entries_.find(key);
+    if (found != entries_.end()) return *found->second;
+    auto bundled = bundle_.find(key);
+    if (bundled != bundle_.end()) return bundled->second;
+    disk = disk_.get();
+  }
+  return disk->load(key);
+}
+
+void KernelCache::set_dump_directory(const std::string& directory) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  dump_directory_ = directory;
+}
+
+std::string KernelCache::dump_directory() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return dump_directory_;
+}
+
 KernelFunction KernelCache::lookup_memory(const std::string& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = loaded_.find(key);
-  return found == loaded_.end() ? nullptr : found->second;
+  if (found == loaded_.end()) return nullptr;
+  if (recording_) recorded_.insert(key);
+  return found->second;
+}
+
+void KernelCache::remember(const std::string& key, KernelFunction function, std::string entry) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  loaded_[key] = function;
+  entries_[key] = std::make_shared<const std::string>(std::move(entry));
+  if (recording_) recorded_.insert(key);
 }
 
 KernelFunction KernelCache::get(const std::string& key, const std::string& source, const std::string& header_comment) {
@@ -87,57 +162,77 @@ KernelFunction KernelCache::get(const std::string& key, const std::string& sourc
   return load_or_compile(key, source, header_comment);
 }
 
+// Loads an encoded entry; null (after a warning) when it is unusable, so the caller falls through.
+KernelFunction KernelCache::load_entry(const std::string& key, const std::string& entry, const char* origin) {
+  std::optional<KernelEntry> decoded = decode_kernel_entry(entry);
+  try {
+    if (!decoded) throw std::runtime_error("not a kernel entry of this metajit version");
+    auto function = reinterpret_cast<KernelFunction>(ObjectLoader::instance().load(decoded->object, kKernelSymbol));
+    if (log_enabled(LogLevel::Info)) log_message(LogLevel::Info, "kernel " + key + ": loaded from " + origin);
+    std::string dump_to = dump_directory();
+    if (!dump_to.empty()) dump_kernel(dump_to, key, decoded->source, decoded->object, origin);
+    remember(key, function, entry);
+    return function;
+  } catch (const std::exception& error) {
+    stats().cache_entries_discarded++;
+    log_warning(std::string("discarding unusable ") + origin + " entry " + key + " (" + error.what() + "); rebuilding it");
+    return nullptr;
+  }
+}
+
 KernelFunction KernelCache::load_or_compile(const std::string& key, const std::string& source,
                                             const std::string& header_comment) {
   DiskStore* disk;
+  std::optional<std::string> bundled;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     disk = disk_.get();
+    auto found = bundle_.find(key);
+    if (found != bundle_.end()) bundled = found->second;
   }
-  if (std::optional<std::string> object = disk->load(key)) {
-    try {
-      auto function = reinterpret_cast<KernelFunction>(ObjectLoader::instance().load(*object, kKernelSymbol));
-      stats().kernels_loaded_from_disk++;
-      if (log_enabled(LogLevel::Info)) log_message(LogLevel::Info, "kernel " + key + ": loaded from disk cache");
-      std::lock_guard<std::mutex> lock(mutex_);
-      loaded_[key] = function;
+  if (bundled) {
+    if (KernelFunction function = load_entry(key, *bundled, "bundle")) {
+      stats().kernels_loaded_from_bundle++;
       return function;
-    } catch (const std::exception& error) {
-      stats().cache_entries_discarded++;
-      log_warning("discarding unusable cache entry " + key + " (" + error.what() + "); rebuilding it");
     }
   }
-  auto start = std::chrono::steady_clock::now();
-  std::string object;
-  try {
-    object = compiler_->compile(source);
-  } catch (const CompileError& error) {
-    throw CompileError(std::string("internal error: generated kernel failed to compile (this is a metajit bug; "
-                                   "please report it with this message)\n") +
-                       error.what() + "\n--- kernel source ---\n" + header_comment + with_line_numbers(source));
+  if (std::optional<std::string> stored = disk->load(key)) {
+    if (KernelFunction function = load_entry(key, *stored, "disk cache")) {
+      stats().kernels_loaded_from_disk++;
+      return function;
+    }
   }
-  auto function = reinterpret_cast<KernelFunction>(ObjectLoader::instance().load(object, kKernelSymbol));
+  if (!compile_allowed_) {
+    std::string what = header_comment.substr(0, header_comment.find('\n'));
+    throw MissingKernelError("METAJIT_COMPILE=never, but kernel " + key + " (" + what +
+                             ") is in no loaded bundle and not in the cache at " + disk->directory());
+  }
+  auto start = std::chrono::steady_clock::now();
+  KernelEntry entry{compiler_->compile(source), header_comment + source};  // CompileError: the executor reports it
+  auto function = reinterpret_cast<KernelFunction>(ObjectLoader::instance().load(entry.object, kKernelSymbol));
   int64_t nanoseconds = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
   stats().kernels_compiled++;
   stats().compile_nanoseconds += nanoseconds;
   if (log_enabled(LogLevel::Info))
     log_message(LogLevel::Info, "kernel " + key + ": compiled in " + std::to_string(nanoseconds / 1e6) + " ms");
   if (log_enabled(LogLevel::Debug)) log_message(LogLevel::Debug, header_comment + source);
-  disk->store(key, object);
-  std::lock_guard<std::mutex> lock(mutex_);
-  loaded_[key] = function;
+  std::string dump_to = dump_directory();
+  if (!dump_to.empty()) dump_kernel(dump_to, key, entry.source, entry.object, "compiled");
+  std::string encoded = encode_kernel_entry(entry);
+  disk->store(key, encoded);
+  remember(key, function, std::move(encoded));
   return function;
 }
 
-void KernelCache::prepare(const std::vector<std::pair<std::string, std::string>>& keys_and_sources) {
-  std::vector<const std::pair<std::string, std::string>*> missing;
-  for (const auto& entry : keys_and_sources)
-    if (!lookup_memory(entry.first)) missing.push_back(&entry);
+void KernelCache::prepare(const std::vector<KernelRequest>& requests) {
+  std::vector<const KernelRequest*> missing;
+  for (const KernelRequest& request : requests)
+    if (!lookup_memory(request.key)) missing.push_back(&request);
   if (missing.size() < 2) return;  // a single kernel is handled by get()
   parallel_for(int64_t(missing.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t index = begin; index < end; ++index) {
       try {
-        load_or_compile(missing[index]->first, missing[index]->second, "");
+        load_or_compile(missing[index]->key, missing[index]->source, missing[index]->header_comment);
       } catch (...) {
         // get() repeats the attempt on the calling thread and reports the error with full context.
       }

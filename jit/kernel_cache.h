@@ -1,10 +1,15 @@
-// Source -> callable kernel, through three levels: an in-memory map, the on-disk object store
-// ($METAJIT_CACHE_DIR, default ~/.cache/metajit) and finally the compiler. The key hashes everything that
-// changes the binary: source, compiler identity (version, flags, CPU name and features) and the ABI version.
+// Source -> callable kernel, through four levels: an in-memory map, deployment bundles (mj.cache.load_bundle),
+// the on-disk store ($METAJIT_CACHE_DIR, default ~/.cache/metajit) and finally the compiler. The key hashes
+// everything that changes the binary: source, compiler identity (version, flags, CPU name and features,
+// C++ library headers) and the ABI version.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -13,34 +18,76 @@ namespace metajit {
 
 using KernelFunction = void (*)(void* const* buffers, int64_t begin, int64_t end);
 
-constexpr int kMetajitAbiVersion = 1;
+constexpr int kMetajitAbiVersion = 2;  // 2: entries carry their source (jit/kernel_entry.h)
 
 class Compiler;
 class DiskStore;
+
+// Compiling was needed but is switched off (METAJIT_COMPILE=never, for deployment with a bundle).
+struct MissingKernelError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct KernelRequest {
+  std::string key;
+  std::string source;
+  std::string header_comment;
+};
 
 class KernelCache {
  public:
   static KernelCache& instance();
 
   std::string key_for(const std::string& source) const;
-  // Returns the kernel, compiling on a miss. Throws CompileError (with the source in the message) on failure.
+  const std::string& compiler_identity() const;
+  // Returns the kernel, compiling on a miss. Throws CompileError (the compiler's diagnostics) on failure and
+  // MissingKernelError when it would have to compile while compiling is off.
   KernelFunction get(const std::string& key, const std::string& source, const std::string& header_comment);
-  // Compiles every key that is in neither cache, in parallel on the runtime's threads.
-  void prepare(const std::vector<std::pair<std::string, std::string>>& keys_and_sources);
+  // Compiles every key that is in no cache, in parallel on the runtime's threads.
+  void prepare(const std::vector<KernelRequest>& requests);
   bool in_memory(const std::string& key);
+  // Where get() would find `key` now, without loading it: "memory", "bundle", "disk", or "" (compile).
+  std::string locate(const std::string& key);
   std::string directory() const;
   void set_directory(const std::string& directory);  // switches the disk store (tests, mj.flags.cache_dir)
+  DiskStore& disk();                                 // for the cache CLI (list, verify, clear)
   void clear_memory();                               // forget loaded kernels (they stay mapped)
+
+  // Deployment bundles: encoded entries (jit/kernel_entry.h) served before the disk store.
+  void add_bundle_entries(const std::vector<std::pair<std::string, std::string>>& entries);
+  void clear_bundle_entries();
+  size_t bundle_entry_count();
+
+  // Recording: the keys of every kernel fetched between start and stop, for packing a bundle.
+  void start_recording();
+  std::vector<std::string> stop_recording();  // sorted
+  // The encoded entry of a kernel this process loaded or compiled (or one in the disk store), if any.
+  std::optional<std::string> entry_bytes(const std::string& key);
+
+  // METAJIT_COMPILE=never (false) makes a needed compile raise MissingKernelError.
+  void set_compile_allowed(bool allowed) { compile_allowed_ = allowed; }
+  bool compile_allowed() const { return compile_allowed_; }
+  // METAJIT_DUMP_DIR ("" = off).
+  void set_dump_directory(const std::string& directory);
+  std::string dump_directory() const;
 
  private:
   KernelCache();
   KernelFunction lookup_memory(const std::string& key);
   KernelFunction load_or_compile(const std::string& key, const std::string& source, const std::string& header_comment);
+  KernelFunction load_entry(const std::string& key, const std::string& entry, const char* origin);
+  void remember(const std::string& key, KernelFunction function, std::string entry);
 
   std::unique_ptr<Compiler> compiler_;
   std::unique_ptr<DiskStore> disk_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, KernelFunction> loaded_;
+  std::unordered_map<std::string, std::shared_ptr<const std::string>> entries_;  // of loaded kernels
+  std::unordered_map<std::string, std::string> bundle_;
+  std::atomic<bool> recording_{false};
+  std::set<std::string> recorded_;
+  std::atomic<bool> compile_allowed_{true};
+  std::string dump_directory_;
 };
 
 }  // namespace metajit

@@ -147,7 +147,7 @@ class Lowerer {
       return value;
     }
     if (!is_root && node->kind != NodeKind::Constant && node->kind != NodeKind::View && node->kind != NodeKind::Reshape &&
-        ++instances_[node.get()] > kMaxInstancesPerNode) {
+        node->kind != NodeKind::Custom && ++instances_[node.get()] > kMaxInstancesPerNode) {
       request(node.get());
     }
     switch (node->kind) {
@@ -232,8 +232,12 @@ class Lowerer {
         note_fused(*node);
         return reduce_value(node, indices);
       case NodeKind::ReindexReduce:
+      case NodeKind::Code:  // a user's kernel writes whole buffers: never inlined
+        if (is_root && node->kind == NodeKind::Code) throw std::logic_error("internal error: a Code op reached fused lowering");
         request(node.get());
         return constant_of(0, node->dtype);
+      case NodeKind::Custom:  // mj.Function's output: the forward's value; its gradient rule is elsewhere
+        return node_value(node->inputs[0], indices);
     }
     throw std::logic_error("unknown node kind");
   }

@@ -134,7 +134,6 @@ class SystemCompiler final : public Compiler {
     std::string version;
     if (is_clang) {
       version = "clang++ " + query(compiler_path_, "-dumpversion");
-      code_flags_.push_back("-nostdlibinc");  // like -nostdinc but keeps Clang's builtin headers
       target_flags_ = {"-march=" + host_cpu_name()};
       std::string features = host_cpu_features();
       for (size_t start = 0; start < features.size();) {
@@ -147,9 +146,8 @@ class SystemCompiler final : public Compiler {
       }
     } else {
       version = "g++ " + query(compiler_path_, "-dumpfullversion");
-      code_flags_.push_back("-nostdinc");
-      target_flags_ = {"-isystem", query(compiler_path_, "-print-file-name=include"),
-                       // GCC's CPU names differ from LLVM's, so let GCC resolve the host itself; the identity
+      // The default header search stays: generated kernels include nothing, Code ops include the C++ library.
+      target_flags_ = {// GCC's CPU names differ from LLVM's, so let GCC resolve the host itself; the identity
                        // records the CPU and features LLVM resolved, which is what the cache key needs.
                        "-march=native"};
     }

@@ -83,13 +83,27 @@ std::vector<NodePtr> gradients(const NodePtr& output, const std::vector<NodePtr>
       if (on_path) relevant.insert(*node);
     }
     std::unordered_map<Node*, NodePtr> accumulated{{output.get(), output_grad}};
+    std::unordered_set<Node*> done_outputs;  // outputs of multi-output ops whose rule already ran
     for (Node* raw : order) {
       auto found = accumulated.find(raw);
-      if (found == accumulated.end() || !relevant.count(raw)) continue;
+      if (found == accumulated.end() || !relevant.count(raw) || done_outputs.count(raw)) continue;
       NodePtr node = shared_pointer(output, raw, owners);
       NodePtr grad = found->second;
       if (!node->any_input_requires_grad()) continue;  // a leaf
-      std::vector<NodePtr> input_grads = rule_for(node, grad);
+      std::vector<NodePtr> input_grads;
+      if (auto* multi = dynamic_cast<const MultiOutputPayload*>(node->payload.get())) {
+        std::vector<NodePtr> output_grads;
+        for (const NodePtr& sibling : multi->outputs()) {
+          auto sibling_grad = sibling ? accumulated.find(sibling.get()) : accumulated.end();
+          output_grads.push_back(sibling_grad == accumulated.end() ? nullptr : sibling_grad->second);
+          if (sibling) done_outputs.insert(sibling.get());
+        }
+        input_grads = multi->gradient(*node, output_grads);
+        if (input_grads.size() != node->inputs.size())
+          throw std::logic_error("internal error: a multi-output gradient rule returned the wrong number of gradients");
+      } else {
+        input_grads = rule_for(node, grad);
+      }
       for (size_t index = 0; index < node->inputs.size(); ++index) {
         const NodePtr& input = node->inputs[index];
         if (!input || !input->requires_grad || !relevant.count(input.get()) || !input_grads[index]) continue;

@@ -8,6 +8,19 @@
 
 namespace metajit {
 
+// The payload of an op whose outputs are separate nodes computed together (a Code op, an mj.Function). Its
+// gradient rule is given by the op, not by a meta-op family, and runs once for all outputs: when the
+// backward walk reaches the first of them, every output's gradient is already complete (all consumers of
+// the outputs were created after the op, so they come first in reverse creation order).
+struct MultiOutputPayload : NodePayload {
+  // The op's output nodes in order; null where an output is no longer referenced.
+  virtual std::vector<NodePtr> outputs() const = 0;
+  // One gradient per input of `reached` (the output the walk reached first), null for "none". Every output
+  // reads the op's inputs at the same positions, so these are the gradients of the whole op.
+  // `output_grads` has one entry per output, null where nothing flows back into that output.
+  virtual std::vector<NodePtr> gradient(const Node& reached, const std::vector<NodePtr>& output_grads) const = 0;
+};
+
 // Gradients of `output` with respect to each of `inputs`, as lazy nodes of the inputs' shapes and dtypes.
 // `output_grad` (same shape as output) seeds the chain rule; null means ones (the gradient of output.sum()).
 // An input the output does not depend on gets zeros. Throws std::invalid_argument when the output is not

@@ -18,7 +18,7 @@ log() { printf '[install_dependencies] %s\n' "$*"; }
 # apt packages
 # --------------------------------------------------------------------------------------------
 APT_PACKAGES=(
-  make g++                       # the Makefile itself and the host C/C++ compiler CMake uses
+  make g++                       # the Makefile, the host compiler, and the C++ library headers Code ops include
   llvm-14-dev                    # LLVM ORC LLJIT (in-process JIT)
   libclang-14-dev                # Clang C API headers
   libclang-cpp14-dev             # Clang C++ libraries (in-process compiler driver)
@@ -28,6 +28,7 @@ APT_PACKAGES=(
   libbenchmark-dev               # C++ micro-benchmarks
   libxxhash-dev                  # kernel-cache content hashing
   libdnnl-dev                    # oneDNN: matmul and convolution lowering (ops/)
+  nlohmann-json3-dev             # JSON for the kernel dump index (METAJIT_DUMP_DIR)
 )
 # ninja: use one already on PATH (for example pip's), otherwise take Debian's.
 command -v ninja >/dev/null 2>&1 || APT_PACKAGES+=(ninja-build)

@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/stats.h"
 #include "core/thread_pool.h"
+#include "jit/compiler.h"
 #include "jit/graph_executor.h"
 #include "jit/kernel_cache.h"
 #include "meta_ops/autodiff.h"
@@ -27,6 +28,9 @@
 
 namespace py = pybind11;
 using namespace metajit;
+
+void bind_code(py::module_& module);   // code_bindings.cc
+void bind_cache(py::module_& module);  // cache_bindings.cc
 
 namespace {
 
@@ -228,6 +232,9 @@ PYBIND11_MODULE(_core, module) {
   install_graph_executor();
   install_onednn_backend();
   set_provenance_hook(&python_provenance);
+  py::register_exception<CompileError>(module, "CompileError", PyExc_RuntimeError);
+  bind_code(module);
+  bind_cache(module);
 
   py::class_<Node, NodePtr> var(module, "Var");
   var.def_property_readonly("shape", [](const Node& node) { return py::tuple(py::cast(node.shape)); })
@@ -404,6 +411,10 @@ PYBIND11_MODULE(_core, module) {
       entry["source"] = kernel.rendered.header_comment + kernel.rendered.source;
       entry["ops"] = kernel.lowered.kernel.fused_ops;
       entry["cached_in_memory"] = !kernel.key.empty() && KernelCache::instance().in_memory(kernel.key);
+      entry["cached"] = kernel.key.empty() ? std::string("library") : KernelCache::instance().locate(kernel.key);
+      entry["kind"] = kernel.code ? "code" : kernel.library ? (kernel.key.empty() ? "library" : "library+epilogue") : "generated";
+      entry["header"] = kernel.rendered.header_comment;
+      entry["body"] = kernel.rendered.source;
       entry["library"] = kernel.library ? py::object(py::str(kernel.library->describe())) : py::object(py::none());
       entry["contraction"] = kernel.contraction.empty() ? py::object(py::none()) : py::object(py::str(kernel.contraction));
       kernels.append(entry);

@@ -12,7 +12,7 @@ __all__ = [
     "Var", "array", "zeros", "ones", "full", "zeros_like", "ones_like", "arange", "rand", "randn", "seed",
     "reindex", "reindex_reduce", "reduce", "broadcast", "broadcast_to", "where", "sync", "stats", "reset_stats",
     "flags", "inspect_kernels", "gc", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
-    "stop_grad", "detach", "save", "load",
+    "stop_grad", "detach", "save", "load", "code", "Function", "inspect", "CompileError", "cache",
 ]
 
 # Frames inside this package are skipped when recording which user line created a node.
@@ -179,8 +179,11 @@ def sync(*vars):
 
 
 def inspect_kernels(*vars):
-    """The kernels computing these Vars would launch (key, fused ops, source); runs nothing."""
+    """The kernels computing these Vars would launch, as plain dicts; runs nothing (see mj.inspect)."""
     return _core.plan(list(vars))
+
+
+CompileError = _core.CompileError
 
 
 from . import _var_methods  # noqa: E402,F401  (adds reshape, slicing, reductions, ... to Var)
@@ -200,6 +203,11 @@ __all__ += sorted(set(ops.__all__) - set(__all__))
 from . import nn  # noqa: E402,F401
 from . import optim, data, models  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402
+from ._code import code  # noqa: E402
+from ._function import Function  # noqa: E402
+from ._inspect import inspect  # noqa: E402
+from . import cache  # noqa: E402
+cache._start_from_environment()
 
 
 def _make_unary(name):

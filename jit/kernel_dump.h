@@ -1,0 +1,15 @@
+// METAJIT_DUMP_DIR: writes each kernel this process uses (compiled, or loaded from the disk cache or a bundle)
+// as <key>.cc (source with its header comment) and <key>.o, and appends one JSON line per kernel to index.jsonl:
+// key -> origin, kernel summary, fused ops and the user lines that created them. For reading and diffing
+// generated code; never read back.
+#pragma once
+#include <string>
+
+namespace metajit {
+
+// Writes the files for `key` once per process and directory. Failures are logged, never thrown: dumping is a
+// debugging aid and must not break a run.
+void dump_kernel(const std::string& directory, const std::string& key, const std::string& source_with_header,
+                 const std::string& object, const char* origin);
+
+}  // namespace metajit
