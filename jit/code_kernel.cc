@@ -111,7 +111,9 @@ RenderedKernel render_code_kernel(const CodeOp& op, const std::vector<NodePtr>& 
          "  double operator[](const char* name) const {\n";
   for (size_t index = 0; index < op.data_names.size(); ++index)
     out << "    if (__builtin_strcmp(name, \"" << op.data_names[index] << "\") == 0) return values[" << index << "];\n";
-  out << "    *error = 1;  // reported after the launch: the name is not in data\n    return 0;\n  }\n};\n}  // namespace mj\n";
+  // Not in data: keep the name (a string literal, so it stays valid) for the error after the launch.
+  out << "    __builtin_memcpy(error, &name, sizeof(name));  // not in data: reported after the launch\n"
+         "    return 0;\n  }\n};\n}  // namespace mj\n";
   int line = count_lines(out.str()) + 1;
   if (!op.cpu_header.empty()) {
     out << "#line 1 \"cpu_header\"\n" << op.cpu_header << "\n";
@@ -124,7 +126,7 @@ RenderedKernel render_code_kernel(const CodeOp& op, const std::vector<NodePtr>& 
   for (const NamedBuffer& buffer : buffers) declare_pointers(out, buffer);
   out << "  const mj::CodeData data{static_cast<const double*>(buffers[" << data_buffer << "]), static_cast<double*>(buffers["
       << data_buffer << "]) + " << op.data_names.size() << "};\n  (void)data;\n  {\n";
-  out << "#line 1 \"cpu_src\"\n" << op.cpu_source << "\n";
+  out << "#line 1 \"" << op.source_label << "\"\n" << op.cpu_source << "\n";
   out << "  }\n}\n";
 
   RenderedKernel rendered;
@@ -151,7 +153,7 @@ std::string describe_code_compile_error(const CodeOp& op, const std::string& dia
     for (int number = 1; std::getline(lines, line); ++number) out << number << ": " << line << "\n";
   };
   listing("cpu_header", op.cpu_header);
-  listing("cpu_src", op.cpu_source);
+  listing(op.source_label.c_str(), op.cpu_source);
   return out.str();
 }
 

@@ -4,7 +4,7 @@
 // make the compiler report errors at lines of the user's own strings ("cpu_src:3:5: error: ...").
 //
 // Launch contract: buffers = [outputs..., inputs..., data], where data holds the data values followed by one
-// error slot the kernel sets to 1 when the source reads a data name that was not given. Runs once, on the
+// error slot (zeroed) into which the kernel copies the `const char*` of a data name that was not given. Runs once, on the
 // calling thread, with begin = 0 and end = 1.
 #pragma once
 #include <string>

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <stdexcept>
@@ -139,12 +140,13 @@ class JitGraphRunner : public GraphRunner {
     buffers.push_back(data.data());
     function(buffers.data(), 0, 1);
     stats().kernels_launched++;
-    if (data.back() != 0) {
+    const char* missing = nullptr;
+    std::memcpy(&missing, &data.back(), sizeof(missing));
+    if (missing) {
       std::string names;
       for (const std::string& name : op.data_names) names += (names.empty() ? "" : ", ") + name;
-      throw std::runtime_error("the " + op.what + " created at " + op.provenance.to_string() +
-                               " read data[...] with a name that is not in its data (given: " +
-                               (names.empty() ? "none" : names) + ")");
+      throw std::runtime_error("the " + op.what + " created at " + op.provenance.to_string() + " read data[\"" +
+                               missing + "\"], which is not in its data (given: " + (names.empty() ? "none" : names) + ")");
     }
     std::vector<NodePtr> outputs = payload->outputs();
     for (size_t index = 0; index < outputs.size(); ++index) {

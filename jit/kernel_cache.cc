@@ -101,18 +101,26 @@ size_t KernelCache::bundle_entry_count() {
   return bundle_.size();
 }
 
-void KernelCache::start_recording() {
+int KernelCache::start_recording() {
   std::lock_guard<std::mutex> lock(mutex_);
-  recorded_.clear();
+  int recording = next_recording_++;
+  recordings_[recording];
   recording_ = true;
+  return recording;
 }
 
-std::vector<std::string> KernelCache::stop_recording() {
+std::vector<std::string> KernelCache::stop_recording(int recording) {
   std::lock_guard<std::mutex> lock(mutex_);
-  recording_ = false;
-  std::vector<std::string> keys(recorded_.begin(), recorded_.end());
-  recorded_.clear();
+  auto found = recordings_.find(recording);
+  if (found == recordings_.end()) return {};
+  std::vector<std::string> keys(found->second.begin(), found->second.end());
+  recordings_.erase(found);
+  recording_ = !recordings_.empty();
   return keys;
+}
+
+void KernelCache::note_use(const std::string& key) {  // under mutex_
+  for (auto& [recording, keys] : recordings_) keys.insert(key);
 }
 
 std::optional<std::string> KernelCache::entry_bytes(const std::string& key) {
@@ -142,7 +150,7 @@ KernelFunction KernelCache::lookup_memory(const std::string& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = loaded_.find(key);
   if (found == loaded_.end()) return nullptr;
-  if (recording_) recorded_.insert(key);
+  if (recording_) note_use(key);
   return found->second;
 }
 
@@ -150,7 +158,7 @@ void KernelCache::remember(const std::string& key, KernelFunction function, std:
   std::lock_guard<std::mutex> lock(mutex_);
   loaded_[key] = function;
   entries_[key] = std::make_shared<const std::string>(std::move(entry));
-  if (recording_) recorded_.insert(key);
+  if (recording_) note_use(key);
 }
 
 KernelFunction KernelCache::get(const std::string& key, const std::string& source, const std::string& header_comment) {
@@ -163,14 +171,17 @@ KernelFunction KernelCache::get(const std::string& key, const std::string& sourc
 }
 
 // Loads an encoded entry; null (after a warning) when it is unusable, so the caller falls through.
-KernelFunction KernelCache::load_entry(const std::string& key, const std::string& entry, const char* origin) {
+// `current_source` (this run's header and source) is what gets dumped: the stored header names the user lines
+// of the program that first compiled the kernel.
+KernelFunction KernelCache::load_entry(const std::string& key, const std::string& entry, const char* origin,
+                                       const std::string& current_source) {
   std::optional<KernelEntry> decoded = decode_kernel_entry(entry);
   try {
     if (!decoded) throw std::runtime_error("not a kernel entry of this metajit version");
     auto function = reinterpret_cast<KernelFunction>(ObjectLoader::instance().load(decoded->object, kKernelSymbol));
     if (log_enabled(LogLevel::Info)) log_message(LogLevel::Info, "kernel " + key + ": loaded from " + origin);
     std::string dump_to = dump_directory();
-    if (!dump_to.empty()) dump_kernel(dump_to, key, decoded->source, decoded->object, origin);
+    if (!dump_to.empty()) dump_kernel(dump_to, key, current_source, decoded->object, origin);
     remember(key, function, entry);
     return function;
   } catch (const std::exception& error) {
@@ -191,19 +202,20 @@ KernelFunction KernelCache::load_or_compile(const std::string& key, const std::s
     if (found != bundle_.end()) bundled = found->second;
   }
   if (bundled) {
-    if (KernelFunction function = load_entry(key, *bundled, "bundle")) {
+    if (KernelFunction function = load_entry(key, *bundled, "bundle", header_comment + source)) {
       stats().kernels_loaded_from_bundle++;
       return function;
     }
   }
   if (std::optional<std::string> stored = disk->load(key)) {
-    if (KernelFunction function = load_entry(key, *stored, "disk cache")) {
+    if (KernelFunction function = load_entry(key, *stored, "disk cache", header_comment + source)) {
       stats().kernels_loaded_from_disk++;
       return function;
     }
   }
   if (!compile_allowed_) {
     std::string what = header_comment.substr(0, header_comment.find('\n'));
+    if (what.rfind("// ", 0) == 0) what = what.substr(3);
     throw MissingKernelError("METAJIT_COMPILE=never, but kernel " + key + " (" + what +
                              ") is in no loaded bundle and not in the cache at " + disk->directory());
   }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -58,9 +59,10 @@ class KernelCache {
   void clear_bundle_entries();
   size_t bundle_entry_count();
 
-  // Recording: the keys of every kernel fetched between start and stop, for packing a bundle.
-  void start_recording();
-  std::vector<std::string> stop_recording();  // sorted
+  // Recording: the keys of every kernel fetched between start and stop, for packing a bundle. Recordings
+  // may overlap (`pack` records a whole script that records a part of itself); each has its own id.
+  int start_recording();
+  std::vector<std::string> stop_recording(int recording);  // sorted
   // The encoded entry of a kernel this process loaded or compiled (or one in the disk store), if any.
   std::optional<std::string> entry_bytes(const std::string& key);
 
@@ -75,8 +77,10 @@ class KernelCache {
   KernelCache();
   KernelFunction lookup_memory(const std::string& key);
   KernelFunction load_or_compile(const std::string& key, const std::string& source, const std::string& header_comment);
-  KernelFunction load_entry(const std::string& key, const std::string& entry, const char* origin);
+  KernelFunction load_entry(const std::string& key, const std::string& entry, const char* origin,
+                            const std::string& current_source);
   void remember(const std::string& key, KernelFunction function, std::string entry);
+  void note_use(const std::string& key);
 
   std::unique_ptr<Compiler> compiler_;
   std::unique_ptr<DiskStore> disk_;
@@ -85,7 +89,8 @@ class KernelCache {
   std::unordered_map<std::string, std::shared_ptr<const std::string>> entries_;  // of loaded kernels
   std::unordered_map<std::string, std::string> bundle_;
   std::atomic<bool> recording_{false};
-  std::set<std::string> recorded_;
+  int next_recording_ = 1;
+  std::map<int, std::set<std::string>> recordings_;
   std::atomic<bool> compile_allowed_{true};
   std::string dump_directory_;
 };

@@ -98,7 +98,10 @@ std::vector<NodePtr> gradients(const NodePtr& output, const std::vector<NodePtr>
           output_grads.push_back(sibling_grad == accumulated.end() ? nullptr : sibling_grad->second);
           if (sibling) done_outputs.insert(sibling.get());
         }
-        input_grads = multi->gradient(*node, output_grads);
+        std::vector<bool> needed;
+        for (const NodePtr& input : node->inputs)
+          needed.push_back(input && input->requires_grad && relevant.count(input.get()));
+        input_grads = multi->gradient(*node, output_grads, needed);
         if (input_grads.size() != node->inputs.size())
           throw std::logic_error("internal error: a multi-output gradient rule returned the wrong number of gradients");
       } else {

@@ -17,8 +17,10 @@ struct MultiOutputPayload : NodePayload {
   virtual std::vector<NodePtr> outputs() const = 0;
   // One gradient per input of `reached` (the output the walk reached first), null for "none". Every output
   // reads the op's inputs at the same positions, so these are the gradients of the whole op.
-  // `output_grads` has one entry per output, null where nothing flows back into that output.
-  virtual std::vector<NodePtr> gradient(const Node& reached, const std::vector<NodePtr>& output_grads) const = 0;
+  // `output_grads` has one entry per output, null where nothing flows back into that output. `needed` says,
+  // per input, whether anyone asked for its gradient (a rule may refuse only those it cannot give).
+  virtual std::vector<NodePtr> gradient(const Node& reached, const std::vector<NodePtr>& output_grads,
+                                        const std::vector<bool>& needed) const = 0;
 };
 
 // Gradients of `output` with respect to each of `inputs`, as lazy nodes of the inputs' shapes and dtypes.

@@ -46,7 +46,8 @@ std::vector<NodePtr> CodePayload::outputs() const {
   return nodes;
 }
 
-std::vector<NodePtr> CodePayload::gradient(const Node& reached, const std::vector<NodePtr>& output_grads) const {
+std::vector<NodePtr> CodePayload::gradient(const Node& reached, const std::vector<NodePtr>& output_grads,
+                                          const std::vector<bool>& needed) const {
   const std::vector<NodePtr>& inputs = reached.inputs;
   std::vector<NodePtr> forward_outputs = outputs();
   for (size_t index = 0; index < forward_outputs.size(); ++index) {
@@ -59,7 +60,7 @@ std::vector<NodePtr> CodePayload::gradient(const Node& reached, const std::vecto
   }
   std::vector<NodePtr> grads(inputs.size());
   for (size_t index = 0; index < inputs.size(); ++index) {
-    if (!inputs[index]->requires_grad) continue;
+    if (!needed[index]) continue;
     if (op->gradient_sources.empty() || op->gradient_sources[index].empty()) {
       std::string where = op->what + " created at " + op->provenance.to_string();
       if (op->what != "code op")
@@ -77,6 +78,7 @@ std::vector<NodePtr> CodePayload::gradient(const Node& reached, const std::vecto
     gradient_op->data_names = op->data_names;
     gradient_op->data_values = op->data_values;
     gradient_op->what = "grad_src[" + std::to_string(index) + "] of the code op";
+    gradient_op->source_label = "grad_src[" + std::to_string(index) + "]";
     gradient_op->provenance = op->provenance;
     std::vector<NodePtr> gradient_inputs = inputs;
     gradient_op->input_names = op->input_names;

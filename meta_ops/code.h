@@ -28,7 +28,8 @@ struct CodeOp {
   std::vector<std::string> data_names;
   std::vector<double> data_values;
   std::vector<std::string> gradient_sources;  // per input; empty: that input has no gradient
-  std::string what;                           // "code op" or "grad_src[1] of the code op created at x.py:3"
+  std::string what;                           // "code op" or "grad_src[1] of the code op"
+  std::string source_label = "cpu_src";       // what compiler messages call the source: "cpu_src", "grad_src[1]"
   Provenance provenance;                      // where the user created it
   std::vector<std::weak_ptr<Node>> outputs;   // filled by make_code_op
 
@@ -43,7 +44,8 @@ struct CodePayload : MultiOutputPayload {
   int output_index;
   std::string describe() const override;
   std::vector<NodePtr> outputs() const override;
-  std::vector<NodePtr> gradient(const Node& reached, const std::vector<NodePtr>& output_grads) const override;
+  std::vector<NodePtr> gradient(const Node& reached, const std::vector<NodePtr>& output_grads,
+                                const std::vector<bool>& needed) const override;
 };
 
 // Builds the output nodes of a Code op reading `inputs`. Checks what can be checked at the call (shapes,

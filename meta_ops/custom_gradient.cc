@@ -12,7 +12,8 @@ std::vector<NodePtr> CustomPayload::outputs() const {
   return nodes;
 }
 
-std::vector<NodePtr> CustomPayload::gradient(const Node& reached, const std::vector<NodePtr>& output_grads) const {
+std::vector<NodePtr> CustomPayload::gradient(const Node& reached, const std::vector<NodePtr>& output_grads,
+                                            const std::vector<bool>& /*needed*/) const {
   std::vector<NodePtr> grads = output_grads;
   std::vector<NodePtr> nodes = outputs();
   for (size_t index = 0; index < grads.size(); ++index) {

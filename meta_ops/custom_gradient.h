@@ -29,7 +29,8 @@ struct CustomPayload : MultiOutputPayload {
   int output_index;
   std::string describe() const override { return "custom"; }  // the value is input 0; the rule adds nothing to kernels
   std::vector<NodePtr> outputs() const override;
-  std::vector<NodePtr> gradient(const Node& reached, const std::vector<NodePtr>& output_grads) const override;
+  std::vector<NodePtr> gradient(const Node& reached, const std::vector<NodePtr>& output_grads,
+                                const std::vector<bool>& needed) const override;
 };
 
 // Wraps `values` (the forward's outputs) so their gradients reach `inputs` through `function`.

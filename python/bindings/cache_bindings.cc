@@ -26,8 +26,8 @@ void bind_cache(py::module_& module) {
   });
   module.def("clear_bundle_entries", [&cache] { cache.clear_bundle_entries(); });
   module.def("bundle_entry_count", [&cache] { return cache.bundle_entry_count(); });
-  module.def("start_recording", [&cache] { cache.start_recording(); });
-  module.def("stop_recording", [&cache] { return cache.stop_recording(); });
+  module.def("start_recording", [&cache] { return cache.start_recording(); });
+  module.def("stop_recording", [&cache](int recording) { return cache.stop_recording(recording); });
   module.def("entry_bytes", [&cache](const std::string& key) -> py::object {
     std::optional<std::string> bytes = cache.entry_bytes(key);
     if (!bytes) return py::none();

@@ -139,7 +139,9 @@ def test_incompatible_target_is_refused(recorded, tmp_path):
 
 
 def test_pack_command_records_a_script(tmp_path):
-    (tmp_path / "script.py").write_text(MODEL + "print(result.numpy().shape)\n")
+    # The script records a part of itself too: recordings nest.
+    (tmp_path / "script.py").write_text(MODEL + "with mj.cache.record() as part:\n    result.numpy()\n"
+                                        "assert len(part) >= 3, part\n")
     environment = dict(os.environ, PYTHONPATH=str(ROOT / "python"), METAJIT_CACHE_DIR=str(tmp_path / "cache"))
     completed = subprocess.run([sys.executable, "-m", "metajit.cache", "pack", "--output", "packed.mjb", "--",
                                 sys.executable, "script.py"], env=environment, cwd=tmp_path, capture_output=True,

@@ -127,7 +127,7 @@ def test_header_error_is_reported_in_header_lines():
 def test_unknown_data_name_raises_with_creation_line():
     x = mj.array(np.ones(2, dtype=np.float32))
     y = mj.code([2], "float32", [x], 'out0_p[0] = data["missing"]; out0_p[1] = 0;', data={"present": 1.0})
-    with pytest.raises(RuntimeError, match=r"not in its data \(given: present\)"):
+    with pytest.raises(RuntimeError, match=r'read data\["missing"\], which is not in its data \(given: present\)'):
         y.numpy()
 
 
@@ -137,6 +137,25 @@ def test_grad_src_is_first_order_only():
     first = mj.grad(y.sum(), x)
     with pytest.raises(ValueError, match="mj.Function"):
         mj.grad(first.sum(), x)
+
+
+def test_grad_src_error_is_reported_in_grad_src_lines():
+    x = mj.array(np.array([1.0, 2.0]), requires_grad=True)
+    y = mj.code([2], "float64", [x], SQUARE, grad_src=["out0_p[0] = 0;\nnot_declared = 1;"])
+    with pytest.raises(mj.CompileError) as caught:
+        mj.grad(y.sum(), x).numpy()
+    message = str(caught.value)
+    assert "grad_src[0]:2:" in message and "--- grad_src[0] ---" in message
+
+
+def test_input_without_grad_src_is_fine_when_its_gradient_is_not_asked_for():
+    a = mj.array(np.array([1.0, 2.0]), requires_grad=True)
+    b = mj.array(np.array([3.0, 4.0]), requires_grad=True)
+    y = mj.code([2], "float64", [a, b], "for (int i = 0; i < 2; ++i) out0_p[i] = in0_p[i] * in1_p[i];",
+                grad_src=["for (int i = 0; i < 2; ++i) out0_p[i] = dout_p[i] * in1_p[i];", None])
+    assert_close(mj.grad(y.sum(), a), np.array([3.0, 4.0]))
+    with pytest.raises(ValueError, match=r"input 1 \(in1\) requires grad but the op has no grad_src"):
+        mj.grad(y.sum(), b)
 
 
 def test_missing_grad_src_is_an_error():

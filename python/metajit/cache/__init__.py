@@ -19,7 +19,6 @@ __all__ = ["record", "Recording", "load_bundle", "BundleError", "directory", "co
            "set_compile_policy", "MissingKernelError", "current_target"]
 
 MissingKernelError = _core.MissingKernelError
-_recording_active = False
 
 
 class Recording:
@@ -47,18 +46,13 @@ class Recording:
 
 @contextlib.contextmanager
 def record():
-    """Records every kernel fetched inside the block (compiled, or found in any cache)."""
-    global _recording_active
-    if _recording_active:
-        raise RuntimeError("metajit.cache.record(): a recording is already active")
-    _recording_active = True
+    """Records every kernel fetched inside the block (compiled, or found in any cache). Blocks may nest."""
     recording = Recording()
-    _core.start_recording()
+    identifier = _core.start_recording()
     try:
         yield recording
     finally:
-        recording.keys = _core.stop_recording()
-        _recording_active = False
+        recording.keys = _core.stop_recording(identifier)
 
 
 def load_bundle(path):
@@ -101,13 +95,11 @@ def _start_from_environment():
         load_bundle(bundle)
     output = os.environ.get("METAJIT_RECORD_BUNDLE")  # set by `python -m metajit.cache pack`
     if output:
-        global _recording_active
-        _recording_active = True
-        _core.start_recording()
+        identifier = _core.start_recording()
 
         def save():
             recording = Recording()
-            recording.keys = _core.stop_recording()
+            recording.keys = _core.stop_recording(identifier)
             recording.save(output)
 
         atexit.register(save)

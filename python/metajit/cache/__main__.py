@@ -145,4 +145,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `... list | head`: the reader left; not an error
+        sys.stderr.close()
+        sys.exit(0)
