@@ -1,6 +1,7 @@
 // Serialises syncs and frees the graph behind every computed target.
 #include "core/executor.h"
 
+#include <atomic>
 #include <mutex>
 #include <shared_mutex>
 #include <stdexcept>
@@ -73,6 +74,16 @@ void check_no_stale_reads(const std::vector<NodePtr>& targets) {
 }
 
 void set_graph_runner(GraphRunner* runner) { graph_runner = runner; }
+
+namespace {
+std::atomic<InterruptCheck> interrupt_check{nullptr};
+}  // namespace
+
+void set_interrupt_check(InterruptCheck check) { interrupt_check = check; }
+
+void check_interrupt() {
+  if (InterruptCheck check = interrupt_check.load(std::memory_order_relaxed)) check();
+}
 
 void sync(const std::vector<NodePtr>& targets) {
   std::vector<NodePtr> pending;

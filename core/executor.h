@@ -1,6 +1,7 @@
 // Entry point for "a value is needed": gathers the targets that are not computed yet and hands them to the
 // registered graph runner (the JIT, registered from jit/), one sync at a time. Core knows no kernels.
 #pragma once
+#include <stdexcept>
 #include <vector>
 
 #include "core/node.h"
@@ -15,6 +16,17 @@ class GraphRunner {
 };
 
 void set_graph_runner(GraphRunner* runner);
+
+// Thrown by check_interrupt() when the user interrupted (Ctrl-C) a sync; the binding turns it back into the
+// KeyboardInterrupt Python already holds. Nodes computed before it keep their values; the rest stay pending.
+struct InterruptedError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// The binding's check for a pending interrupt (it briefly takes the GIL); throws InterruptedError.
+using InterruptCheck = void (*)();
+void set_interrupt_check(InterruptCheck check);
+// Called by the graph runner between kernels: a long sync stays interruptible between launches.
+void check_interrupt();
 
 // Drops a computed node's inputs and payload. Builders on other threads may be reading those edges (view
 // composition), so this is the only way the executor cuts them, under an exclusive lock.

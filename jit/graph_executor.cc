@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -24,6 +26,66 @@ namespace metajit {
 namespace {
 
 std::atomic<bool> profiling_{false};
+std::atomic<bool> check_non_finite_{[] {
+  const char* value = std::getenv("METAJIT_CHECK_NAN");
+  return value && *value && std::string(value) != "0";
+}()};
+
+// Index of the first NaN or infinity in a buffer of `dtype`, or -1 (also for non-floating dtypes).
+int64_t first_non_finite(const void* data, DType dtype, int64_t count) {
+  if (dtype == DType::Float32) {
+    const float* values = static_cast<const float*>(data);
+    for (int64_t index = 0; index < count; ++index)
+      if (!std::isfinite(values[index])) return index;
+  } else if (dtype == DType::Float64) {
+    const double* values = static_cast<const double*>(data);
+    for (int64_t index = 0; index < count; ++index)
+      if (!std::isfinite(values[index])) return index;
+  } else if (dtype == DType::Float16) {
+    const uint16_t* values = static_cast<const uint16_t*>(data);
+    for (int64_t index = 0; index < count; ++index)
+      if ((values[index] & 0x7c00) == 0x7c00) return index;  // exponent all ones: inf or NaN
+  }
+  return -1;
+}
+
+std::string describe_value(const void* data, DType dtype, int64_t index) {
+  double value = dtype == DType::Float32   ? static_cast<const float*>(data)[index]
+                 : dtype == DType::Float64 ? static_cast<const double*>(data)[index]
+                                           : ((static_cast<const uint16_t*>(data)[index] & 0x3ff) ? NAN : INFINITY);
+  if (std::isnan(value)) return "NaN";
+  if (dtype == DType::Float16) return "an infinity";
+  return value > 0 ? "+inf" : "-inf";
+}
+
+// Raises when a freshly computed value holds a NaN or infinity, unless one of the kernel's inputs already did
+// (then the first place it appeared was a user-provided value, which is named instead).
+void check_output(const PlannedKernel& kernel, const Node& output, const std::vector<NodePtr>& inputs) {
+  if (!is_floating(output.dtype) || !output.storage) return;
+  int64_t index = first_non_finite(output.storage->data(), output.dtype, output.numel());
+  if (index < 0) return;
+  std::string message = "METAJIT_CHECK_NAN: " + output.op_name() + " " + shape_to_string(output.shape) +
+                        " created at " + output.provenance.to_string() + " produced " +
+                        describe_value(output.storage->data(), output.dtype, index) + " at flat index " +
+                        std::to_string(index);
+  for (size_t position = 0; position < inputs.size(); ++position) {
+    const Node& input = *inputs[position];
+    if (!is_floating(input.dtype) || !input.storage) continue;
+    int64_t bad = first_non_finite(input.storage->data(), input.dtype, input.numel());
+    if (bad >= 0) {
+      message += "; its input " + input.op_name() + " " + shape_to_string(input.shape) + " (created at " +
+                 input.provenance.to_string() + ") already held " +
+                 describe_value(input.storage->data(), input.dtype, bad) + " at flat index " + std::to_string(bad);
+      break;
+    }
+  }
+  if (kernel.library) message += "\nlibrary call: " + kernel.library->describe();
+  if (!kernel.lowered.kernel.fused_ops.empty()) {
+    message += "\nops computed in this kernel (op, shape, created at):";
+    for (const std::string& op : kernel.lowered.kernel.fused_ops) message += "\n  " + op;
+  }
+  throw NonFiniteError(message);
+}
 std::mutex profile_mutex_;
 std::unordered_map<std::string, KernelProfile> profile_;
 
@@ -83,7 +145,9 @@ class JitGraphRunner : public GraphRunner {
       if (!kernel.key.empty() && !cache.in_memory(kernel.key))
         sources.push_back({kernel.key, kernel.rendered.source, kernel.rendered.header_comment});
     if (!sources.empty()) cache.prepare(sources);
+    bool check_values = check_non_finite_;
     for (size_t index = 0; index < plan->kernels.size(); ++index) {
+      check_interrupt();
       const PlannedKernel& kernel = plan->kernels[index];
       const NodePtr& output = nodes[plan->outputs[index]];
       std::vector<NodePtr> inputs;
@@ -105,6 +169,7 @@ class JitGraphRunner : public GraphRunner {
       } else {
         launch(kernel, output, inputs, function);
       }
+      if (check_values) check_output(kernel, *output, inputs);
     }
     for (int position : plan->outputs) release_inputs(*nodes[position]);
   }
@@ -292,6 +357,8 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets) {
 }
 
 void set_kernel_profiling(bool enabled) { profiling_ = enabled; }
+void set_check_non_finite(bool enabled) { check_non_finite_ = enabled; }
+bool check_non_finite() { return check_non_finite_; }
 
 std::vector<KernelProfile> kernel_profile() {
   std::vector<KernelProfile> entries;

@@ -34,6 +34,14 @@ struct KernelProfile {
   double seconds = 0;
 };
 void set_kernel_profiling(bool enabled);
+
+// METAJIT_CHECK_NAN=1 / mj.flags.check_nan: after every kernel, library call and Code op, scan its floating
+// output; a NaN or infinity raises NonFiniteError naming the op, its user line and the ops fused into it.
+struct NonFiniteError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+void set_check_non_finite(bool enabled);
+bool check_non_finite();
 std::vector<KernelProfile> kernel_profile();  // sorted by total time, largest first
 void reset_kernel_profile();
 

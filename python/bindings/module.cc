@@ -7,6 +7,8 @@
 #include <Python.h>
 #include <frameobject.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -100,9 +102,24 @@ NodePtr from_numpy(py::array array) {
   return node;
 }
 
+// Ctrl-C during a sync: the executor asks between kernels (at most every 20 ms); Python's own handler decides.
+void python_interrupt_check() {
+  static std::atomic<int64_t> last_check{0};
+  int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (now - last_check.load(std::memory_order_relaxed) < 20'000'000) return;
+  last_check.store(now, std::memory_order_relaxed);
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw InterruptedError("interrupted");
+}
+
 void sync_nodes(const std::vector<NodePtr>& nodes) {
-  py::gil_scoped_release release;
-  sync(nodes);
+  try {
+    py::gil_scoped_release release;
+    sync(nodes);
+  } catch (const InterruptedError&) {
+    throw py::error_already_set();  // the KeyboardInterrupt (or the handler's own exception) Python now holds
+  }
 }
 
 py::array to_numpy(const NodePtr& node) {
@@ -213,7 +230,7 @@ NodePtr random_node(const Shape& shape, DType dtype, Fill fill) {
   }
   if (dtype == DType::Float64) return node;
   NodePtr result = cast(node, dtype);
-  sync({result});
+  sync_nodes({result});
   return result;
 }
 
@@ -232,6 +249,10 @@ PYBIND11_MODULE(_core, module) {
   install_graph_executor();
   install_onednn_backend();
   set_provenance_hook(&python_provenance);
+  set_interrupt_check(&python_interrupt_check);
+  py::register_exception<NonFiniteError>(module, "NonFiniteError", PyExc_FloatingPointError);
+  module.def("check_nan", [] { return check_non_finite(); });
+  module.def("set_check_nan", [](bool enabled) { set_check_non_finite(enabled); });
   py::register_exception<CompileError>(module, "CompileError", PyExc_RuntimeError);
   bind_code(module);
   bind_cache(module);

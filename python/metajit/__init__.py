@@ -12,7 +12,7 @@ __all__ = [
     "Var", "array", "zeros", "ones", "full", "zeros_like", "ones_like", "arange", "rand", "randn", "seed",
     "reindex", "reindex_reduce", "reduce", "broadcast", "broadcast_to", "where", "sync", "stats", "reset_stats",
     "flags", "inspect_kernels", "gc", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
-    "stop_grad", "detach", "save", "load", "code", "Function", "inspect", "CompileError", "cache",
+    "stop_grad", "detach", "save", "load", "code", "Function", "inspect", "CompileError", "NonFiniteError", "cache",
 ]
 
 # Frames inside this package are skipped when recording which user line created a node.
@@ -184,6 +184,7 @@ def inspect_kernels(*vars):
 
 
 CompileError = _core.CompileError
+NonFiniteError = _core.NonFiniteError  # METAJIT_CHECK_NAN found a NaN or infinity (a FloatingPointError)
 
 
 from . import _var_methods  # noqa: E402,F401  (adds reshape, slicing, reductions, ... to Var)

@@ -29,6 +29,16 @@ class _Flags:
         _core.set_library_lowering(bool(enabled))
 
     @property
+    def check_nan(self):
+        """Whether every computed value is scanned for NaN/inf (METAJIT_CHECK_NAN=1); a hit raises
+        mj.NonFiniteError naming the op and the user line that created it."""
+        return _core.check_nan()
+
+    @check_nan.setter
+    def check_nan(self, enabled):
+        _core.set_check_nan(bool(enabled))
+
+    @property
     def log(self):
         return self._log
 
@@ -45,7 +55,7 @@ class _Flags:
 
     def __repr__(self):
         return (f"metajit.flags(num_threads={self.num_threads}, cache_dir={self.cache_dir!r}, log={self.log!r}, "
-                f"lowering={self.lowering})")
+                f"lowering={self.lowering}, check_nan={self.check_nan})")
 
 
 flags = _Flags()
