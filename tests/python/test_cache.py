@@ -142,3 +142,28 @@ def test_switching_cache_dir_at_run_time(tmp_path, rng):
         assert mj.stats()["kernels_loaded_from_disk"] == 1
     finally:
         mj.flags.cache_dir = previous
+
+
+def test_four_processes_writing_the_same_keys_at_once_leave_intact_entries(tmp_path):
+    """Four fresh processes compile the same kernels into one empty cache at the same moment: every process
+    gets correct results, no entry is torn, and a fifth process loads them all without compiling."""
+    cache_dir = tmp_path / "shared"
+    environment = dict(os.environ, METAJIT_CACHE_DIR=str(cache_dir),
+                       PYTHONPATH=str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # Each waits for a start file so the compiles overlap instead of running one after another.
+    start = tmp_path / "go"
+    waiting = f"import os, time\nwhile not os.path.exists({str(start)!r}): time.sleep(0.005)\n"
+    processes = [subprocess.Popen([sys.executable, "-c", waiting + PROGRAM], env=environment, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    import time
+    time.sleep(1.5)  # let all four import metajit
+    start.write_text("")
+    outputs = [process.communicate(timeout=180) for process in processes]
+    for process, (stdout, stderr) in zip(processes, outputs):
+        assert process.returncode == 0, stderr
+        for name, expected in expected_results().items():
+            np.testing.assert_allclose(np.array(json.loads(stdout)[name]), expected, rtol=1e-5, atol=1e-6)
+    assert not list(cache_dir.rglob("*.tmp*")), "temporary files left behind"
+    stats, stderr = run_program(cache_dir)
+    assert stats["kernels_compiled"] == 0 and stats["cache_entries_discarded"] == 0, stderr
+    assert stats["kernels_loaded_from_disk"] == len(entry_files(cache_dir))
