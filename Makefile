@@ -24,7 +24,7 @@ CMAKE_ARGS ?=
 TEST_CACHE_DIR := $(abspath $(BUILD_DIR))/test-kernel-cache
 PY_ENV := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all setup deps configure build test demo bench bench-training clean
+.PHONY: all setup deps configure build test demo bench bench-training fuzz clean
 
 all: setup
 
@@ -72,6 +72,12 @@ bench: setup
 
 bench-training: setup
 	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn,resnet18 --steps 2
+
+# Differential fuzzing against numpy for as long as asked (FUZZ_SECONDS); make test runs a bounded set.
+FUZZ_SECONDS ?= 600
+FUZZ_SEED ?= 100000
+fuzz: setup
+	$(PY_ENV) $(PYTHON) tools/fuzz.py --seconds $(FUZZ_SECONDS) --start-seed $(FUZZ_SEED) --all
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Differential fuzzing of metajit against numpy (and of mj.grad against finite differences) until time runs out.
+
+    python tools/fuzz.py --seconds 600 --start-seed 100000              # value cases (random meta-op graphs)
+    python tools/fuzz.py --seconds 600 --start-seed 100000 --gradients  # gradient cases only
+    python tools/fuzz.py --seconds 600 --start-seed 100000 --all        # a value and a gradient case per seed
+    python tools/fuzz.py --seed 123456 [--gradients] [--show-program]   # rerun one seed, print its reproducer
+
+Cases come from tests/python/graph_fuzzer.py; a case is a pure function of its seed. Progress goes to stdout
+every few seconds; each failure prints its seed and a minimal, self-contained reproducer. The exit status is 1 if
+any case failed. Constructs listed in graph_fuzzer.KNOWN_BUGS are skipped unless --include-known-bugs is given.
+
+Cases run in worker processes of at most --seeds-per-worker seeds each: a crash or hang costs one case (reported
+as a failure with its seed) instead of the run, and no process accumulates more compiled kernels than the
+operating system lets one process map (every kernel metajit loads stays mapped until the process exits).
+Kernels of random programs are rarely reused, so they go to a temporary cache removed at the end unless
+METAJIT_CACHE_DIR is set.
+"""
+import argparse
+import faulthandler
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+if os.path.join(ROOT, "python") not in sys.path:
+    sys.path.append(os.path.join(ROOT, "python"))  # after PYTHONPATH, which may name another build
+
+SUMMARY = "@@fuzz-worker-summary"
+
+
+def parse_arguments():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=600, help="run cases until this much time has passed")
+    parser.add_argument("--start-seed", type=int, default=100000, help="first seed; later cases count up")
+    parser.add_argument("--count", type=int, default=None, help="stop after this many seeds")
+    parser.add_argument("--seed", type=int, action="append", help="run only this seed (repeatable), in process")
+    parser.add_argument("--gradients", action="store_true", help="gradient cases instead of value cases")
+    parser.add_argument("--all", action="store_true", help="a value and a gradient case for each seed")
+    parser.add_argument("--include-known-bugs", action="store_true",
+                        help="also generate the constructs listed in graph_fuzzer.KNOWN_BUGS")
+    parser.add_argument("--max-failures", type=int, default=50, help="stop after this many failing cases")
+    parser.add_argument("--case-timeout", type=float, default=120, help="a case running longer counts as a hang")
+    parser.add_argument("--progress", type=float, default=10, help="seconds between progress lines")
+    parser.add_argument("--seeds-per-worker", type=int, default=1000, help="seeds run by one worker process")
+    parser.add_argument("--show-program", action="store_true", help="with --seed: print the program as well")
+    # internal: a worker run by the parent
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--status-file", help=argparse.SUPPRESS)
+    parser.add_argument("--started-at", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--base-cases", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--base-failures", type=int, default=0, help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+def modes_of(args):
+    return ["value", "grad"] if args.all else ["grad"] if args.gradients else ["value"]
+
+
+def rerun_hint(seed, mode):
+    return f"python tools/fuzz.py --seed {seed}" + (" --gradients" if mode == "grad" else "")
+
+
+def run_one(graph_fuzzer, seed, mode, exclude, case_timeout, status):
+    """Runs a case under a watchdog; returns its failures."""
+    if status is not None:
+        os.pwrite(status, f"{seed} {mode}\n".ljust(64).encode(), 0)
+
+    def hang():
+        print(f"\nHANG: seed {seed} ({mode} mode) has run for more than {case_timeout:g} s; rerun: "
+              f"{rerun_hint(seed, mode)}", flush=True)
+    watchdog = threading.Timer(case_timeout, hang)
+    watchdog.daemon = True
+    watchdog.start()
+    faulthandler.dump_traceback_later(case_timeout * 2, exit=True)
+    try:
+        return graph_fuzzer.run_case(seed, mode, exclude)
+    except Exception as error:  # noqa: BLE001  (a fuzzer error is reported like a failure)
+        import traceback
+        return [graph_fuzzer.Failure(seed, mode, None, "fuzzer error: " + "".join(
+            traceback.format_exception(type(error), error, error.__traceback__)))]
+    finally:
+        watchdog.cancel()
+        faulthandler.cancel_dump_traceback_later()
+
+
+def print_failure(failure):
+    print("=" * 100)
+    print(f"FAILURE seed {failure.seed} ({failure.mode} mode) -- rerun: {rerun_hint(failure.seed, failure.mode)}")
+    print(failure, flush=True)
+
+
+def worker(args):
+    """Runs seeds from --start-seed until --count seeds, the deadline or --max-failures; prints a summary line."""
+    import graph_fuzzer
+    exclude = [] if args.include_known_bugs else graph_fuzzer.KNOWN_BUGS
+    status = os.open(args.status_file, os.O_WRONLY | os.O_CREAT, 0o600) if args.status_file else None
+    started = args.started_at if args.started_at is not None else time.time()
+    deadline = started + args.seconds
+    cases, failing = 0, []
+    seed = args.start_seed
+    bucket = int((time.time() - started) // args.progress)  # progress lines on a grid shared by all workers
+    while seed < args.start_seed + args.count and time.time() < deadline and \
+            args.base_failures + len(failing) < args.max_failures:
+        for mode in modes_of(args):
+            found = run_one(graph_fuzzer, seed, mode, exclude, args.case_timeout, status)
+            cases += 1
+            if found:
+                failing.append(f"{seed}:{mode}")
+                print_failure(found[0])
+        seed += 1
+        if int((time.time() - started) // args.progress) > bucket:
+            bucket = int((time.time() - started) // args.progress)
+            print(f"[{time.time() - started:6.0f} s] {args.base_cases + cases} cases, last seed {seed - 1}, "
+                  f"{args.base_failures + len(failing)} failing", flush=True)
+    print(f"{SUMMARY} next_seed={seed} cases={cases} failing={','.join(failing)}", flush=True)
+    return 0
+
+
+def run_seeds(args):
+    """--seed N: in process, with the reproducer (and optionally the program) printed."""
+    import graph_fuzzer
+    exclude = [] if args.include_known_bugs else graph_fuzzer.KNOWN_BUGS
+    failures = 0
+    for seed in args.seed:
+        for mode in modes_of(args):
+            found = run_one(graph_fuzzer, seed, mode, exclude, args.case_timeout, None)
+            if found:
+                failures += 1
+                print_failure(found[0])
+            else:
+                print(f"seed {seed} ({mode} mode): passed")
+            if args.show_program:
+                program = graph_fuzzer.generate(seed, mode, exclude)
+                print(graph_fuzzer.gradient_function_source(program) if mode == "grad" else program.source())
+    return 1 if failures else 0
+
+
+def parent(args):
+    import tempfile
+    started = time.time()
+    seed = args.start_seed
+    last_seed = args.start_seed + args.count if args.count is not None else None
+    cases, failing = 0, []
+    status_directory = tempfile.mkdtemp(prefix="metajit-fuzz-")
+    status_path = os.path.join(status_directory, "status")
+    while time.time() - started < args.seconds and len(failing) < args.max_failures and \
+            (last_seed is None or seed < last_seed):
+        count = args.seeds_per_worker if last_seed is None else min(args.seeds_per_worker, last_seed - seed)
+        command = [sys.executable, os.path.abspath(__file__), "--worker", "--start-seed", str(seed), "--count",
+                   str(count), "--seconds", str(args.seconds), "--started-at", repr(started), "--status-file",
+                   status_path, "--base-cases", str(cases), "--base-failures", str(len(failing)), "--max-failures",
+                   str(args.max_failures), "--case-timeout", str(args.case_timeout), "--progress", str(args.progress)]
+        command += ["--all"] if args.all else ["--gradients"] if args.gradients else []
+        command += ["--include-known-bugs"] if args.include_known_bugs else []
+        if os.path.exists(status_path):
+            os.remove(status_path)
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        summary = None
+        for line in process.stdout:
+            if line.startswith(SUMMARY):
+                summary = dict(item.split("=", 1) for item in line[len(SUMMARY):].split())
+            else:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+        code = process.wait()
+        if summary is not None and code == 0:
+            seed = int(summary["next_seed"])
+            cases += int(summary["cases"])
+            failing += [item for item in summary["failing"].split(",") if item]
+            continue
+        # the worker died (crash, hang, out of memory): blame the case it was running and go on after it
+        crashed_seed, crashed_mode = seed, modes_of(args)[0]
+        if os.path.exists(status_path):
+            text = open(status_path).read().split()
+            if len(text) == 2:
+                crashed_seed, crashed_mode = int(text[0]), text[1]
+        print("=" * 100)
+        print(f"FAILURE seed {crashed_seed} ({crashed_mode} mode): the worker process died (exit status {code}) "
+              f"while running it -- rerun: {rerun_hint(crashed_seed, crashed_mode)}", flush=True)
+        try:
+            import graph_fuzzer
+            program = graph_fuzzer.generate(crashed_seed, crashed_mode,
+                                            [] if args.include_known_bugs else graph_fuzzer.KNOWN_BUGS)
+            print("--- program ---")
+            print(graph_fuzzer.gradient_function_source(program) if crashed_mode == "grad" else program.source())
+        except Exception as error:  # noqa: BLE001
+            print(f"(could not regenerate the program: {error})")
+        failing.append(f"{crashed_seed}:{crashed_mode}")
+        cases += 1
+        seed = crashed_seed + 1
+    shutil.rmtree(status_directory, ignore_errors=True)
+    elapsed = time.time() - started
+    print(f"done: {cases} cases (seeds {args.start_seed}..{seed - 1}) in {elapsed:.0f} s, {len(failing)} failing" +
+          (": " + ", ".join(item.replace(":value", "").replace(":grad", " (gradients)") for item in failing)
+           if failing else ""), flush=True)
+    return 1 if failing else 0
+
+
+def main():
+    args = parse_arguments()
+    if args.worker:  # the parent set METAJIT_CACHE_DIR
+        return worker(args)
+    temporary = None
+    if not os.environ.get("METAJIT_CACHE_DIR"):  # before metajit is imported (graph_fuzzer imports it)
+        import tempfile
+        temporary = tempfile.mkdtemp(prefix="metajit-fuzz-cache-")
+        os.environ["METAJIT_CACHE_DIR"] = temporary
+    try:
+        return run_seeds(args) if args.seed else parent(args)
+    finally:
+        if temporary:
+            shutil.rmtree(temporary, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
