@@ -142,18 +142,22 @@ RenderedKernel render_code_kernel(const CodeOp& op, const std::vector<NodePtr>& 
   return rendered;
 }
 
+std::string numbered_lines(const std::string& text) {
+  std::ostringstream out;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) out << number << ": " << line << "\n";
+  return out.str();
+}
+
 std::string describe_code_compile_error(const CodeOp& op, const std::string& diagnostics) {
   std::ostringstream out;
   out << "the " << op.what << " created at " << op.provenance.to_string() << " failed to compile:\n" << diagnostics;
-  auto listing = [&](const char* title, const std::string& text) {
-    if (text.empty()) return;
-    out << "--- " << title << " ---\n";
-    std::istringstream lines(text);
-    std::string line;
-    for (int number = 1; std::getline(lines, line); ++number) out << number << ": " << line << "\n";
+  auto listing = [&](const std::string& title, const std::string& text) {
+    if (!text.empty()) out << "--- " << title << " ---\n" << numbered_lines(text);
   };
   listing("cpu_header", op.cpu_header);
-  listing(op.source_label.c_str(), op.cpu_source);
+  listing(op.source_label, op.cpu_source);
   return out.str();
 }
 

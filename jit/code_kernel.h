@@ -22,4 +22,7 @@ RenderedKernel render_code_kernel(const CodeOp& op, const std::vector<NodePtr>& 
 // compiler's diagnostics, and the user's source with line numbers.
 std::string describe_code_compile_error(const CodeOp& op, const std::string& diagnostics);
 
+// `text` with "N: " before each line, for showing source next to compiler messages.
+std::string numbered_lines(const std::string& text);
+
 }  // namespace metajit

@@ -102,19 +102,6 @@ void record_profile(const PlannedKernel& kernel, const Node& output, double seco
   entry.seconds += seconds;
 }
 
-std::string with_line_numbers(const std::string& source) {
-  std::string numbered;
-  int line = 1;
-  size_t start = 0;
-  while (start < source.size()) {
-    size_t end = source.find('\n', start);
-    if (end == std::string::npos) end = source.size();
-    numbered += std::to_string(line++) + ": " + source.substr(start, end - start) + "\n";
-    start = end + 1;
-  }
-  return numbered;
-}
-
 // A Code op's compile error is the user's to fix: show it against their own source. A generated kernel that
 // fails to compile is our bug: show everything needed to report it.
 std::string describe_compile_error(const PlannedKernel& kernel, const Node& output, const std::string& diagnostics) {
@@ -125,7 +112,7 @@ std::string describe_compile_error(const PlannedKernel& kernel, const Node& outp
   return "while computing " + output.op_name() + " created at " + output.provenance.to_string() +
          ":\ninternal error: generated kernel failed to compile (this is a metajit bug; please report it with this "
          "message)\n" + diagnostics + "\n--- kernel source ---\n" + kernel.rendered.header_comment +
-         with_line_numbers(kernel.rendered.source);
+         numbered_lines(kernel.rendered.source);
 }
 
 class JitGraphRunner : public GraphRunner {
