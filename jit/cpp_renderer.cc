@@ -1,6 +1,6 @@
 // IR -> C++ text. Values compute in float for float16 storage (converted at loads and stores); index math is
 // int64 with the index language's floor semantics, rendered as plain C operators where the range analysis
-// proves both sides non-negative. Reduction loops enable reassociation so they vectorise.
+// proves both sides non-negative. Sum loops reassociate only their accumulation, so they vectorise.
 #include "jit/cpp_renderer.h"
 
 #include <cmath>
@@ -232,9 +232,8 @@ class Renderer {
       ++inner;
     }
     std::string body_pad(inner * 2, ' ');
-    // Same floating-point mode as every other reduction body: the max-pool gradient recomputes these values in
-    // another kernel and compares them for equality, so they must round identically.
-    out_ << body_pad << "#pragma clang fp reassociate(on)\n";
+    // No reassociation here: integer keys vectorise without it, and the max-pool gradient recomputes these
+    // values in other kernels and compares them for equality, so they must round as everywhere else.
     statements(statement.body, inner);
     out_ << body_pad << "const " << type << " " << value << " = " << expression(statement.value) << ";\n";
     out_ << body_pad << "const " << key_type << " " << value << "_key = mj_order_key(" << value << ");\n";
@@ -282,10 +281,24 @@ class Renderer {
             ++inner;
           }
           std::string body_pad(inner * 2, ' ');
-          if (is_floating(statement.dtype)) out_ << body_pad << "#pragma clang fp reassociate(on)\n";
           statements(statement.body, inner);
-          out_ << body_pad << statement.name << " = "
-               << combine(statement.reduce_op, statement.dtype, statement.name, expression(statement.value)) << ";\n";
+          if (is_floating(statement.dtype) && statement.reduce_op == ReduceOp::Add) {
+            // Only the accumulation may be reassociated (that is what lets the loop vectorise). With the whole
+            // body reassociable LLVM rewrites the summed values too, e.g. pow(x, a) * pow(x, a) into
+            // pow(x, 2a), which is a number where the true value is NaN (x < 0). Products are never
+            // reassociated, for the same reason.
+            std::string term = statement.name + "_term";
+            out_ << body_pad << "const " << value_type(statement.dtype) << " " << term << " = "
+                 << expression(statement.value) << ";\n";
+            out_ << body_pad << "{\n" << body_pad << "#pragma clang fp reassociate(on)\n";
+            out_ << body_pad << "  " << statement.name << " = "
+                 << combine(statement.reduce_op, statement.dtype, statement.name, term) << ";\n";
+            out_ << body_pad << "}\n";
+          } else {
+            out_ << body_pad << statement.name << " = "
+                 << combine(statement.reduce_op, statement.dtype, statement.name, expression(statement.value))
+                 << ";\n";
+          }
           for (size_t loop = 0; loop < statement.loops.size(); ++loop) {
             --inner;
             out_ << std::string(inner * 2, ' ') << "}\n";
@@ -381,6 +394,11 @@ class Renderer {
     int depth = 1;
     for (size_t dim = 0; dim < domain.size(); ++dim) {
       std::string pad(depth * 2, ' ');
+      // Clang 14 miscompiles a scatter whose small inner loops were fully unrolled into an outer loop that it
+      // then vectorises: two accumulations into the same element in one unrolled body become one interleaved
+      // store group, and one of the additions is lost (sum of abs(i - 2) targets gave 1 where 2 was due). Only
+      // the innermost loop may be vectorised; its dependences are analysed correctly.
+      if (dim + 1 < domain.size()) out_ << pad << "#pragma clang loop vectorize(disable)\n";
       if (dim == 0 && kernel_.scatter_split_rows)
         out_ << pad << "for (int64_t i0 = begin; i0 < end; ++i0) {\n";
       else

@@ -105,8 +105,10 @@ NodePtr reduce(const NodePtr& input, ReduceOp op, const std::vector<int64_t>& di
       shape.push_back(input->shape[dim]);
     }
   }
-  if (mask == 0) return input;
   DType result = reduce_result_dtype(op, input->dtype);
+  // Nothing to reduce (a 0-d input, or no dims): the value is the input, but in the reduction's result type, so
+  // an int8 or bool sum is int64 whatever the rank.
+  if (mask == 0) return result == input->dtype ? input : make_node(NodeKind::Cast, result, input->shape, {input});
   NodePtr operand = input;
   if (result != input->dtype && result != DType::Bool) operand = make_node(NodeKind::Cast, result, input->shape, {input});
   int64_t chunk_count = split_reduction_chunks(input->numel());

@@ -737,44 +737,6 @@ def ref_reindex(x, extras, shape, indexes, overflow_value, conditions):
                valid & np.where(overflow, True, gathered[2]), np.where(overflow, True, gathered[3]))
 
 
-def _repeats_within_rows(grid_shape, positions, extents, selected):
-    """Whether two selected grid elements with the same leading index map to the same position (a scatter with
-    repeated targets inside one row of its outer loop)."""
-    grid_shape = tuple(grid_shape)
-    if len(grid_shape) < 2 or grid_shape[0] < 4 or not len(extents):
-        return False
-    flat = np.ravel_multi_index(tuple(np.clip(p, 0, max(e - 1, 0)) for p, e in zip(positions, extents)),
-                                tuple(max(e, 1) for e in extents)) if extents else np.zeros(grid_shape, int)
-    rows = np.broadcast_to(np.arange(grid_shape[0]).reshape((-1,) + (1,) * (len(grid_shape) - 1)), grid_shape)
-    keys = np.stack([rows[selected], np.asarray(flat)[selected]], axis=-1)
-    return len(np.unique(keys, axis=0)) < len(keys)
-
-
-def scatter_repeats(x_shape, extras, shape, indexes, conditions):
-    """reindex_reduce: targets repeat within a row of x."""
-    ctx = _index_context(x_shape, x_shape, shape, extras)
-    positions = [expression.evaluate(ctx)[0] for expression in indexes]
-    selected = np.ones(tuple(x_shape), bool)
-    for value, extent in zip(positions, shape):
-        selected &= (value >= 0) & (value < extent)
-    for condition in conditions:
-        selected &= ~condition.evaluate(ctx)[0]
-    return _repeats_within_rows(x_shape, positions, tuple(shape), selected)
-
-
-def gather_repeats(x_shape, extras, shape, indexes, conditions):
-    """reindex: some element of x is read twice within a row of the output (its gradient is a scatter with
-    repeated targets)."""
-    ctx = _index_context(shape, x_shape, shape, extras)
-    positions = [expression.evaluate(ctx)[0] for expression in indexes]
-    selected = np.ones(tuple(shape), bool)
-    for value, extent in zip(positions, x_shape):
-        selected &= (value >= 0) & (value < extent)
-    for condition in conditions:
-        selected &= ~condition.evaluate(ctx)[0]
-    return _repeats_within_rows(shape, positions, tuple(x_shape), selected)
-
-
 REINDEX_REDUCE_OPS = ["add", "mul", "max", "min", "and", "or"]
 
 
@@ -1831,11 +1793,10 @@ class Generator:
             parts.append("extras=[" + ", ".join(extras) + "]")
         call = ", ".join(parts) + ")"
         shape = [int(s) for s in shape]
-        repeats = gather_repeats(ref.shape, [self.refs[e] for e in extras], shape, indexes, conditions)
         return self.add(args, lambda out: f"{out} = {call}",
                         lambda refs: ref_reindex(refs[0], refs[1:], shape, indexes, overflow, conditions),
                         {"kind": "reindex", "conditions": len(conditions), "extras": len(extras),
-                         "texts": tuple(texts + condition_texts), "repeats": repeats})
+                         "texts": tuple(texts + condition_texts)})
 
     def op_reindex_reduce(self):
         x = self.pick()
@@ -1859,11 +1820,10 @@ class Generator:
         if extras:
             parts.append("extras=[" + ", ".join(extras) + "]")
         call = ", ".join(parts) + ")"
-        repeats = scatter_repeats(ref.shape, [self.refs[e] for e in extras], shape, indexes, conditions)
         return self.add([x] + extras, lambda out: f"{out} = {call}",
                         lambda refs: ref_reindex_reduce(refs[0], refs[1:], op, shape, indexes, conditions),
                         {"kind": "reindex_reduce", "op": op, "conditions": len(conditions), "extras": len(extras),
-                         "texts": tuple(texts + condition_texts), "repeats": repeats})
+                         "texts": tuple(texts + condition_texts)})
 
     # ------------------------------------------------------------------------------------------ library ops
     def float_dtype(self):
@@ -2032,8 +1992,7 @@ class Generator:
                            np.pad(cropped.zsign, widths, constant_values=True))
             return cropped.map(lambda a: np.pad(a, widths, mode=numpy_mode))
         return self.add([x], lambda out: f"{out} = F.pad({x}, {amounts!r}{options})", compute,
-                        {"kind": "pad", "mode": mode, "repeats": mode != "constant" and any(amounts) and
-                         ref.ndim >= 2 and ref.shape[0] >= 4})
+                        {"kind": "pad", "mode": mode})
 
     def op_cumsum(self):
         x = self.pick(lambda r: r.ndim >= 1)
@@ -2064,10 +2023,7 @@ class Generator:
                 return finish_float(d, r, err, valid, inexact, exact, zsign=r != 0)
         spelling = self.coin(0.5)
         code = (lambda out: f"{out} = {x}.cumsum({dim})") if spelling else (lambda out: f"{out} = F.cumsum({x}, {dim})")
-        ref = self.refs[x]
-        return self.add([x], code, compute, {"kind": "cumsum", "repeats": ndim >= 2 and ref.shape[0] >= 4,
-                                              "long": ref.shape[dim] > 64,
-                                              "nonfinite": is_float(ref.dtype) and not np.isfinite(ref.value).all()})
+        return self.add([x], code, compute, {"kind": "cumsum"})
 
     def shape_into(self, target):
         """A shape that broadcasts to `target` (not the other way round)."""
@@ -2194,7 +2150,7 @@ class Generator:
                 take = positions.value.astype(np.int64)
                 return source.map(lambda a: np.take_along_axis(a[crop], take, dim))
             return self.add([x, index], lambda out: f"{out} = F.gather({x}, {shown}, {index})", compute,
-                            {"kind": "gather", "repeats": len(shape) >= 2 and shape[0] >= 4})
+                            {"kind": "gather"})
         if form == "index_select":
             dim = self.integer(0, ndim - 1)
             if ref.shape[dim] == 0:
@@ -2203,8 +2159,7 @@ class Generator:
             index = self.constant_input(values.shape, self.choice(["int64", "int32"]), values)
             return self.add([x, index], lambda out: f"{out} = F.index_select({x}, {dim}, {index})",
                             lambda refs: refs[0].map(lambda a: np.take(a, refs[1].value.astype(np.int64), axis=dim)),
-                            {"kind": "index_select", "repeats": len(set(values.tolist())) < len(values) and
-                             ndim >= 2 and ref.shape[0] >= 4})
+                            {"kind": "index_select"})
         if form == "roll":
             if self.coin(0.3):
                 shift = self.integer(-5, 5)
@@ -2334,100 +2289,86 @@ def generate(seed, mode="value", exclude=()):
     raise RuntimeError(f"seed {seed}: could not generate a program")
 
 
-# ============================================================================================== known bugs
-def _cpu_has_avx512():
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            return any(line.startswith("flags") and " avx512f" in line for line in cpuinfo)
-    except OSError:
-        return False
+# ============================================================================================== known and fixed bugs
+# Genuine bugs the fuzzer found and that are not fixed yet. Each entry: name, description, a standalone
+# `reproducer` that raises while the bug is present, and `matches(info)`, which keeps the construct out of
+# generated programs. test_fuzz.py runs every reproducer as an xfail, so fixing a bug turns its test red until the
+# entry moves to FIXED_BUGS.
+KNOWN_BUGS = []
 
-
-_AVX512 = _cpu_has_avx512()
-
-
-def _repeating_scatter(info):
-    """A scatter kernel with repeated targets inside one row of its outer loop (4 or more rows): a reindex_reduce,
-    or in gradient mode the backward of a reindex, pad, cumsum, gather or index_select that reads an element
-    twice."""
-    if not info.get("repeats"):
-        return False
-    return info["kind"] == "reindex_reduce" or info["grad"]
-
-
-KNOWN_BUGS = [
+# Bugs the fuzzer found and that were fixed: every reproducer must pass, and every listed (mode, seed) must pass
+# with nothing excluded, so none of them can come back unnoticed.
+FIXED_BUGS = [
     {
-        "name": "sum/prod of a 0-d integer or bool tensor keeps its dtype",
-        "description": "docs/type_promotion.md: `sum` and `prod` of bool or integer tensors give int64 (PyTorch: "
-                       "torch.tensor(3, dtype=torch.int8).sum().dtype is int64). For a 0-d input metajit's reduce "
-                       "has no dim to reduce and returns the input unchanged, so the result keeps int8/uint8/int32/"
-                       "bool (a bool True.sum() stays True instead of 1). Found by seeds 46, 130, 316 (value mode).",
+        "name": "sum/prod of a 0-d integer or bool tensor kept its dtype",
+        "description": "`sum` and `prod` of bool or integer tensors give int64 (docs/type_promotion.md, as "
+                       "PyTorch). A 0-d input has no dim to reduce and reduce() returned it unchanged, so int8, "
+                       "uint8, int32 and bool stayed as they were (True.sum() was True, not 1). Fixed in "
+                       "meta_ops/reduce.cc: a reduction over nothing still casts to its result type.",
         "reproducer": "import numpy as np\n"
                       "import metajit as mj\n"
                       "x = mj.array(np.array(3, dtype=np.int8))\n"
                       "assert x.sum().dtype == 'int64', x.sum().dtype\n"
                       "assert x.prod().dtype == 'int64', x.prod().dtype\n"
-                      "assert mj.array(np.array(True)).sum().dtype == 'int64'\n",
-        "matches": lambda info: info["kind"] == "reduce" and info["op"] in ("sum", "prod") and
-        info["in_shapes"][0] == () and not is_float(info["in_dtypes"][0]),
+                      "assert mj.array(np.array(True)).sum().dtype == 'int64'\n"
+                      "assert mj.array(np.array(True)).sum().item() == 1\n",
+        "seeds": [("value", 46), ("value", 130), ("value", 316)],
     },
     {
-        "name": "product reduction of a broadcast pow of a negative base gives a number instead of NaN",
-        "description": "pow(-2, 3.5) is NaN (numpy, PyTorch, and metajit's own elementwise pow), so a product "
-                       "over copies of it is NaN. A mul reduction (prod, reindex_reduce 'mul') is generated with "
-                       "`#pragma clang fp reassociate(on)` covering the whole loop body, pow included; with the "
-                       "same pow value read twice (broadcast_to, or a reindex of a 0-d value) LLVM folds "
-                       "pow(x, a) * pow(x, a) into pow(x, 2a) = pow(-2, 7) = -128, which is only valid for x > 0. "
-                       "float32 and float64 alike. Found by seed 694 (value mode): pow -> reindex -> prod gave "
-                       "-64849.285 instead of NaN.",
+        "name": "a product over copies of pow(negative, non-integer) gave a number instead of NaN",
+        "description": "Reduction loops were generated with `#pragma clang fp reassociate(on)` over the whole "
+                       "loop body, so LLVM folded pow(x, a) * pow(x, a) into pow(x, 2a): pow(-2, 3.5) twice "
+                       "gave pow(-2, 7) = -128 instead of NaN. Fixed in jit/cpp_renderer.cc: only the "
+                       "accumulation of a sum is reassociated, products never.",
         "reproducer": "import numpy as np\n"
                       "import metajit as mj\n"
                       "x = mj.array(np.array(-2.0, dtype=np.float32))\n"
                       "result = (x ** 3.5).broadcast_to(2).prod().numpy()\n"
-                      "assert np.isnan(result), result  # metajit: -128.0\n",
-        "matches": lambda info: ((info["kind"] == "reduce" and info["op"] == "prod") or
-                                 (info["kind"] == "reindex_reduce" and info["op"] == "mul")) and
-        any(a.startswith(("binary/pow/float", "scalar/pow/float")) for a in info["ancestors"]),
+                      "assert np.isnan(result), result\n"
+                      "y = mj.array(np.full(3, -2.0))\n"
+                      "total = ((y ** 3.5) * (y ** 3.5)).sum().numpy()  # the same fold inside a sum's body\n"
+                      "assert np.isnan(total), total\n",
+        "seeds": [("value", 694)],
     },
     {
-        "name": "scatter kernels with repeated targets sum wrongly on AVX-512 CPUs (Clang 14 miscompile)",
-        "description": "A reindex_reduce('add') kernel whose guarded target (the `if (target in range)` store) "
-                       "repeats inside the unrolled inner loops of one outer row loses contributions once the "
-                       "outer loop covers 4 or more rows: abs(i1 - 2) over [5, 4] ones gives [1, 1, 1, 0] in "
-                       "rows 0-3 instead of [1, 2, 1, 0]; also 3 - abs(3 - abs(i1 - 2)), (i1 - 1) / 2, and "
-                       "[i1 % 2, (i2 - 2) % 2] over [4, 4, 5]. float32, float64 and int32 alike. The generated "
-                       "C++ is correct: g++, and clang++-14 with -march=x86-64 or haswell or -fno-vectorize, "
-                       "compile it correctly; Clang 14's loop vectoriser with -march=icelake-client (AVX-512, "
-                       "masked interleaved stores) miscompiles it, in process and with METAJIT_COMPILER=system. "
-                       "Users see wrong gradients of F.pad(..., mode='reflect') on [5, 4] or [16, 5], of "
-                       "mode='circular' on [4, 2, 2] and of mode='replicate' on [5, 1, 3] (gradient seeds 106182, "
-                       "200581 and 203771; larger images such as [2, 3, 8, 8] come out right). Only "
-                       "AVX-512 hosts are affected, so the reproducer is a non-strict xfail and the exclusion "
-                       "applies on AVX-512 hosts only.",
+        "name": "scatter kernels with repeated targets lost additions (Clang 14 loop-vectoriser miscompile)",
+        "description": "A reindex_reduce kernel whose small inner loops repeat a target (abs(i1 - 2) over [5, 4]) "
+                       "had those loops fully unrolled into the outer row loop, which Clang 14 then vectorised "
+                       "with an interleaved store group holding the same element twice; one addition was lost "
+                       "([1, 1, 1, 0] instead of [1, 2, 1, 0] in the first four rows). It happens with any AVX2 "
+                       "or AVX-512 target (-march=skylake too; not with -mllvm "
+                       "-enable-interleaved-mem-accesses=false). Users saw wrong gradients of F.pad with "
+                       "reflect, circular and replicate modes. Fixed in jit/cpp_renderer.cc: only the innermost "
+                       "loop of a scatter may be vectorised.",
         "reproducer": "import numpy as np\n"
                       "import metajit as mj\n"
                       "result = mj.reindex_reduce(mj.array(np.ones((5, 4))), 'add', [5, 4], ['i0', 'abs(i1 - 2)'])\n"
-                      "expected = np.tile([1.0, 2.0, 1.0, 0.0], (5, 1))\n"
-                      "np.testing.assert_array_equal(result.numpy(), expected)\n",
-        "strict": False,
-        "matches": lambda info: _AVX512 and _repeating_scatter(info),
+                      "np.testing.assert_array_equal(result.numpy(), np.tile([1.0, 2.0, 1.0, 0.0], (5, 1)))\n"
+                      "folded = mj.reindex_reduce(mj.array(np.ones((4, 4, 5), dtype=np.int32)), 'add', [4, 2, 2],\n"
+                      "                           ['i0', 'i1 % 2', '(i2 - 2) % 2'])\n"
+                      "expected = np.zeros((4, 2, 2), dtype=np.int64)\n"
+                      "for i1 in range(4):\n"
+                      "    for i2 in range(5):\n"
+                      "        expected[:, i1 % 2, (i2 - 2) % 2] += 1\n"
+                      "np.testing.assert_array_equal(folded.numpy(), expected)\n",
+        "seeds": [("grad", 106182), ("grad", 200581), ("grad", 203771)],
     },
     {
-        "name": "cumsum over more than 64 elements turns a whole block into NaN around an infinity or NaN",
-        "description": "PyTorch and numpy: the cumulative sum is finite before the first infinity and infinite "
-                       "(or NaN) from there on. Rows longer than 64 are scanned in blocks of about sqrt(n); the "
-                       "offset of each block is computed as the inclusive scan of the block totals minus the "
-                       "block's own total, which is inf - inf = NaN for the block holding the infinity (or NaN "
-                       "for a NaN), so every element of that block, including those before the infinity, becomes "
-                       "NaN (ops/tensor.py, _cumsum_last). Found by seed 202849 (value mode): cumsum of 65 "
-                       "float64 values with an inf at 61 gave NaN at 54..62.",
+        "name": "cumsum over more than 64 elements turned a whole block into NaN around an infinity",
+        "description": "Rows longer than 64 are scanned in blocks of about sqrt(n). The offset of each block was "
+                       "the inclusive scan of the block totals minus the block's own total, inf - inf = NaN for "
+                       "the block holding an infinity, so elements before the infinity became NaN. Fixed in "
+                       "ops/tensor.py (_cumsum_last): the exclusive scan is the inclusive scan of the totals "
+                       "shifted by one.",
         "reproducer": "import numpy as np\n"
                       "import metajit as mj\n"
                       "x = np.ones(65, dtype=np.float32)\n"
                       "x[60] = np.inf\n"
-                      "got = mj.array(x).cumsum(0).numpy()  # NaN at 54..62\n"
-                      "np.testing.assert_array_equal(got, np.cumsum(x))\n",
-        "matches": lambda info: info["kind"] == "cumsum" and info["long"] and info["nonfinite"],
+                      "np.testing.assert_array_equal(mj.array(x).cumsum(0).numpy(), np.cumsum(x))\n"
+                      "y = np.ones((2, 200))\n"
+                      "y[1, 150] = np.nan\n"
+                      "np.testing.assert_array_equal(mj.array(y).cumsum(1).numpy(), np.cumsum(y, axis=1))\n",
+        "seeds": [("value", 202849)],
     },
 ]
 

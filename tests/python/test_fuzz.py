@@ -4,11 +4,11 @@ compared with central finite differences. Seeds are fixed, so a run is reproduci
 failing seed and prints a minimal reproducer (also: python tools/fuzz.py --seed N [--gradients]).
 
 Constructs listed in graph_fuzzer.KNOWN_BUGS are not generated here; each known bug's reproducer runs as an xfail
-below (strict unless the bug depends on the CPU), so fixing the bug turns that test red until its entry is
-removed. About 3 s with a warm kernel cache, about 20 s cold (2,000 kernels)."""
+below (strict unless the bug depends on the CPU), so fixing the bug turns that test red until its entry moves
+to graph_fuzzer.FIXED_BUGS, whose reproducers and original seeds must pass. About 3 s with a warm kernel cache, about 20 s cold (2,000 kernels)."""
 import pytest
 
-from graph_fuzzer import KNOWN_BUGS, run_gradient_case, run_value_case
+from graph_fuzzer import FIXED_BUGS, KNOWN_BUGS, run_gradient_case, run_value_case
 
 VALUE_CASES = 300
 GRADIENT_CASES = 60
@@ -47,10 +47,20 @@ def test_random_gradients_match_finite_differences(first):
 @pytest.mark.parametrize("bug", [
     pytest.param(bug, id=bug["name"], marks=pytest.mark.xfail(
         strict=bug.get("strict", True),
-        reason="known bug (graph_fuzzer.KNOWN_BUGS); remove the entry once it is fixed"))
+        reason="known bug (graph_fuzzer.KNOWN_BUGS); move the entry to FIXED_BUGS once it is fixed"))
     for bug in KNOWN_BUGS])
 def test_known_bug_reproducer_still_fails(bug):
     exec(compile(bug["reproducer"], f"<known bug: {bug['name']}>", "exec"), {})
+
+
+@pytest.mark.parametrize("bug", FIXED_BUGS, ids=[bug["name"] for bug in FIXED_BUGS])
+def test_fixed_bug_stays_fixed(bug):
+    """The reproducer passes, and the seeds that found the bug pass with nothing excluded."""
+    exec(compile(bug["reproducer"], f"<fixed bug: {bug['name']}>", "exec"), {})
+    failures = []
+    for mode, seed in bug["seeds"]:
+        failures += run_value_case(seed) if mode == "value" else run_gradient_case(seed)
+    assert not failures, _report(failures, min(s for _, s in bug["seeds"]), max(s for _, s in bug["seeds"]))
 
 
 def test_cases_are_reproducible_and_reproducers_are_python():

@@ -435,7 +435,10 @@ def _cumsum_last(input):
     grouped = padded.reshape(list(input.shape[:-1]) + [blocks, block])
     inside = _cumsum_last(grouped)
     totals = inside[..., block - 1]
-    before = _cumsum_last(totals) - totals  # exclusive scan of the block totals
+    # Exclusive scan of the block totals, as the inclusive scan of the totals shifted right by one (not the
+    # inclusive scan minus the totals: inf - inf would turn a block holding an infinity into NaN).
+    shifted = pad(totals, [1, 0])[..., :blocks]
+    before = _cumsum_last(shifted)
     result = (inside + before.reshape(list(before.shape) + [1])).reshape(list(input.shape[:-1]) + [blocks * block])
     return result[..., :extent]
 
