@@ -20,26 +20,25 @@ uint8_t* MemoryRegion::carve(size_t size, size_t alignment) {
   return reinterpret_cast<uint8_t*>(aligned);
 }
 
-MemoryRegion ExecutableArena::take(size_t bytes) {
+MemoryRegion ExecutableArena::take(size_t bytes, Protection final) {
   static const size_t page = size_t(sysconf(_SC_PAGESIZE));
   size_t size = (bytes + page - 1) / page * page;
   if (size == 0) return MemoryRegion{};
-  if (arena_used_ + size > arena_size_) {
+  Arena& arena = arenas_[int(final)];
+  if (arena.used + size > arena.size) {
     size_t new_size = std::max(size, kArenaBytes);
     void* memory = mmap(nullptr, new_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (memory == MAP_FAILED)
       throw std::runtime_error("cannot map memory for a kernel: " + std::string(std::strerror(errno)));
-    arena_ = static_cast<uint8_t*>(memory);
-    arena_size_ = new_size;
-    arena_used_ = 0;
+    arena = Arena{static_cast<uint8_t*>(memory), new_size, 0};
   }
-  MemoryRegion region{arena_ + arena_used_, size, 0};
-  arena_used_ += size;
+  MemoryRegion region{arena.start + arena.used, size, 0};
+  arena.used += size;
   return region;
 }
 
 std::string ExecutableArena::protect(const MemoryRegion& region, Protection protection) {
-  if (!region.start) return "";
+  if (!region.start || protection == Protection::ReadWrite) return "";
   int flags = protection == Protection::ReadExecute ? PROT_READ | PROT_EXEC : PROT_READ;
   if (mprotect(region.start, region.capacity, flags) != 0)
     return "cannot protect kernel memory: " + std::string(std::strerror(errno));

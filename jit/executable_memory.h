@@ -1,6 +1,10 @@
 // Memory for linked kernels: large read-write arenas carved into whole-page regions. A region is filled while
-// read-write, then made read+execute (code) or read-only (constants) with one mprotect. Memory is never
-// returned: loaded kernels live until the process exits. Not thread-safe (the object loader serialises use).
+// read-write, then made read+execute (code) or read-only (constants) with one mprotect. Each final protection
+// has its own arenas, so the regions of consecutive kernels are adjacent pages with equal protection, which
+// Linux merges into one mapping: a process may load hundreds of thousands of kernels without reaching the
+// per-process mapping limit (vm.max_map_count, 65,530), where alternating code/constant pages cost two
+// mappings per kernel. Memory is never returned: loaded kernels live until the process exits. Not thread-safe
+// (the object loader serialises use).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -17,20 +21,23 @@ struct MemoryRegion {
   uint8_t* carve(size_t size, size_t alignment);
 };
 
-enum class Protection { ReadExecute, ReadOnly };
+enum class Protection { ReadExecute, ReadOnly, ReadWrite };
 
 class ExecutableArena {
  public:
-  // A fresh region of at least `bytes` (rounded up to pages); empty for 0 bytes. Throws std::runtime_error
-  // when the system refuses memory.
-  MemoryRegion take(size_t bytes);
-  // Empty string on success, else the reason. An empty region is a no-op.
+  // A fresh region of at least `bytes` (rounded up to pages) that will end up with protection `final`; empty
+  // for 0 bytes. Throws std::runtime_error when the system refuses memory.
+  MemoryRegion take(size_t bytes, Protection final);
+  // Empty string on success, else the reason. An empty region, or ReadWrite, is a no-op.
   static std::string protect(const MemoryRegion& region, Protection protection);
 
  private:
   static constexpr size_t kArenaBytes = size_t(4) << 20;
-  uint8_t* arena_ = nullptr;
-  size_t arena_size_ = 0, arena_used_ = 0;
+  struct Arena {
+    uint8_t* start = nullptr;
+    size_t size = 0, used = 0;
+  };
+  Arena arenas_[3];  // indexed by Protection
 };
 
 }  // namespace metajit
