@@ -1,12 +1,19 @@
 """The on-disk kernel cache, exercised across fresh processes: a second run compiles nothing, corrupted or untrusted
-entries are discarded and rebuilt with correct results, the folder layout and permissions, and switching the cache
-folder at run time (mj.flags.cache_dir)."""
+entries are discarded and rebuilt with correct results, the folder layout and permissions, switching the cache
+folder at run time (mj.flags.cache_dir), and faults: a full disk, a read-only folder, entries owned by another
+user, four writers at once."""
 import json
 import os
 import pathlib
+import resource
+import shlex
+import shutil
+import signal
 import stat
 import subprocess
 import sys
+
+import pytest
 
 import numpy as np
 
@@ -40,13 +47,15 @@ def expected_results():
             "softmax": shifted / shifted.sum(-1, keepdims=True)}
 
 
-def run_program(cache_dir):
+def run_program(cache_dir, wrapper=(), preexec_fn=None, program=PROGRAM):
+    """Runs PROGRAM in a fresh process (under `wrapper`, a command prefix, if given), checks its numbers and
+    returns (stats, stderr)."""
     environment = dict(os.environ, METAJIT_CACHE_DIR=str(cache_dir),
                        PYTHONPATH=str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    completed = subprocess.run([sys.executable, "-c", PROGRAM], env=environment, capture_output=True, text=True,
-                               timeout=120)
+    completed = subprocess.run([*wrapper, sys.executable, "-c", program], env=environment, capture_output=True,
+                               text=True, timeout=120, preexec_fn=preexec_fn)
     assert completed.returncode == 0, completed.stderr
-    output = json.loads(completed.stdout)
+    output = json.loads(completed.stdout.strip().splitlines()[0])
     for name, expected in expected_results().items():
         np.testing.assert_allclose(np.array(output[name]), expected, rtol=1e-5, atol=1e-6, err_msg=name)
     return output["stats"], completed.stderr
@@ -167,3 +176,100 @@ def test_four_processes_writing_the_same_keys_at_once_leave_intact_entries(tmp_p
     stats, stderr = run_program(cache_dir)
     assert stats["kernels_compiled"] == 0 and stats["cache_entries_discarded"] == 0, stderr
     assert stats["kernels_loaded_from_disk"] == len(entry_files(cache_dir))
+
+
+def _can_mount_privately():
+    """Whether `unshare -rm` may mount a tmpfs (a private mount namespace, no real privileges needed)."""
+    if not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=4k tmpfs /mnt"],
+                           capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+# The program, then `cache verify` on what it left: run inside the private mount, which vanishes with it.
+VERIFY = ("import subprocess, sys\n"
+          "subprocess.run([sys.executable, '-m', 'metajit.cache', 'verify'], check=True, stdout=sys.stderr)\n")
+LIST_LEFTOVERS = ("import os, sys\n"
+                  "names = [n for _, _, files in os.walk(os.environ['METAJIT_CACHE_DIR']) for n in files]\n"
+                  "print('leftover temporary files:', [n for n in names if n.startswith('.')], file=sys.stderr)\n")
+
+
+def test_full_disk_degrades_to_memory_only(tmp_path):
+    """A real ENOSPC: the cache lives on a 24 KiB tmpfs that holds about two entries. The run still gives correct
+    numbers and warns once that the cache is memory-only; whatever reached the disk is intact and no temporary
+    file is left. Without mount namespaces the same write failure comes from a file-size limit (EFBIG)."""
+    cache_dir = tmp_path / "small"
+    cache_dir.mkdir(mode=0o700)
+    if _can_mount_privately():
+        mount = f"mount -t tmpfs -o size=24k,mode=0700 tmpfs {shlex.quote(str(cache_dir))} && exec \"$@\""
+        wrapper = ["unshare", "-rm", "sh", "-c", mount, "sh"]
+        stats, stderr = run_program(cache_dir, wrapper=wrapper, program=PROGRAM + VERIFY + LIST_LEFTOVERS)
+        assert "No space left on device" in stderr, stderr
+        assert " entries intact, 0 discarded" in stderr, stderr
+    else:
+        def limit_file_size():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (16 * 1024, 16 * 1024))
+        stats, stderr = run_program(cache_dir, preexec_fn=limit_file_size, program=PROGRAM + LIST_LEFTOVERS)
+        assert "File too large" in stderr, stderr
+        assert not list(cache_dir.rglob(".*")), "temporary files left behind"
+    assert stderr.count("compiled kernels will only be cached in memory") == 1, stderr
+    assert "leftover temporary files: []" in stderr, stderr
+    assert stats["kernels_compiled"] >= 3
+
+
+def test_full_disk_write_failure_leaves_no_torn_entry(tmp_path):
+    """A write cut short by the file-size limit (EFBIG after a partial write): no partial entry or temporary
+    file remains, the numbers are right, and a later unconstrained process finds nothing to discard."""
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (6 * 1024, 6 * 1024))  # smaller than any entry
+    stats, stderr = run_program(tmp_path, preexec_fn=limit_file_size)
+    assert "File too large" in stderr and "only be cached in memory" in stderr, stderr
+    assert not [path for path in tmp_path.rglob("*") if path.is_file()], "partial entries or temporary files left"
+    second, _ = run_program(tmp_path)
+    assert second["cache_entries_discarded"] == 0
+    assert second["kernels_compiled"] == stats["kernels_compiled"]
+
+
+def test_read_only_cache_dir_degrades_to_memory_only(tmp_path):
+    cache_dir = tmp_path / "read-only"
+    cache_dir.mkdir(mode=0o700)
+    if os.geteuid() != 0:
+        cache_dir.chmod(0o500)
+        stats, stderr = run_program(cache_dir)
+        reason = "Permission denied"
+    else:  # root ignores permission bits: make it a read-only bind mount in a private mount namespace
+        if not _can_mount_privately():
+            pytest.skip("running as root without mount namespaces: no way to make a folder read-only")
+        quoted = shlex.quote(str(cache_dir))
+        mount = f"mount --bind {quoted} {quoted} && mount -o remount,bind,ro {quoted} && exec \"$@\""
+        stats, stderr = run_program(cache_dir, wrapper=["unshare", "-rm", "sh", "-c", mount, "sh"])
+        reason = "Read-only file system"
+    assert "is not writable" in stderr and reason in stderr, stderr
+    assert stderr.count("compiled kernels will only be cached in memory") == 1, stderr
+    assert stats["kernels_compiled"] >= 3
+    assert not list(cache_dir.iterdir())
+
+
+def test_entries_owned_by_another_user_are_not_loaded(tmp_path):
+    """An entry some other user could have written is never loaded: owned by someone else (needs root to
+    arrange), or writable by group or others. Each is recompiled, and the numbers are right."""
+    first, _ = run_program(tmp_path)
+    entries = entry_files(tmp_path)
+    foreign, shared = entries[: len(entries) // 2], entries[len(entries) // 2:]
+    for entry in shared:
+        entry.chmod(0o606)
+    if os.geteuid() == 0:
+        for entry in foreign:
+            os.chown(entry, 65534, 65534)
+    else:
+        foreign = []
+    second, stderr = run_program(tmp_path)
+    assert second["cache_entries_discarded"] == len(foreign) + len(shared), stderr
+    assert second["kernels_compiled"] == len(foreign) + len(shared)
+    assert "not loading cache entry" in stderr
+    third, _ = run_program(tmp_path)  # the recompiled entries replaced the untrusted ones
+    assert third["kernels_compiled"] == 0 and third["cache_entries_discarded"] == 0
+    assert first["kernels_compiled"] == third["kernels_loaded_from_disk"]
