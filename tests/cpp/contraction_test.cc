@@ -310,6 +310,52 @@ TEST_F(ContractionTest, OnednnMatmulMatchesLoop) {
   expect_close(data_of(output), expected, "matmul");
 }
 
+// A library call that fails when run, as oneDNN does when it cannot allocate its scratchpad.
+class FailingLibraryCall : public LibraryCall {
+ public:
+  void run(void* const*) const override { throw std::runtime_error("simulated failure: out of scratchpad memory"); }
+  std::string describe() const override { return "failing test library (matmul)"; }
+};
+
+std::shared_ptr<const LibraryCall> failing_backend(const Contraction&) {
+  return std::make_shared<FailingLibraryCall>();
+}
+
+Provenance user_line() { return Provenance{intern_string("train.py"), 42}; }
+
+TEST_F(ContractionTest, FailedLibraryCallNamesTheOpAndTheUserLine) {
+  set_contraction_backend(&failing_backend);
+  set_library_lowering_enabled(true);
+  PlanCache::instance().clear();
+  set_provenance_hook(&user_line);
+  NodePtr left = filled({6, 7}, 3), right = filled({7, 5}, 4);
+  NodePtr output = matrix_product(left, right);
+  set_provenance_hook(nullptr);
+  std::string message;
+  try {
+    sync({output});
+  } catch (const std::exception& error) {
+    message = error.what();
+  }
+  EXPECT_NE(message.find("train.py:42"), std::string::npos) << message;
+  EXPECT_NE(message.find("failing test library (matmul)"), std::string::npos) << message;
+  EXPECT_NE(message.find("simulated failure: out of scratchpad memory"), std::string::npos) << message;
+  EXPECT_NE(message.find(output->op_name()), std::string::npos) << message;
+  EXPECT_FALSE(output->is_computed());
+
+  // Nothing is lost: without the failing library the same graph computes the right numbers.
+  set_contraction_backend(nullptr);
+  PlanCache::instance().clear();
+  sync({output});
+  const float* a = data_of(left);
+  const float* b = data_of(right);
+  std::vector<double> expected(30, 0.0);
+  for (int64_t row = 0; row < 6; ++row)
+    for (int64_t column = 0; column < 5; ++column)
+      for (int64_t k = 0; k < 7; ++k) expected[size_t(row * 5 + column)] += double(a[row * 7 + k]) * double(b[k * 5 + column]);
+  expect_close(data_of(output), expected, "matmul after the failed library call");
+}
+
 TEST_F(ContractionTest, OnednnConvolutionForwardMatchesLoop) {
   use_onednn();
   NodePtr input = filled({2, 8, 12, 12}, 13), weight = filled({16, 8, 3, 3}, 14);
