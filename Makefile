@@ -5,6 +5,10 @@
 #   make bench   install missing deps, build, run bench/run_benchmarks.py, the operator benchmark (softmax, layer norm,
 #                matmul, conv2d against PyTorch) and the small-CNN training benchmark
 #   make bench-training   the training benchmark with ResNet-18 too
+#   make test-asan   build the C++ code with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/) and run
+#                the C++ tests (LeakSanitizer on) and a Python subset against it
+#   make fuzz    differential fuzzing against numpy for FUZZ_SECONDS
+#   make soak    the steady-state training test for SOAK_STEPS steps (make test runs 200)
 #   make setup   install missing deps and build
 #   make build   (re)build only (configures first if the build dir is not configured yet)
 #   make clean   remove the build dir and the in-tree extension
@@ -24,7 +28,7 @@ CMAKE_ARGS ?=
 TEST_CACHE_DIR := $(abspath $(BUILD_DIR))/test-kernel-cache
 PY_ENV := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all setup deps configure build test demo bench bench-training fuzz clean
+.PHONY: all setup deps configure build test test-asan demo bench bench-training fuzz soak clean
 
 all: setup
 
@@ -79,6 +83,48 @@ FUZZ_SEED ?= 100000
 fuzz: setup
 	$(PY_ENV) $(PYTHON) tools/fuzz.py --seconds $(FUZZ_SECONDS) --start-seed $(FUZZ_SEED) --all
 
+# A long training loop: no kernel compiled after step 1, live Vars and allocator bytes identical every step, RSS
+# flat (tests/python/test_training_steady_state.py with more steps).
+SOAK_STEPS ?= 5000
+soak: setup
+	METAJIT_SOAK_STEPS=$(SOAK_STEPS) $(PY_ENV) $(PYTHON) -m pytest -q tests/python/test_training_steady_state.py
+
 clean:
 	rm -rf $(BUILD_DIR)
 	rm -f python/metajit/_core*.so
+
+# Sanitizers: a second build tree, with its own copy of the Python package (the extension goes there, not into
+# python/metajit). Python itself is not instrumented, so the ASan runtime is preloaded into it; Python's own
+# allocations at exit are not ours to judge, so leaks are checked in the C++ tests.
+ASAN_BUILD_DIR ?= build-asan
+ASAN_BUILD := $(abspath $(ASAN_BUILD_DIR))
+ASAN_PYTHON_TESTS ?= tests/python/test_elementwise.py tests/python/test_fusion.py tests/python/test_autograd.py \
+  tests/python/test_errors.py tests/python/test_code_op.py tests/python/test_function.py \
+  tests/python/test_check_nan.py tests/python/test_cache.py tests/python/test_bundle.py \
+  tests/python/test_inspect.py tests/python/test_lowering.py tests/python/test_ops_indexing.py \
+  tests/python/test_ops_conv.py tests/python/test_interrupt.py tests/python/test_fuzz.py
+# allocator_may_return_null: the out-of-memory tests ask for more than any machine has and expect MemoryError.
+# Reports go to files (pytest would swallow a dying process's stderr), printed at the end; any error fails the run
+# (the warning about the refused 2^50-byte allocation does not).
+SANITIZER_REPORTS := $(ASAN_BUILD)/sanitizer-reports
+SANITIZER_OPTIONS := ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=1:allocator_may_return_null=1:log_path=$(SANITIZER_REPORTS)/asan \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(SANITIZER_REPORTS)/ubsan
+test-asan: deps
+	$(MAKE) --no-print-directory build BUILD_DIR=$(ASAN_BUILD_DIR) BUILD_TYPE=RelWithDebInfo \
+	  CMAKE_ARGS="-DMETAJIT_SANITIZE=address,undefined -DMETAJIT_PYTHON_OUTPUT_DIR=$(ASAN_BUILD)/python/metajit"
+	@rm -rf $(SANITIZER_REPORTS) && mkdir -p $(SANITIZER_REPORTS) $(ASAN_BUILD)/python $(ASAN_BUILD)/test-kernel-cache
+	@tar -C python --exclude='_core*.so' --exclude=__pycache__ -cf - metajit | tar -C $(ASAN_BUILD)/python -xf -
+	@export METAJIT_CACHE_DIR=$(ASAN_BUILD)/test-kernel-cache $(SANITIZER_OPTIONS); \
+	status=0; \
+	echo "== C++ tests under ASan + UBSan + LSan: $(CTEST) --test-dir $(ASAN_BUILD_DIR)"; \
+	$(CTEST) --test-dir $(ASAN_BUILD_DIR) --output-on-failure -j$(JOBS) || status=1; \
+	echo "== Python subset under ASan + UBSan (leak checking off: the interpreter is not ours)"; \
+	ASAN_OPTIONS=$$ASAN_OPTIONS:detect_leaks=0 LD_PRELOAD="$$($(CXX) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libstdc++.so)" \
+	  METAJIT_TEST_PACKAGE_ROOT=$(ASAN_BUILD)/python PYTHONPATH=$(ASAN_BUILD)/python \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider $(ASAN_PYTHON_TESTS) || status=1; \
+	for report in $(SANITIZER_REPORTS)/*; do \
+	  [ -f "$$report" ] || continue; echo "== $$report"; cat "$$report"; \
+	  if grep -qE "ERROR: |runtime error" "$$report"; then status=1; fi; \
+	done; \
+	if [ $$status -ne 0 ]; then echo "== FAILED"; else echo "== sanitizers clean"; fi; \
+	exit $$status

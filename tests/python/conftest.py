@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-if str(ROOT / "python") not in sys.path:
-    sys.path.insert(0, str(ROOT / "python"))
+# The package under test: the in-tree one, or another build's copy (make test-asan sets this to its own).
+PACKAGE_ROOT = pathlib.Path(os.environ.get("METAJIT_TEST_PACKAGE_ROOT", str(ROOT / "python")))
+if str(PACKAGE_ROOT) not in sys.path:
+    sys.path.insert(0, str(PACKAGE_ROOT))
 # Must happen before metajit is imported: the kernel cache reads it once.
 os.environ.setdefault("METAJIT_CACHE_DIR", str(ROOT / "build" / "test-kernel-cache"))
 

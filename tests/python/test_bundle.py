@@ -2,17 +2,15 @@
 empty cache and compiling forbidden, refuse modified or foreign bundles, and look after the disk cache."""
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 import metajit as mj
 from metajit.cache import bundle as bundle_format
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from conftest import PACKAGE_ROOT
 
 # A small model: a generated fused chain, a reduction, a Code op and (with lowering) a oneDNN matmul.
 MODEL = """
@@ -29,7 +27,7 @@ result = clipped.sum(0)
 
 
 def run_python(script, tmp_path, **environment):
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT))
     env.pop("METAJIT_BUNDLE", None)
     env.pop("METAJIT_COMPILE", None)
     env.update(environment)
@@ -142,7 +140,7 @@ def test_pack_command_records_a_script(tmp_path):
     # The script records a part of itself too: recordings nest.
     (tmp_path / "script.py").write_text(MODEL + "with mj.cache.record() as part:\n    result.numpy()\n"
                                         "assert len(part) >= 3, part\n")
-    environment = dict(os.environ, PYTHONPATH=str(ROOT / "python"), METAJIT_CACHE_DIR=str(tmp_path / "cache"))
+    environment = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT), METAJIT_CACHE_DIR=str(tmp_path / "cache"))
     completed = subprocess.run([sys.executable, "-m", "metajit.cache", "pack", "--output", "packed.mjb", "--",
                                 sys.executable, "script.py"], env=environment, cwd=tmp_path, capture_output=True,
                                text=True)
@@ -153,7 +151,7 @@ def test_pack_command_records_a_script(tmp_path):
 
 
 def cli(tmp_path, *arguments):
-    environment = dict(os.environ, PYTHONPATH=str(ROOT / "python"), METAJIT_CACHE_DIR=str(tmp_path / "cache"))
+    environment = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT), METAJIT_CACHE_DIR=str(tmp_path / "cache"))
     return subprocess.run([sys.executable, "-m", "metajit.cache", *arguments], env=environment, cwd=tmp_path,
                           capture_output=True, text=True)
 

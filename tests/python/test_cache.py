@@ -18,7 +18,7 @@ import pytest
 import numpy as np
 
 import metajit as mj
-from conftest import ROOT, assert_close
+from conftest import PACKAGE_ROOT, assert_close
 
 # A small program with a few distinct kernels; prints its stats and results as JSON.
 PROGRAM = """
@@ -51,7 +51,7 @@ def run_program(cache_dir, wrapper=(), preexec_fn=None, program=PROGRAM):
     """Runs PROGRAM in a fresh process (under `wrapper`, a command prefix, if given), checks its numbers and
     returns (stats, stderr)."""
     environment = dict(os.environ, METAJIT_CACHE_DIR=str(cache_dir),
-                       PYTHONPATH=str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+                       PYTHONPATH=str(PACKAGE_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     completed = subprocess.run([*wrapper, sys.executable, "-c", program], env=environment, capture_output=True,
                                text=True, timeout=120, preexec_fn=preexec_fn)
     assert completed.returncode == 0, completed.stderr
@@ -158,7 +158,7 @@ def test_four_processes_writing_the_same_keys_at_once_leave_intact_entries(tmp_p
     gets correct results, no entry is torn, and a fifth process loads them all without compiling."""
     cache_dir = tmp_path / "shared"
     environment = dict(os.environ, METAJIT_CACHE_DIR=str(cache_dir),
-                       PYTHONPATH=str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+                       PYTHONPATH=str(PACKAGE_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     # Each waits for a start file so the compiles overlap instead of running one after another.
     start = tmp_path / "go"
     waiting = f"import os, time\nwhile not os.path.exists({str(start)!r}): time.sleep(0.005)\n"

@@ -11,7 +11,7 @@ import pytest
 
 import metajit as mj
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from conftest import PACKAGE_ROOT
 
 
 @contextlib.contextmanager
@@ -79,7 +79,7 @@ def test_finite_values_and_integers_pass_and_check_is_off_by_default():
 
 def test_environment_variable_turns_it_on(tmp_path):
     script = "import numpy as np, metajit as mj\nprint(mj.flags.check_nan)\nmj.array(np.zeros(2)).log().numpy()\n"
-    environment = dict(os.environ, PYTHONPATH=str(ROOT / "python"), METAJIT_CHECK_NAN="1")
+    environment = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT), METAJIT_CHECK_NAN="1")
     completed = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True,
                                cwd=tmp_path)
     assert completed.stdout.startswith("True")

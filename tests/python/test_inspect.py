@@ -1,7 +1,6 @@
 """mj.inspect (kernels without running them) and METAJIT_DUMP_DIR (kernel sources written as they are used)."""
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
@@ -9,7 +8,7 @@ import numpy as np
 
 import metajit as mj
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from conftest import PACKAGE_ROOT
 
 
 def test_inspect_softmax_lists_kernels_and_runs_nothing():
@@ -70,7 +69,7 @@ def test_dump_dir_writes_sources_objects_and_index(tmp_path):
         "y = (x * 2.5 + 1).exp()  # DUMPED\n"
         "y.numpy()\n"
         "mj.code([6], 'float32', [y], 'for (int i = 0; i < 6; ++i) out0_p[i] = in0_p[i];').numpy()\n")
-    environment = dict(os.environ, METAJIT_DUMP_DIR=str(tmp_path / "dump"), PYTHONPATH=str(ROOT / "python"))
+    environment = dict(os.environ, METAJIT_DUMP_DIR=str(tmp_path / "dump"), PYTHONPATH=str(PACKAGE_ROOT))
     subprocess.run([sys.executable, "-c", script], env=environment, check=True, cwd=tmp_path)
     records = [json.loads(line) for line in (tmp_path / "dump" / "index.jsonl").read_text().splitlines()]
     assert len(records) == 2

@@ -1,11 +1,10 @@
 """Ctrl-C (SIGINT) during a long kernel or a long compile raises KeyboardInterrupt, leaves the process usable
 and the kernel cache intact. Each case runs in a subprocess that signals itself."""
 import os
-import pathlib
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from conftest import PACKAGE_ROOT
 
 SCRIPT = r"""
 import os, signal, sys, threading, time
@@ -60,7 +59,7 @@ print("OK %.2f" % elapsed_kernel)
 
 
 def test_interrupted_kernel_and_compile_leave_process_and_cache_usable(tmp_path):
-    environment = dict(os.environ, PYTHONPATH=str(ROOT / "python"), METAJIT_CACHE_DIR=str(tmp_path / "cache"))
+    environment = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT), METAJIT_CACHE_DIR=str(tmp_path / "cache"))
     completed = subprocess.run([sys.executable, "-c", SCRIPT], env=environment, capture_output=True, text=True,
                                cwd=tmp_path, timeout=300)
     assert completed.returncode == 0, completed.stdout + completed.stderr

@@ -19,7 +19,8 @@ import metajit as mj
 from metajit import data, models, nn, optim
 from metajit.optim import lr_scheduler
 
-STEPS = 200  # the issue asks for 200 steady steps
+# The issue asks for 200 steady steps; `make soak` runs thousands (METAJIT_SOAK_STEPS).
+STEPS = int(os.environ.get("METAJIT_SOAK_STEPS", "200"))
 RSS_GROWTH_LIMIT = 2 * 1024 * 1024
 
 
