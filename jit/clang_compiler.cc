@@ -106,12 +106,17 @@ class ClangCompiler final : public Compiler {
       arguments_.push_back(features.substr(start, comma - start));
       start = comma + 1;
     }
+    // LLVM keeps to 256-bit vectors on AVX-512 hosts unless told otherwise; kernels that compute (exp, divide)
+    // run about 1.4x faster with 512-bit ones, and memory-bound ones do not care.
+    std::string vector_width = features.find("+avx512f") != std::string::npos ? "-mprefer-vector-width=512" : "";
+    if (!vector_width.empty()) arguments_.push_back(vector_width);
     arguments_.push_back("-x");
     arguments_.push_back("c++");
     arguments_.push_back(kSourceName);
 
     identity_ = std::string("clang-inprocess ") + CLANG_VERSION_STRING;
     for (const std::string& flag : code_flags()) identity_ += " " + flag;
+    if (!vector_width.empty()) identity_ += " " + vector_width;
     identity_ += " triple=" + host_triple() + " cpu=" + host_cpu_name() + " features=" + features;
     identity_ += " libstdc++=" + (library.empty() ? std::string("none") : library);
   }

@@ -36,6 +36,7 @@ class Matcher {
 
   ContractionMatch run() {
     ContractionMatch match;
+    if (!kernel_.row_body.empty()) return match;  // per-row reductions are not a library's business
     for (size_t dim = 0; dim < kernel_.domain.size(); ++dim) extents_["i" + std::to_string(dim)] = kernel_.domain[dim];
     collect_lets(kernel_.body);
     if (kernel_.buffers[0].dtype != DType::Float32) return match;

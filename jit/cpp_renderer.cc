@@ -273,6 +273,9 @@ class Renderer {
           }
           out_ << pad << value_type(statement.dtype) << " " << statement.name << " = "
                << identity(statement.reduce_op, statement.dtype) << ";\n";
+          if (!statement.spill.empty())
+            out_ << pad << "alignas(64) " << value_type(statement.value->dtype) << " " << statement.spill << "["
+                 << statement.loops[0].second << "];\n";
           int inner = depth;
           for (const auto& loop : statement.loops) {
             std::string loop_pad(inner * 2, ' ');
@@ -290,6 +293,8 @@ class Renderer {
             std::string term = statement.name + "_term";
             out_ << body_pad << "const " << value_type(statement.dtype) << " " << term << " = "
                  << expression(statement.value) << ";\n";
+            if (!statement.spill.empty())
+              out_ << body_pad << statement.spill << "[" << statement.loops[0].first << "] = " << term << ";\n";
             out_ << body_pad << "{\n" << body_pad << "#pragma clang fp reassociate(on)\n";
             out_ << body_pad << "  " << statement.name << " = "
                  << combine(statement.reduce_op, statement.dtype, statement.name, term) << ";\n";
@@ -351,6 +356,27 @@ class Renderer {
       return;
     }
     int64_t last = domain[rank - 1];
+    if (!kernel_.row_body.empty()) {
+      // [begin, end) is a range of whole rows: the row's reductions run once, then its elements.
+      out_ << "  for (int64_t row = begin; row < end; ++row) {\n";
+      std::string remaining = "row";
+      for (int dim = rank - 2; dim >= 0; --dim) {
+        if (dim == 0) {
+          out_ << "    const int64_t i0 = " << remaining << ";\n";
+        } else {
+          out_ << "    const int64_t i" << dim << " = " << remaining << " % " << domain[dim] << ";\n";
+          out_ << "    const int64_t row_" << dim << " = " << remaining << " / " << domain[dim] << ";\n";
+          remaining = "row_" + std::to_string(dim);
+        }
+      }
+      statements(kernel_.row_body, 2);
+      out_ << "    " << loop_pragma;
+      out_ << "    for (int64_t i" << rank - 1 << " = 0; i" << rank - 1 << " < " << last << "; ++i" << rank - 1 << ") {\n";
+      statements(kernel_.body, 3);
+      out_ << "    }\n";
+      out_ << "  }\n";
+      return;
+    }
     out_ << "  for (int64_t flat = begin; flat < end;) {\n";
     out_ << "    const int64_t row = flat / " << last << ";\n";
     out_ << "    const int64_t column_begin = flat - row * " << last << ";\n";
@@ -426,6 +452,11 @@ class Renderer {
       pointwise_body();
       rendered.work_items = shape_numel(kernel_.domain);
       rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, kernel_.inner_work));
+      if (!kernel_.row_body.empty()) {  // work items are rows
+        int64_t last = kernel_.domain.back();
+        rendered.work_items = last == 0 ? 0 : rendered.work_items / last;
+        rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, last * kernel_.inner_work + kernel_.row_work));
+      }
     } else {
       scatter_body();
       rendered.work_items = kernel_.scatter_split_rows ? kernel_.domain[0] : 1;

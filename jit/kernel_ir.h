@@ -65,6 +65,10 @@ struct IrStatement {
   ReduceOp reduce_op = ReduceOp::Add;
   std::vector<std::pair<std::string, int64_t>> loops;  // ReduceLoop: loop variables and extents, outermost first
   std::vector<IrStatement> body;    // ReduceLoop: per-iteration statements
+  // ReduceLoop in a kernel's row_body, over one loop: also keep each iteration's value in a local array of
+  // this name, which the row's elements read back (softmax's exp(x - max) is summed, then divided: computed
+  // once). The array is as long as the row.
+  std::string spill;
 };
 
 struct IrBuffer {
@@ -80,6 +84,11 @@ struct IrKernel {
   std::vector<IrBuffer> buffers;
   Shape domain;                       // loop nest i0..; Pointwise: the output shape; Scatter: the input shape
   std::vector<IrStatement> body;      // statements per domain point
+  // Pointwise of rank >= 2 only: statements run once per row (every index but the last) before the row's
+  // elements: reductions whose result the row reads at every element (softmax's max and sum, layer norm's
+  // mean), computed once per row instead of in kernels of their own. Their values are visible to `body`.
+  std::vector<IrStatement> row_body;
+  int64_t row_work = 0;               // loop iterations per row spent in row_body
   // Scatter only: output buffer initialised to the reduction identity before accumulation.
   ReduceOp scatter_op = ReduceOp::Add;
   bool scatter_split_rows = false;    // the work range splits dim 0 of both input and output

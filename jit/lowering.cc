@@ -1,6 +1,7 @@
 // Builds the IR of one kernel by walking the graph from its root. Values are memoised per (node, indices) so
 // diamonds in the graph are computed once per kernel; reductions found at the output index are hoisted into
-// loops at the top level of the kernel body.
+// loops at the top level of the kernel body, and reductions the kernel reads once per row (one result per row,
+// like softmax's max and sum) into loops run once per row, before the row's elements.
 #include "jit/lowering.h"
 
 #include <functional>
@@ -11,10 +12,20 @@ namespace metajit {
 namespace {
 
 constexpr int kMaxInstancesPerNode = 16;  // more distinct index patterns than this: materialise instead
+// Per-row reductions (see is_row_index): a row of at most 16K elements (64 KB of float32) stays in L2 between the
+// passes over it; at least 16 rows, unless the whole kernel is too small to be worth splitting.
+constexpr int64_t kMaxRowElements = 16384, kMinRows = 16, kSmallKernelElements = 32768;
+
+using RowReductions = std::vector<std::pair<NodePtr, std::vector<IrExprPtr>>>;
 
 class Lowerer {
  public:
-  Lowerer(const NodePtr& root, const std::unordered_set<Node*>& materialized) : root_(root), materialized_(materialized) {}
+  // `first_rows`: per-row reductions (and the indices they are read at) to lower before anything else, so their
+  // kept terms are there when the elements need them.
+  Lowerer(const NodePtr& root, const std::unordered_set<Node*>& materialized, RowReductions first_rows = {})
+      : root_(root), materialized_(materialized), first_rows_(std::move(first_rows)) {}
+
+  const RowReductions& row_reductions() const { return row_reductions_; }
 
   LoweringResult run() {
     LoweringResult result;
@@ -22,13 +33,15 @@ class Lowerer {
     IrKernel& kernel = result.lowered.kernel;
     kernel_ = &kernel;
     kernel.buffers.push_back({"out0", root_->dtype, root_->shape, true});
-    scopes_.push_back({&kernel.body, {}});
+    scopes_.push_back({&kernel.row_body, {}});  // kRowScope
+    scopes_.push_back({&kernel.body, {}});      // kElementScope
     if (root_->kind == NodeKind::ReindexReduce) {
       lower_scatter();
     } else {
       kernel.kind = IrKernel::Kind::Pointwise;
       kernel.domain = root_->shape;
       std::vector<IrExprPtr> indices = domain_indices();
+      for (const auto& [node, node_indices] : first_rows_) node_value(node, node_indices);
       IrExprPtr value = node_value(root_, indices, /*is_root=*/true);
       emit({IrStatement::Kind::Store, "", root_->dtype, value, offset_of(root_->shape, indices), nullptr, 0});
     }
@@ -43,6 +56,7 @@ class Lowerer {
     std::vector<IrStatement>* statements;
     std::unordered_map<std::string, IrExprPtr> values;
   };
+  static constexpr size_t kRowScope = 0, kElementScope = 1;
 
   std::vector<IrExprPtr> domain_indices() {
     std::vector<IrExprPtr> indices;
@@ -95,6 +109,36 @@ class Lowerer {
     requests_.push_back(node);
   }
 
+  // Whether a reduction read at `indices` has one result per row of this kernel: every index is an outer loop
+  // variable (not the last) or 0 on a size-1 dim, and every outer dim with more than one index appears exactly
+  // once. Then computing it once per row costs what its own kernel would, without the round trip to memory.
+  // Only for rows that stay in cache between their passes (at most kMaxRowElements), and with rows enough to
+  // keep the threads busy, as the kernel is then split by rows.
+  bool is_row_index(const NodePtr& node, const std::vector<IrExprPtr>& indices) const {
+    const Shape& domain = kernel_->domain;
+    if (kernel_->kind != IrKernel::Kind::Pointwise || domain.size() < 2 || node->kind != NodeKind::Reduce) return false;
+    size_t rank = domain.size();
+    int64_t row_length = domain.back(), rows = row_length ? shape_numel(domain) / row_length : 0;
+    if (row_length > kMaxRowElements || (rows < kMinRows && shape_numel(domain) > kSmallKernelElements)) return false;
+    std::vector<int> uses(rank, 0);
+    for (size_t position = 0; position < indices.size(); ++position) {
+      const IrExprPtr& index = indices[position];
+      if (index->kind == IrKind::IntConstant && index->integer == 0 && node->shape[position] == 1) continue;
+      if (index->kind != IrKind::Variable) return false;
+      bool matched = false;
+      for (size_t dim = 0; dim + 1 < rank; ++dim) {
+        if (index->name == "i" + std::to_string(dim) && node->shape[position] == domain[dim]) {
+          ++uses[dim];
+          matched = true;
+        }
+      }
+      if (!matched) return false;
+    }
+    for (size_t dim = 0; dim + 1 < rank; ++dim)
+      if (domain[dim] > 1 ? uses[dim] != 1 : uses[dim] > 1) return false;
+    return true;
+  }
+
   bool is_output_index(const NodePtr& node, const std::vector<IrExprPtr>& indices) const {
     if (node->shape != kernel_->domain || kernel_->kind != IrKernel::Kind::Pointwise) return false;
     for (size_t dim = 0; dim < indices.size(); ++dim) {
@@ -113,16 +157,22 @@ class Lowerer {
   }
 
   // The value of `node` at `indices`, memoised per scope.
-  IrExprPtr node_value(const NodePtr& node, const std::vector<IrExprPtr>& indices, bool is_root = false) {
+  static std::string memo_key(const NodePtr& node, const std::vector<IrExprPtr>& indices) {
     std::string key = std::to_string(reinterpret_cast<uintptr_t>(node.get())) + "@";
     for (const IrExprPtr& index : indices) key += ir_key(index) + ";";
+    return key;
+  }
+
+  IrExprPtr node_value(const NodePtr& node, const std::vector<IrExprPtr>& indices, bool is_root = false) {
+    std::string key = memo_key(node, indices);
     for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
       auto found = scope->values.find(key);
       if (found != scope->values.end()) return found->second;
     }
     IrExprPtr value = compute_value(node, indices, is_root);
     if (value->kind == IrKind::Variable) record_origin(value->name, node.get(), indices, -1);
-    // Hoisted reductions register themselves in the top scope; everything else in the current one.
+    // Hoisted reductions have also registered in the scope that holds their loop; everything is registered in
+    // the current scope.
     scopes_.back().values[key] = value;
     return value;
   }
@@ -224,13 +274,19 @@ class Lowerer {
       case NodeKind::Reindex:
         note_fused(*node);
         return reindex_value(node, indices);
-      case NodeKind::Reduce:
-        if (!is_root && !is_output_index(node, indices)) {
+      case NodeKind::Reduce: {
+        bool per_row = !is_root && !is_output_index(node, indices) && is_row_index(node, indices);
+        if (!is_root && !per_row && !is_output_index(node, indices)) {
           request(node.get());
           return constant_of(0, node->dtype);
         }
         note_fused(*node);
-        return reduce_value(node, indices);
+        if (per_row) {
+          std::string key = memo_key(node, indices);
+          if (row_reduction_keys_.insert(key).second) row_reductions_.push_back({node, indices});
+        }
+        return reduce_value(node, indices, per_row);
+      }
       case NodeKind::ReindexReduce:
       case NodeKind::Code:  // a user's kernel writes whole buffers: never inlined
         if (is_root && node->kind == NodeKind::Code) throw std::logic_error("internal error: a Code op reached fused lowering");
@@ -316,7 +372,7 @@ class Lowerer {
     return let("reindex", ir_select(condition, value, overflow));
   }
 
-  IrExprPtr reduce_value(const NodePtr& node, const std::vector<IrExprPtr>& indices) {
+  IrExprPtr reduce_value(const NodePtr& node, const std::vector<IrExprPtr>& indices, bool per_row) {
     const NodePtr& source = node->inputs[0];
     IrStatement loop;
     loop.kind = IrStatement::Kind::ReduceLoop;
@@ -338,18 +394,39 @@ class Lowerer {
         source_indices.push_back(indices[output_dim++]);
       }
     }
-    kernel_->inner_work += iterations;
-    // Hoist: the loop lives at the top level of the kernel body, whatever scope asked for it.
+    (per_row ? kernel_->row_work : kernel_->inner_work) += iterations;
+    // Hoist: the loop lives at the top level of the row or element body, whatever scope asked for it. Its body
+    // sees only the scopes outside that level (a per-row loop never reads a per-element value).
+    size_t home = per_row ? kRowScope : kElementScope;
     std::vector<Scope> saved = std::move(scopes_);
     scopes_.clear();
-    scopes_.push_back(std::move(saved.front()));
+    for (size_t level = 0; level <= home; ++level) scopes_.push_back(std::move(saved[level]));
     scopes_.push_back({&loop.body, {}});
     loop.value = node_value(source, source_indices);
     scopes_.pop_back();
-    scopes_.front().statements->push_back(std::move(loop));
-    saved.front() = std::move(scopes_.front());
+    // A per-row sum over the row's own dim whose terms are computed (not plain loads): the row's elements will
+    // likely need the same terms at their own index, so keep them in a row-sized array.
+    int last = int(kernel_->domain.size()) - 1;
+    std::vector<IrExprPtr> element_indices;
+    if (per_row && loop.loops.size() == 1 && loop.reduce_op == ReduceOp::Add && loop.value->kind == IrKind::Variable &&
+        source->shape.back() == kernel_->domain.back() && (node->reduce_mask >> (source->shape.size() - 1) & 1) &&
+        !source->is_computed() && !materialized_.count(source.get()) && source->kind != NodeKind::View &&
+        source->kind != NodeKind::Reshape && source->kind != NodeKind::Constant) {
+      loop.spill = loop.name + "_terms";
+      element_indices = source_indices;
+      element_indices.back() = ir_loop_variable("i" + std::to_string(last), kernel_->domain[last]);
+    }
+    std::string name = loop.name, spill = loop.spill;
+    DType term_type = loop.value->dtype;
+    scopes_[home].statements->push_back(std::move(loop));
+    IrExprPtr result = ir_variable(name, node->dtype);
+    scopes_[home].values[memo_key(node, indices)] = result;
+    for (size_t level = 0; level <= home; ++level) saved[level] = std::move(scopes_[level]);
     scopes_ = std::move(saved);
-    return ir_variable(scopes_.front().statements->back().name, node->dtype);
+    if (!spill.empty())  // rendered as an array element: "<spill>[i<last>]"
+      scopes_[kElementScope].values[memo_key(source, element_indices)] =
+          ir_variable(spill + "[i" + std::to_string(last) + "]", term_type);
+    return result;
   }
 
   void lower_scatter() {
@@ -380,6 +457,8 @@ class Lowerer {
 
   const NodePtr& root_;
   const std::unordered_set<Node*>& materialized_;
+  RowReductions first_rows_, row_reductions_;
+  std::unordered_set<std::string> row_reduction_keys_;
   IrKernel* kernel_ = nullptr;
   LoweringResult* result_ = nullptr;
   std::vector<Scope> scopes_;
@@ -394,7 +473,12 @@ class Lowerer {
 }  // namespace
 
 LoweringResult lower_group(const NodePtr& root, const std::unordered_set<Node*>& materialized) {
-  return Lowerer(root, materialized).run();
+  Lowerer first(root, materialized);
+  LoweringResult result = first.run();
+  if (first.row_reductions().empty()) return result;
+  // Again, with the per-row reductions first: an element may have computed a term before the reduction that
+  // keeps it was reached (softmax's numerator is lowered before its denominator).
+  return Lowerer(root, materialized, first.row_reductions()).run();
 }
 
 }  // namespace metajit

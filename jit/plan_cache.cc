@@ -134,6 +134,7 @@ std::shared_ptr<const CachedPlan> PlanCache::insert(const GraphSignature& signat
     kernel.lowered.origins.clear();
     kernel.lowered.scatter_target.clear();
     kernel.lowered.kernel.body.clear();
+    kernel.lowered.kernel.row_body.clear();
     plan->kernels.push_back(std::move(kernel));
   }
   std::lock_guard<std::mutex> lock(impl_->mutex);

@@ -69,17 +69,36 @@ TEST_F(FusionTest, ReductionWithProducerAndEpilogueIsOneKernel) {
   }
 }
 
-TEST_F(FusionTest, ReductionNeededAtBroadcastIndexIsMaterialised) {
+// One maximum per row, read by every element of its row: computed once per row inside the consumer's kernel.
+TEST_F(FusionTest, PerRowReductionRunsInsideItsConsumer) {
   NodePtr x = filled({8, 20}, -2.0f, 0.05f);
   NodePtr maximum = reduce(x, ReduceOp::Maximum, {1}, true);
   NodePtr shifted = binary(BinaryOp::Subtract, x, maximum);
-  EXPECT_EQ(plan_kernels({shifted}).size(), 2u);
+  std::vector<PlannedKernel> kernels = plan_kernels({shifted});
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0].lowered.kernel.row_body.size(), 1u);
   const float* result = values_of(shifted);
   const float* input = static_cast<const float*>(x->storage->data());
   for (int row = 0; row < 8; ++row) {
     float row_max = -INFINITY;
     for (int column = 0; column < 20; ++column) row_max = std::max(row_max, input[row * 20 + column]);
     for (int column = 0; column < 20; ++column) EXPECT_FLOAT_EQ(result[row * 20 + column], input[row * 20 + column] - row_max);
+  }
+}
+
+// One maximum per column: each row would redo the whole reduction, so it gets a kernel of its own.
+TEST_F(FusionTest, ReductionNeededAcrossRowsIsMaterialised) {
+  NodePtr x = filled({8, 20}, -2.0f, 0.05f);
+  NodePtr maximum = reduce(x, ReduceOp::Maximum, {0}, true);
+  NodePtr shifted = binary(BinaryOp::Subtract, x, maximum);
+  EXPECT_EQ(plan_kernels({shifted}).size(), 2u);
+  const float* result = values_of(shifted);
+  const float* input = static_cast<const float*>(x->storage->data());
+  for (int column = 0; column < 20; ++column) {
+    float column_max = -INFINITY;
+    for (int row = 0; row < 8; ++row) column_max = std::max(column_max, input[row * 20 + column]);
+    for (int row = 0; row < 8; ++row)
+      EXPECT_FLOAT_EQ(result[row * 20 + column], input[row * 20 + column] - column_max);
   }
 }
 

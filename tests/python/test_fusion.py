@@ -128,11 +128,29 @@ def test_long_chain_of_ops(rng):
     assert_close(y, expected, rtol=1e-4)
 
 
-def test_reduction_broadcast_back_is_materialised_once(rng):
+def test_reduction_broadcast_back_over_its_rows_is_one_kernel(rng):
+    """A reduction with one result per row, read back by every element of its row, runs once per row inside the
+    consumer's kernel (no kernel of its own, no round trip through memory)."""
     data = rng.standard_normal((16, 33)).astype(np.float32)
     x = mj.array(data)
     result, kernels = launched(lambda: (x - x.mean(1, keepdim=True)).numpy())
     np.testing.assert_allclose(result, data - data.astype(np.float64).mean(1, keepdims=True), rtol=1e-5, atol=1e-6)
+    assert kernels == 1
+    wide = rng.standard_normal((64, 300)).astype(np.float32)
+    y = mj.array(wide)
+    result, kernels = launched(lambda: y.softmax(-1).numpy())
+    expected = np.exp(wide - wide.max(-1, keepdims=True))
+    np.testing.assert_allclose(result, expected / expected.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+    assert kernels == 1
+
+
+def test_reduction_broadcast_back_across_rows_is_materialised_once(rng):
+    """Reduced over the rows (one result per column): recomputing it per element would repeat the whole
+    reduction, so it is a kernel of its own, computed once."""
+    data = rng.standard_normal((16, 33)).astype(np.float32)
+    x = mj.array(data)
+    result, kernels = launched(lambda: (x - x.mean(0, keepdim=True)).numpy())
+    np.testing.assert_allclose(result, data - data.astype(np.float64).mean(0, keepdims=True), rtol=1e-5, atol=1e-6)
     assert kernels == 2
 
 
