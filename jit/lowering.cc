@@ -275,8 +275,11 @@ class Lowerer {
         note_fused(*node);
         return reindex_value(node, indices);
       case NodeKind::Reduce: {
-        bool per_row = !is_root && !is_output_index(node, indices) && is_row_index(node, indices);
-        if (!is_root && !per_row && !is_output_index(node, indices)) {
+        // Inside a per-row loop only another per-row reduction can be inlined: the row body runs before, and
+        // outside, the element loop.
+        bool at_output = !is_root && context_ == kElementScope && is_output_index(node, indices);
+        bool per_row = !is_root && !at_output && is_row_index(node, indices);
+        if (!is_root && !per_row && !at_output) {
           request(node.get());
           return constant_of(0, node->dtype);
         }
@@ -402,7 +405,10 @@ class Lowerer {
     scopes_.clear();
     for (size_t level = 0; level <= home; ++level) scopes_.push_back(std::move(saved[level]));
     scopes_.push_back({&loop.body, {}});
+    size_t outer_context = context_;
+    context_ = home;
     loop.value = node_value(source, source_indices);
+    context_ = outer_context;
     scopes_.pop_back();
     // A per-row sum over the row's own dim whose terms are computed (not plain loads): the row's elements will
     // likely need the same terms at their own index, so keep them in a row-sized array.
@@ -458,6 +464,7 @@ class Lowerer {
   const NodePtr& root_;
   const std::unordered_set<Node*>& materialized_;
   RowReductions first_rows_, row_reductions_;
+  size_t context_ = kElementScope;  // the level whose values the code being lowered can see: row or element
   std::unordered_set<std::string> row_reduction_keys_;
   IrKernel* kernel_ = nullptr;
   LoweringResult* result_ = nullptr;

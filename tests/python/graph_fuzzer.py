@@ -2370,6 +2370,27 @@ FIXED_BUGS = [
                       "np.testing.assert_array_equal(mj.array(y).cumsum(1).numpy(), np.cumsum(y, axis=1))\n",
         "seeds": [("value", 202849)],
     },
+    {
+        "name": "a reduction inside a per-row reduction's loop read the enclosing loop's values",
+        "description": "Found while per-row reductions were being added (before they landed): in the [1, 1] "
+                       "kernel of a matmul operand's gradient, the softmax-over-dim-0 backward's per-row sum "
+                       "needed the forward's max and sum, which (all dims being 1) looked like reductions at the "
+                       "kernel's output index and were emitted inside the enclosing loop, where their "
+                       "loop variable r0 shadowed the outer one and they reused its loads: the gradient came out "
+                       "-0.016 instead of 0.177. Fixed in jit/lowering.cc: inside a per-row loop only per-row "
+                       "reductions are inlined, so reduction loops are never nested.",
+        "reproducer": "import numpy as np\n"
+                      "import metajit as mj\n"
+                      "import metajit.nn.functional as F\n"
+                      "a = mj.array(np.array([[-0.8679109710943052]]), requires_grad=True)\n"
+                      "b = mj.array(np.array([[0.17739478934363095], [0.9793590066601143]]), requires_grad=True)\n"
+                      "product = mj.matmul(b, a)\n"
+                      "loss = F.softmax(product, dim=-2).sum() + mj.reduce(product, 'min', 1)[::2].sum()\n"
+                      "grad_a, grad_b = mj.grad(loss, [a, b])\n"
+                      "np.testing.assert_allclose(grad_a.numpy(), [[0.17739478934363095]], rtol=1e-12)\n"
+                      "np.testing.assert_allclose(grad_b.numpy(), [[-0.8679109710943052], [0.0]], rtol=1e-12)\n",
+        "seeds": [("grad", 300902)],
+    },
 ]
 
 
