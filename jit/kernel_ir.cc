@@ -102,6 +102,11 @@ IrExprPtr ir_cast(DType dtype, IrExprPtr operand) {
   return make(IrKind::Cast, dtype, 0, {std::move(operand)});
 }
 
+IrExprPtr ir_round_to_half(IrExprPtr operand) {
+  if (operand->kind == IrKind::Cast && operand->dtype == DType::Float16) return operand;  // rounded already
+  return make(IrKind::Cast, DType::Float16, 0, {std::move(operand)});
+}
+
 IrExprPtr ir_index(IndexOperator op, IrExprPtr left, IrExprPtr right) {
   bool boolean_result = op == IndexOperator::Not || (op >= IndexOperator::Less && op <= IndexOperator::LogicalOr);
   int64_t a = 0, b = 0;

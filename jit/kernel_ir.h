@@ -44,6 +44,9 @@ IrExprPtr ir_unary(UnaryOp op, DType dtype, IrExprPtr operand);
 IrExprPtr ir_binary(BinaryOp op, DType dtype, IrExprPtr left, IrExprPtr right);
 IrExprPtr ir_select(IrExprPtr condition, IrExprPtr if_true, IrExprPtr if_false);
 IrExprPtr ir_cast(DType dtype, IrExprPtr operand);
+// A float16 op's result, computed in float32, rounded to float16 (a Cast to Float16 even when the operand is
+// already typed Float16): every float16 op rounds, so fusion never changes a float16 result.
+IrExprPtr ir_round_to_half(IrExprPtr operand);
 // Integer (int64) and boolean index arithmetic with the index language's semantics; folds constants.
 IrExprPtr ir_index(IndexOperator op, IrExprPtr left, IrExprPtr right = nullptr);
 

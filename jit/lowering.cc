@@ -150,6 +150,12 @@ class Lowerer {
     return true;
   }
 
+  // float16 results are computed in float32 and rounded like a stored value, op by op, as PyTorch does: then a
+  // value recomputed in one kernel equals the same value stored by another (argmin compares them).
+  static IrExprPtr half_rounded(IrExprPtr value) {
+    return value->dtype == DType::Float16 ? ir_round_to_half(std::move(value)) : value;
+  }
+
   IrExprPtr constant_of(double value, DType dtype) {
     if (is_floating(dtype)) return ir_float(value, dtype);
     if (dtype == DType::Bool) return ir_bool(value != 0);
@@ -220,13 +226,13 @@ class Lowerer {
       case NodeKind::Unary: {
         note_fused(*node);
         IrExprPtr operand = node_value(node->inputs[0], indices);
-        return let(node->op_name(), ir_unary(UnaryOp(node->op_code), node->dtype, operand));
+        return let(node->op_name(), half_rounded(ir_unary(UnaryOp(node->op_code), node->dtype, operand)));
       }
       case NodeKind::Binary: {
         note_fused(*node);
         IrExprPtr left = node_value(node->inputs[0], indices);
         IrExprPtr right = node_value(node->inputs[1], indices);
-        return let(node->op_name(), ir_binary(BinaryOp(node->op_code), node->dtype, left, right));
+        return let(node->op_name(), half_rounded(ir_binary(BinaryOp(node->op_code), node->dtype, left, right)));
       }
       case NodeKind::Where: {
         note_fused(*node);
@@ -425,7 +431,7 @@ class Lowerer {
     std::string name = loop.name, spill = loop.spill;
     DType term_type = loop.value->dtype;
     scopes_[home].statements->push_back(std::move(loop));
-    IrExprPtr result = ir_variable(name, node->dtype);
+    IrExprPtr result = half_rounded(ir_variable(name, node->dtype));
     scopes_[home].values[memo_key(node, indices)] = result;
     for (size_t level = 0; level <= home; ++level) saved[level] = std::move(scopes_[level]);
     scopes_ = std::move(saved);

@@ -2391,6 +2391,24 @@ FIXED_BUGS = [
                       "np.testing.assert_allclose(grad_b.numpy(), [[-0.8679109710943052], [0.0]], rtol=1e-12)\n",
         "seeds": [("grad", 300902)],
     },
+    {
+        "name": "argmin/argmax of a computed float16 tensor gave the out-of-range index",
+        "description": "float16 kernels computed in float32 and rounded only when storing. argmin stores the "
+                       "minimum (rounded to float16) and then compares the recomputed, unrounded values with it: "
+                       "no value matched, so every result was the dim's length (5 for 5 rows). Found by seed "
+                       "401461 (value mode): argmin(exp(float16 [5, 31]), dim=0). Fixed in jit/lowering.cc: "
+                       "every float16 op's result is rounded as it is produced (docs/type_promotion.md).",
+        "reproducer": "import numpy as np\n"
+                      "import metajit as mj\n"
+                      "import metajit.nn.functional as F\n"
+                      "x = np.random.default_rng(3).uniform(-4, 4, size=(5, 31)).astype(np.float16)\n"
+                      "y = np.exp(x.astype(np.float32)).astype(np.float16)\n"
+                      "t = mj.exp(mj.array(x))\n"
+                      "np.testing.assert_array_equal(F.argmin(t, dim=0).numpy(), y.argmin(0))\n"
+                      "np.testing.assert_array_equal(F.argmax(t, dim=1).numpy(), y.argmax(1))\n"
+                      "np.testing.assert_array_equal(t.numpy(), y)\n",
+        "seeds": [("value", 401461)],
+    },
 ]
 
 
