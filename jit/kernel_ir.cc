@@ -122,10 +122,32 @@ IrExprPtr ir_index(IndexOperator op, IrExprPtr left, IrExprPtr right) {
   }
   // Cheap identities that keep generated indices readable.
   switch (op) {
-    case IndexOperator::Add:
+    case IndexOperator::Add: {
       if (left_constant && a == 0) return right;
       if (right_constant && b == 0) return left;
+      // With floor semantics and c, d > 0: x % c + (x / c) * c == x, and x % c + ((x / c) % d) * c == x % (c * d).
+      // Indices split for a merged loop (lower_group) join again into the merged index.
+      auto is_binary_by_constant = [](const IrExprPtr& expression, IndexOperator op, int64_t* constant) {
+        return expression->kind == IrKind::IndexBinary && IndexOperator(expression->op) == op &&
+               is_int_constant(expression->args[1], constant) && *constant > 0;
+      };
+      for (int side = 0; side < 2; ++side) {
+        const IrExprPtr& remainder = side == 0 ? left : right;
+        const IrExprPtr& product = side == 0 ? right : left;
+        int64_t divisor, factor, inner_divisor, modulus = 0;
+        if (!is_binary_by_constant(remainder, IndexOperator::FloorModulo, &divisor) ||
+            !is_binary_by_constant(product, IndexOperator::Multiply, &factor) || factor != divisor)
+          continue;
+        IrExprPtr quotient = product->args[0];
+        if (is_binary_by_constant(quotient, IndexOperator::FloorModulo, &modulus)) quotient = quotient->args[0];
+        if (!is_binary_by_constant(quotient, IndexOperator::FloorDivide, &inner_divisor) || inner_divisor != divisor ||
+            ir_key(quotient->args[0]) != ir_key(remainder->args[0]))
+          continue;
+        const IrExprPtr& x = remainder->args[0];
+        return modulus ? ir_index(IndexOperator::FloorModulo, x, ir_int(divisor * modulus)) : x;
+      }
       break;
+    }
     case IndexOperator::Subtract:
       if (right_constant && b == 0) return left;
       break;

@@ -22,8 +22,10 @@ class Lowerer {
  public:
   // `first_rows`: per-row reductions (and the indices they are read at) to lower before anything else, so their
   // kept terms are there when the elements need them.
-  Lowerer(const NodePtr& root, const std::unordered_set<Node*>& materialized, RowReductions first_rows = {})
-      : root_(root), materialized_(materialized), first_rows_(std::move(first_rows)) {}
+  // `merged`: loop over the root's last `merged` dims as one (0 or 1: no merging).
+  Lowerer(const NodePtr& root, const std::unordered_set<Node*>& materialized, RowReductions first_rows = {},
+          int merged = 0)
+      : root_(root), materialized_(materialized), first_rows_(std::move(first_rows)), merged_(merged) {}
 
   const RowReductions& row_reductions() const { return row_reductions_; }
 
@@ -41,6 +43,7 @@ class Lowerer {
       kernel.kind = IrKernel::Kind::Pointwise;
       kernel.domain = root_->shape;
       std::vector<IrExprPtr> indices = domain_indices();
+      if (merged_ >= 2) indices = merge_trailing_dims();
       for (const auto& [node, node_indices] : first_rows_) node_value(node, node_indices);
       IrExprPtr value = node_value(root_, indices, /*is_root=*/true);
       emit({IrStatement::Kind::Store, "", root_->dtype, value, offset_of(root_->shape, indices), nullptr, 0});
@@ -57,6 +60,29 @@ class Lowerer {
     std::unordered_map<std::string, IrExprPtr> values;
   };
   static constexpr size_t kRowScope = 0, kElementScope = 1;
+
+  // The kernel loops over the root's last merged_ dims as one index m; the root's own indices are m split by
+  // floor division and modulo, which the index simplifier joins back where a buffer is read in that order.
+  std::vector<IrExprPtr> merge_trailing_dims() {
+    const Shape& shape = root_->shape;
+    size_t first = shape.size() - size_t(merged_);
+    Shape domain(shape.begin(), shape.begin() + first);
+    int64_t extent = 1;
+    for (size_t dim = first; dim < shape.size(); ++dim) extent *= shape[dim];
+    domain.push_back(extent);
+    kernel_->domain = domain;
+    std::vector<IrExprPtr> loop = domain_indices();
+    std::vector<IrExprPtr> indices(loop.begin(), loop.begin() + first);
+    const IrExprPtr& flat = loop.back();
+    int64_t stride = extent;
+    for (size_t dim = first; dim < shape.size(); ++dim) {
+      stride /= shape[dim];
+      IrExprPtr index = ir_index(IndexOperator::FloorDivide, flat, ir_int(stride));
+      if (dim > first) index = ir_index(IndexOperator::FloorModulo, index, ir_int(shape[dim]));
+      indices.push_back(index);
+    }
+    return indices;
+  }
 
   std::vector<IrExprPtr> domain_indices() {
     std::vector<IrExprPtr> indices;
@@ -119,7 +145,10 @@ class Lowerer {
     if (kernel_->kind != IrKernel::Kind::Pointwise || domain.size() < 2 || node->kind != NodeKind::Reduce) return false;
     size_t rank = domain.size();
     int64_t row_length = domain.back(), rows = row_length ? shape_numel(domain) / row_length : 0;
-    if (row_length > kMaxRowElements || (rows < kMinRows && shape_numel(domain) > kSmallKernelElements)) return false;
+    // A row of one element gains nothing, and its reduction may be a contraction for the library (a 1x1
+    // convolution's weight gradient, reshaped to [O, C, 1, 1]), which only a kernel of its own is matched as.
+    if (row_length < 2 || row_length > kMaxRowElements) return false;
+    if (rows < kMinRows && shape_numel(domain) > kSmallKernelElements) return false;
     std::vector<int> uses(rank, 0);
     for (size_t position = 0; position < indices.size(); ++position) {
       const IrExprPtr& index = indices[position];
@@ -470,6 +499,7 @@ class Lowerer {
   const NodePtr& root_;
   const std::unordered_set<Node*>& materialized_;
   RowReductions first_rows_, row_reductions_;
+  int merged_ = 0;
   size_t context_ = kElementScope;  // the level whose values the code being lowered can see: row or element
   std::unordered_set<std::string> row_reduction_keys_;
   IrKernel* kernel_ = nullptr;
@@ -485,10 +515,67 @@ class Lowerer {
 
 }  // namespace
 
+bool splits_variable(const IrExprPtr& expression, const std::string& name);
+
+bool statements_split_variable(const std::vector<IrStatement>& statements, const std::string& name) {
+  for (const IrStatement& statement : statements) {
+    for (const IrExprPtr* part : {&statement.value, &statement.offset, &statement.condition})
+      if (*part && splits_variable(*part, name)) return true;
+    if (statements_split_variable(statement.body, name)) return true;
+  }
+  return false;
+}
+
+bool mentions_variable(const IrExprPtr& expression, const std::string& name) {
+  if (expression->kind == IrKind::Variable) return expression->name == name;
+  for (const IrExprPtr& argument : expression->args)
+    if (mentions_variable(argument, name)) return true;
+  return false;
+}
+
+// Whether `name` is still divided or reduced modulo something anywhere (its split did not join back).
+bool splits_variable(const IrExprPtr& expression, const std::string& name) {
+  if (expression->kind == IrKind::IndexBinary &&
+      (IndexOperator(expression->op) == IndexOperator::FloorDivide ||
+       IndexOperator(expression->op) == IndexOperator::FloorModulo) &&
+      mentions_variable(expression->args[0], name))
+    return true;
+  for (const IrExprPtr& argument : expression->args)
+    if (splits_variable(argument, name)) return true;
+  return false;
+}
+
+// Short rows (NCHW images of 32x32 and less) make the element loop short and the per-row overhead dominant.
+// When every buffer is read in the order of the output's trailing dims, loop over those dims as one.
+constexpr int64_t kShortRow = 256;
+
+LoweringResult merge_short_rows(const NodePtr& root, const std::unordered_set<Node*>& materialized,
+                                LoweringResult plain) {
+  const IrKernel& kernel = plain.lowered.kernel;
+  int rank = int(root->shape.size());
+  if (kernel.kind != IrKernel::Kind::Pointwise || rank < 2 || !kernel.row_body.empty() ||
+      root->shape.back() >= kShortRow || shape_numel(root->shape) == 0)
+    return plain;
+  // Reductions (and the contractions among them, which the library matcher reads by their loop structure) keep
+  // their shape; this is for elementwise and gather kernels.
+  for (const IrStatement& statement : kernel.body)
+    if (statement.kind == IrStatement::Kind::ReduceLoop) return plain;
+  for (int merged = rank; merged >= 2; --merged) {
+    LoweringResult candidate = Lowerer(root, materialized, {}, merged).run();
+    const IrKernel& merged_kernel = candidate.lowered.kernel;
+    std::string flat = "i" + std::to_string(merged_kernel.domain.size() - 1);
+    if (candidate.materialize_requests != plain.materialize_requests || !merged_kernel.row_body.empty() ||
+        statements_split_variable(merged_kernel.body, flat))
+      continue;
+    return candidate;
+  }
+  return plain;
+}
+
 LoweringResult lower_group(const NodePtr& root, const std::unordered_set<Node*>& materialized) {
   Lowerer first(root, materialized);
   LoweringResult result = first.run();
-  if (first.row_reductions().empty()) return result;
+  if (first.row_reductions().empty()) return merge_short_rows(root, materialized, std::move(result));
   // Again, with the per-row reductions first: an element may have computed a term before the reduction that
   // keeps it was reached (softmax's numerator is lowered before its denominator).
   return Lowerer(root, materialized, first.row_reductions()).run();
