@@ -348,6 +348,21 @@ class Renderer {
     return text + "begin, end";
   }
 
+  // Declares i0 .. i(rank-2) from `row`, the index of a row (every dim but the last).
+  void row_indices() {
+    const Shape& domain = kernel_.domain;
+    std::string remaining = "row";
+    for (int dim = int(domain.size()) - 2; dim >= 0; --dim) {
+      if (dim == 0) {
+        out_ << "    const int64_t i0 = " << remaining << ";\n";
+      } else {
+        out_ << "    const int64_t i" << dim << " = " << remaining << " % " << domain[dim] << ";\n";
+        out_ << "    const int64_t row_" << dim << " = " << remaining << " / " << domain[dim] << ";\n";
+        remaining = "row_" + std::to_string(dim);
+      }
+    }
+  }
+
   // Pointwise: [begin, end) is a range of flat output elements, walked row by row so the innermost loop is the
   // contiguous last dimension.
   void pointwise_body() {
@@ -371,16 +386,7 @@ class Renderer {
     if (!kernel_.row_body.empty()) {
       // [begin, end) is a range of whole rows: the row's reductions run once, then its elements.
       out_ << "  for (int64_t row = begin; row < end; ++row) {\n";
-      std::string remaining = "row";
-      for (int dim = rank - 2; dim >= 0; --dim) {
-        if (dim == 0) {
-          out_ << "    const int64_t i0 = " << remaining << ";\n";
-        } else {
-          out_ << "    const int64_t i" << dim << " = " << remaining << " % " << domain[dim] << ";\n";
-          out_ << "    const int64_t row_" << dim << " = " << remaining << " / " << domain[dim] << ";\n";
-          remaining = "row_" + std::to_string(dim);
-        }
-      }
+      row_indices();
       statements(kernel_.row_body, 2);
       out_ << "    " << loop_pragma;
       out_ << "    for (int64_t i" << rank - 1 << " = 0; i" << rank - 1 << " < " << last << "; ++i" << rank - 1 << ") {\n";
@@ -394,16 +400,7 @@ class Renderer {
     out_ << "    const int64_t column_begin = flat - row * " << last << ";\n";
     out_ << "    const int64_t column_end = (end - flat) < (" << last << " - column_begin) ? column_begin + (end - flat) : "
          << last << ";\n";
-    std::string remaining = "row";
-    for (int dim = rank - 2; dim >= 0; --dim) {
-      if (dim == 0) {
-        out_ << "    const int64_t i0 = " << remaining << ";\n";
-      } else {
-        out_ << "    const int64_t i" << dim << " = " << remaining << " % " << domain[dim] << ";\n";
-        out_ << "    const int64_t row_" << dim << " = " << remaining << " / " << domain[dim] << ";\n";
-        remaining = "row_" + std::to_string(dim);
-      }
-    }
+    row_indices();
     out_ << "    " << loop_pragma;
     out_ << "    for (int64_t i" << rank - 1 << " = column_begin; i" << rank - 1 << " < column_end; ++i" << rank - 1
          << ") {\n";
