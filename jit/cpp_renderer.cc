@@ -3,12 +3,11 @@
 // proves both sides non-negative. Sum loops reassociate only their accumulation, so they vectorise.
 #include "jit/cpp_renderer.h"
 
-#include <cmath>
-#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 
 #include "jit/cpp_prelude.h"
+#include "jit/expression_renderer.h"
 
 namespace metajit {
 
@@ -16,204 +15,9 @@ const char* const kKernelSymbol = "metajit_kernel";
 
 namespace {
 
-const char* value_type(DType dtype) { return dtype == DType::Float16 ? "float" : dtype_c_type(dtype); }
-
-std::string float_literal(double value, DType dtype) {
-  bool single = dtype != DType::Float64;
-  if (std::isnan(value)) return single ? "__builtin_nanf(\"\")" : "__builtin_nan(\"\")";
-  if (std::isinf(value)) return std::string(value < 0 ? "-" : "") + (single ? "__builtin_inff()" : "__builtin_inf()");
-  char text[64];
-  std::snprintf(text, sizeof(text), single ? "%.9g" : "%.17g", single ? double(float(value)) : value);
-  std::string literal = text;
-  if (literal.find_first_of(".eE") == std::string::npos) literal += ".0";
-  return "(" + literal + (single ? "f" : "") + ")";
-}
-
-std::string integer_literal(int64_t value) {
-  if (value == INT64_MIN) return "(-9223372036854775807LL - 1)";
-  return value < 0 ? "(" + std::to_string(value) + "LL)" : std::to_string(value) + "LL";
-}
-
-class Renderer {
+class Renderer : ExpressionRenderer {
  public:
-  explicit Renderer(const IrKernel& kernel) : kernel_(kernel) {}
-
-  std::string expression(const IrExprPtr& node) {
-    const auto& args = node->args;
-    switch (node->kind) {
-      case IrKind::IntConstant:
-        return node->dtype == DType::Bool ? (node->integer ? "true" : "false") : integer_literal(node->integer);
-      case IrKind::FloatConstant: return float_literal(node->floating, node->dtype);
-      case IrKind::Variable: return node->name;
-      case IrKind::Load: {
-        const IrBuffer& buffer = kernel_.buffers[node->buffer];
-        std::string element = buffer.name + "[" + expression(args[0]) + "]";
-        return buffer.dtype == DType::Float16 ? "mj_half_to_float(" + element + ")" : element;
-      }
-      case IrKind::Cast: return cast(node->dtype, args[0]);
-      case IrKind::Select:
-        return "(" + expression(args[0]) + " ? " + expression(args[1]) + " : " + expression(args[2]) + ")";
-      case IrKind::Unary: return unary(UnaryOp(node->op), node->dtype, args[0]);
-      case IrKind::Binary: return binary(BinaryOp(node->op), node->dtype, args[0], args[1]);
-      case IrKind::IndexUnary: {
-        std::string operand = expression(args[0]);
-        switch (IndexOperator(node->op)) {
-          case IndexOperator::Negate: return "(int64_t)(0ull - (uint64_t)" + operand + ")";
-          case IndexOperator::Not: return "(!" + operand + ")";
-          case IndexOperator::Abs: return "(" + operand + " < 0 ? (int64_t)(0ull - (uint64_t)" + operand + ") : " + operand + ")";
-          default: throw std::logic_error("bad index unary");
-        }
-      }
-      case IrKind::IndexBinary: return index_binary(node);
-    }
-    throw std::logic_error("unknown IR node");
-  }
-
-  std::string cast(DType target, const IrExprPtr& operand) {
-    std::string value = expression(operand);
-    if (target == DType::Bool) return "(" + value + " != 0)";
-    if (target == DType::Float16) return "mj_round_to_half((float)" + value + ")";
-    return "(" + std::string(value_type(target)) + ")" + value;
-  }
-
-  std::string unary(UnaryOp op, DType dtype, const IrExprPtr& operand_node) {
-    std::string x = expression(operand_node);
-    bool single = dtype == DType::Float32 || dtype == DType::Float16;
-    bool floating = is_floating(dtype);
-    std::string type = value_type(dtype);
-    switch (op) {
-      case UnaryOp::Negate: return "(" + type + ")(-" + x + ")";
-      case UnaryOp::Abs:
-        if (floating) return (single ? "__builtin_fabsf(" : "__builtin_fabs(") + x + ")";
-        return dtype == DType::Bool || dtype == DType::UInt8 ? x : "(" + type + ")(" + x + " < 0 ? -" + x + " : " + x + ")";
-      case UnaryOp::Exp: return single ? "mj_exp(" + x + ")" : "exp(" + x + ")";
-      case UnaryOp::Log: return single ? "mj_log(" + x + ")" : "log(" + x + ")";
-      case UnaryOp::Sqrt: return (single ? "__builtin_sqrtf(" : "__builtin_sqrt(") + x + ")";
-      case UnaryOp::Rsqrt: return single ? "(1.0f / __builtin_sqrtf(" + x + "))" : "(1.0 / __builtin_sqrt(" + x + "))";
-      case UnaryOp::Sin: return (single ? "sinf(" : "sin(") + x + ")";
-      case UnaryOp::Cos: return (single ? "cosf(" : "cos(") + x + ")";
-      case UnaryOp::Tanh: return (single ? "tanhf(" : "tanh(") + x + ")";
-      case UnaryOp::Sigmoid:
-        return single ? "(1.0f / (1.0f + mj_exp(-" + x + ")))" : "(1.0 / (1.0 + exp(-" + x + ")))";
-      case UnaryOp::Relu: return "(" + x + " < 0 ? (" + type + ")0 : " + x + ")";
-      case UnaryOp::Floor: return floating ? (single ? "__builtin_floorf(" : "__builtin_floor(") + x + ")" : x;
-      case UnaryOp::Ceil: return floating ? (single ? "__builtin_ceilf(" : "__builtin_ceil(") + x + ")" : x;
-      case UnaryOp::Round: return floating ? (single ? "__builtin_rintf(" : "__builtin_rint(") + x + ")" : x;
-      case UnaryOp::LogicalNot: return "(!(" + x + " != 0))";
-      case UnaryOp::BitwiseNot: return dtype == DType::Bool ? "(!" + x + ")" : "(" + type + ")(~" + x + ")";
-    }
-    throw std::logic_error("unknown unary op");
-  }
-
-  std::string binary(BinaryOp op, DType dtype, const IrExprPtr& left_node, const IrExprPtr& right_node) {
-    std::string a = expression(left_node), b = expression(right_node);
-    DType operand_dtype = left_node->dtype;
-    bool floating = is_floating(operand_dtype);
-    bool single = operand_dtype == DType::Float32 || operand_dtype == DType::Float16;
-    std::string type = value_type(dtype);
-    auto wrap = [&](const std::string& text) { return "(" + type + ")(" + text + ")"; };
-    switch (op) {
-      case BinaryOp::Add: return wrap(a + " + " + b);
-      case BinaryOp::Subtract: return wrap(a + " - " + b);
-      case BinaryOp::Multiply: return wrap(a + " * " + b);
-      case BinaryOp::Divide: return wrap(a + " / " + b);
-      case BinaryOp::FloorDivide:
-        if (floating) return wrap("mj_float_floor_divide(" + a + ", " + b + ")");
-        return wrap("mj_floor_divide(" + a + ", " + b + ")");
-      case BinaryOp::Modulo:
-        if (floating) {
-          std::string remainder = std::string(single ? "fmodf(" : "fmod(") + a + ", " + b + ")";
-          return "[&]{ " + type + " m = " + remainder + "; return (m != 0 && ((m < 0) != (" + b + " < 0))) ? m + " + b +
-                 " : m; }()";
-        }
-        return wrap("mj_floor_modulo(" + a + ", " + b + ")");
-      case BinaryOp::Power:
-        if (right_node->kind == IrKind::FloatConstant && right_node->floating == 2.0) return wrap(a + " * " + a);
-        if (floating) return wrap((single ? "powf(" : "pow(") + a + ", " + b + ")");
-        return wrap("mj_integer_power(" + a + ", " + b + ")");
-      case BinaryOp::Maximum: return "mj_max<" + type + ">(" + a + ", " + b + ")";
-      case BinaryOp::Minimum: return "mj_min<" + type + ">(" + a + ", " + b + ")";
-      case BinaryOp::Less: return "(" + a + " < " + b + ")";
-      case BinaryOp::LessEqual: return "(" + a + " <= " + b + ")";
-      case BinaryOp::Greater: return "(" + a + " > " + b + ")";
-      case BinaryOp::GreaterEqual: return "(" + a + " >= " + b + ")";
-      case BinaryOp::Equal: return "(" + a + " == " + b + ")";
-      case BinaryOp::NotEqual: return "(" + a + " != " + b + ")";
-      case BinaryOp::LogicalAnd: return "(" + a + " && " + b + ")";
-      case BinaryOp::LogicalOr: return "(" + a + " || " + b + ")";
-      case BinaryOp::LogicalXor: return "(" + a + " != " + b + ")";
-      case BinaryOp::BitwiseAnd: return wrap(a + " & " + b);
-      case BinaryOp::BitwiseOr: return wrap(a + " | " + b);
-      case BinaryOp::BitwiseXor: return wrap(a + " ^ " + b);
-    }
-    throw std::logic_error("unknown binary op");
-  }
-
-  std::string index_binary(const IrExprPtr& node) {
-    const IrExprPtr& left = node->args[0];
-    const IrExprPtr& right = node->args[1];
-    std::string a = expression(left), b = expression(right);
-    auto non_negative_division = [&] {
-      IrRange numerator = ir_range(left), divisor = ir_range(right);
-      return numerator.low >= 0 && divisor.low > 0;
-    };
-    switch (IndexOperator(node->op)) {
-      case IndexOperator::Add: return "(" + a + " + " + b + ")";
-      case IndexOperator::Subtract: return "(" + a + " - " + b + ")";
-      case IndexOperator::Multiply: return "(" + a + " * " + b + ")";
-      case IndexOperator::FloorDivide:
-        return non_negative_division() ? "(" + a + " / " + b + ")" : "mj_floor_divide(" + a + ", " + b + ")";
-      case IndexOperator::FloorModulo:
-        return non_negative_division() ? "(" + a + " % " + b + ")" : "mj_floor_modulo(" + a + ", " + b + ")";
-      case IndexOperator::Minimum: return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
-      case IndexOperator::Maximum: return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
-      case IndexOperator::Less: return "(" + a + " < " + b + ")";
-      case IndexOperator::LessEqual: return "(" + a + " <= " + b + ")";
-      case IndexOperator::Greater: return "(" + a + " > " + b + ")";
-      case IndexOperator::GreaterEqual: return "(" + a + " >= " + b + ")";
-      case IndexOperator::Equal: return "(" + a + " == " + b + ")";
-      case IndexOperator::NotEqual: return "(" + a + " != " + b + ")";
-      case IndexOperator::LogicalAnd: return "(" + a + " && " + b + ")";
-      case IndexOperator::LogicalOr: return "(" + a + " || " + b + ")";
-      default: throw std::logic_error("bad index binary");
-    }
-  }
-
-  std::string identity(ReduceOp op, DType dtype) {
-    std::string type = value_type(dtype);
-    switch (op) {
-      case ReduceOp::Add: return "(" + type + ")0";
-      case ReduceOp::Multiply: return "(" + type + ")1";
-      case ReduceOp::LogicalAnd: return "true";
-      case ReduceOp::LogicalOr: return "false";
-      case ReduceOp::Maximum:
-      case ReduceOp::Minimum: {
-        bool maximum = op == ReduceOp::Maximum;
-        if (is_floating(dtype)) return std::string(maximum ? "-" : "") + (dtype == DType::Float64 ? "__builtin_inf()" : "__builtin_inff()");
-        switch (dtype) {
-          case DType::Bool: return maximum ? "false" : "true";
-          case DType::Int8: return maximum ? "(int8_t)-128" : "(int8_t)127";
-          case DType::UInt8: return maximum ? "(uint8_t)0" : "(uint8_t)255";
-          case DType::Int32: return maximum ? "(int32_t)(-2147483647 - 1)" : "(int32_t)2147483647";
-          default: return maximum ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL";
-        }
-      }
-    }
-    return "0";
-  }
-
-  std::string combine(ReduceOp op, DType dtype, const std::string& accumulator, const std::string& value) {
-    std::string type = value_type(dtype);
-    switch (op) {
-      case ReduceOp::Add: return "(" + type + ")(" + accumulator + " + " + value + ")";
-      case ReduceOp::Multiply: return "(" + type + ")(" + accumulator + " * " + value + ")";
-      case ReduceOp::Maximum: return "mj_max<" + type + ">(" + accumulator + ", " + value + ")";
-      case ReduceOp::Minimum: return "mj_min<" + type + ">(" + accumulator + ", " + value + ")";
-      case ReduceOp::LogicalAnd: return "(" + accumulator + " && (" + value + " != 0))";
-      case ReduceOp::LogicalOr: return "(" + accumulator + " || (" + value + " != 0))";
-    }
-    return accumulator;
-  }
+  explicit Renderer(const IrKernel& kernel) : ExpressionRenderer(kernel, SourceDialect::Cpp) {}
 
   // max/min of floats as an integer max/min of order keys plus a NaN flag (see mj_order_key): vectorises.
   void float_extremum_loop(const IrStatement& statement, int depth) {
@@ -245,7 +49,7 @@ class Renderer {
       out_ << std::string(inner * 2, ' ') << "}\n";
     }
     out_ << pad << "const " << type << " " << statement.name << " = " << nan << " ? ("
-         << (statement.dtype == DType::Float64 ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")") << ") : mj_from_order_key("
+         << not_a_number(statement.dtype) << ") : mj_from_order_key("
          << key << ");\n";
   }
 
@@ -477,7 +281,6 @@ class Renderer {
   }
 
  private:
-  const IrKernel& kernel_;
   std::ostringstream out_;
 };
 
