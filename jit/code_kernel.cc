@@ -1,6 +1,8 @@
 #include "jit/code_kernel.h"
 
+#include <algorithm>
 #include <sstream>
+#include <stdexcept>
 
 namespace metajit {
 namespace {
@@ -37,6 +39,40 @@ struct Tensor {
 }  // namespace mj
 )PRELUDE";
 
+// The same accessor for CUDA Code ops (no standard headers: NVRTC compiles without any).
+const char* const kCudaCodePrelude = R"PRELUDE(// ---- metajit CUDA code op support ----
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+namespace mj {
+template <typename T, int N>
+struct Tensor {
+  T* data;
+  int64_t shape[N > 0 ? N : 1];
+  int64_t stride[N > 0 ? N : 1];
+  int64_t numel;
+  static constexpr int ndim = N;
+  template <typename... Index>
+  __device__ T& operator()(Index... index) const {
+    static_assert(sizeof...(Index) == N, "wrong number of indices for this tensor's rank");
+    int64_t indices[N > 0 ? N : 1] = {int64_t(index)...};
+    int64_t offset = 0;
+    for (int dim = 0; dim < N; ++dim) offset += indices[dim] * stride[dim];
+    return data[offset];
+  }
+  __device__ T& operator[](int64_t flat) const { return data[flat]; }
+};
+__device__ inline bool same_name(const char* a, const char* b) {
+  while (*a && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+}  // namespace mj
+)PRELUDE";
+
 int count_lines(const std::string& text) {
   int lines = 0;
   for (char character : text) lines += character == '\n';
@@ -69,11 +105,13 @@ void declare_constants(std::ostringstream& out, const NamedBuffer& buffer) {
   }
 }
 
-void declare_pointers(std::ostringstream& out, const NamedBuffer& buffer) {
+// The typed view `name` of the buffer `name_p`; on the CPU the pointer is first taken from buffers[].
+void declare_pointers(std::ostringstream& out, const NamedBuffer& buffer, bool cuda = false) {
   const std::string& name = buffer.name;
   size_t rank = buffer.shape.size();
-  out << "  " << name << "_type* const " << name << "_p = static_cast<" << name << "_type*>(buffers[" << buffer.index
-      << "]);\n";
+  if (!cuda)
+    out << "  " << name << "_type* const " << name << "_p = static_cast<" << name << "_type*>(buffers[" << buffer.index
+        << "]);\n";
   out << "  const mj::Tensor<" << name << "_type, " << rank << "> " << name << "{" << name << "_p, {";
   for (size_t dim = 0; dim < rank; ++dim) out << (dim ? ", " : "") << name << "_shape" << dim;
   out << "}, {";
@@ -142,6 +180,59 @@ RenderedKernel render_code_kernel(const CodeOp& op, const std::vector<NodePtr>& 
   return rendered;
 }
 
+RenderedCudaKernel render_code_cuda_kernel(const CodeOp& op, const std::vector<NodePtr>& inputs) {
+  if (op.cuda_source.empty())
+    throw std::invalid_argument("the " + op.what + " created at " + op.provenance.to_string() +
+                                " has no cuda_src, so it cannot run on the GPU (pass cuda_src=... to mj.code)");
+  std::vector<NamedBuffer> buffers;
+  for (size_t index = 0; index < op.output_shapes.size(); ++index)
+    buffers.push_back({op.output_names[index], int(index), op.output_dtypes[index], op.output_shapes[index]});
+  for (size_t index = 0; index < inputs.size(); ++index)
+    buffers.push_back({op.input_names[index], int(buffers.size()), inputs[index]->dtype, inputs[index]->shape});
+
+  std::ostringstream out;
+  out << kCudaCodePrelude;
+  for (const NamedBuffer& buffer : buffers) declare_constants(out, buffer);
+  // data["name"] reads the values passed at launch; an unknown name sets the error slot (reported by the host).
+  out << "namespace mj {\nstruct CodeData {\n  const double* values;\n  double* error;\n"
+         "  __device__ double operator[](const char* name) const {\n";
+  for (size_t index = 0; index < op.data_names.size(); ++index)
+    out << "    if (same_name(name, \"" << op.data_names[index] << "\")) return values[" << index << "];\n";
+  out << "    *error = 1;\n    return 0;\n  }\n};\n}  // namespace mj\n";
+  int line = count_lines(out.str()) + 1;
+  if (!op.cuda_header.empty()) {
+    out << "#line 1 \"cuda_header\"\n" << op.cuda_header << "\n";
+    line += 1 + count_lines(op.cuda_header) + 1;
+    out << "#line " << line + 1 << " \"kernel.cu\"\n";
+  }
+  out << "extern \"C\" __global__ void " << kKernelSymbol << "(\n";
+  for (const NamedBuffer& buffer : buffers)
+    out << "    " << buffer.name << "_type* const " << buffer.name << "_p,\n";
+  out << "    double* const data_values) {\n";
+  for (const NamedBuffer& buffer : buffers) declare_pointers(out, buffer, true);
+  out << "  const mj::CodeData data{data_values, data_values + " << op.data_names.size() << "};\n  (void)data;\n"
+      << "  // Every thread runs the source; stride over the work with thread_index and thread_count.\n"
+      << "  const int64_t thread_index = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
+      << "  const int64_t thread_count = (int64_t)gridDim.x * blockDim.x;\n"
+      << "  (void)thread_index; (void)thread_count;\n  {\n";
+  out << "#line 1 \"cuda_src\"\n" << op.cuda_source << "\n";
+  out << "  }\n}\n";
+
+  RenderedCudaKernel rendered;
+  std::ostringstream header;
+  header << "// metajit CUDA " << op.what << " created at " << op.provenance.to_string() << "\n// outputs:";
+  for (size_t index = 0; index < op.output_shapes.size(); ++index)
+    header << " " << op.output_names[index] << " " << dtype_name(op.output_dtypes[index])
+           << shape_to_string(op.output_shapes[index]);
+  header << "\n";
+  rendered.header_comment = header.str();
+  rendered.source = out.str();
+  rendered.schedule = "code op: every thread runs cuda_src";
+  int64_t threads = std::max<int64_t>(1, shape_numel(op.output_shapes[0]));
+  rendered.launches.push_back({kKernelSymbol, threads, false});
+  return rendered;
+}
+
 std::string numbered_lines(const std::string& text) {
   std::ostringstream out;
   std::istringstream lines(text);
@@ -150,14 +241,19 @@ std::string numbered_lines(const std::string& text) {
   return out.str();
 }
 
-std::string describe_code_compile_error(const CodeOp& op, const std::string& diagnostics) {
+std::string describe_code_compile_error(const CodeOp& op, const std::string& diagnostics, bool cuda) {
   std::ostringstream out;
   out << "the " << op.what << " created at " << op.provenance.to_string() << " failed to compile:\n" << diagnostics;
   auto listing = [&](const std::string& title, const std::string& text) {
     if (!text.empty()) out << "--- " << title << " ---\n" << numbered_lines(text);
   };
-  listing("cpu_header", op.cpu_header);
-  listing(op.source_label, op.cpu_source);
+  if (cuda) {
+    listing("cuda_header", op.cuda_header);
+    listing("cuda_src", op.cuda_source);
+  } else {
+    listing("cpu_header", op.cpu_header);
+    listing(op.source_label, op.cpu_source);
+  }
   return out.str();
 }
 

@@ -12,15 +12,22 @@
 
 #include "core/node.h"
 #include "jit/cpp_renderer.h"
+#include "jit/cuda_renderer.h"
 #include "meta_ops/code.h"
 
 namespace metajit {
 
 RenderedKernel render_code_kernel(const CodeOp& op, const std::vector<NodePtr>& inputs);
 
+// The op's cuda_src as a CUDA kernel with the same names, one parameter per buffer (outputs, inputs, then the
+// data values followed by an error slot that an unknown data["name"] sets to 1). Every thread runs the source
+// with `thread_index` and `thread_count` to stride over the work; the launch covers out0 with one thread per
+// element. Throws std::invalid_argument when the op has no cuda_src.
+RenderedCudaKernel render_code_cuda_kernel(const CodeOp& op, const std::vector<NodePtr>& inputs);
+
 // A compiler message about a Code op, for the user: the op and the Python line that created it, the
 // compiler's diagnostics, and the user's source with line numbers.
-std::string describe_code_compile_error(const CodeOp& op, const std::string& diagnostics);
+std::string describe_code_compile_error(const CodeOp& op, const std::string& diagnostics, bool cuda = false);
 
 // `text` with "N: " before each line, for showing source next to compiler messages.
 std::string numbered_lines(const std::string& text);

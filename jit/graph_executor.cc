@@ -251,7 +251,7 @@ class JitGraphRunner : public GraphRunner {
 
 }  // namespace
 
-std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets) {
+std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, bool library_calls) {
   std::unordered_set<Node*> materialized;
   std::vector<NodePtr> roots;
   auto add_root = [&](const NodePtr& node) {
@@ -275,7 +275,7 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets) {
   std::vector<LoweredKernel> lowered;
   std::vector<ContractionMatch> matches;
   ContractionBackend backend = contraction_backend();
-  bool use_library = backend && library_lowering_enabled();
+  bool use_library = library_calls && backend && library_lowering_enabled();
   for (int iteration = 0;; ++iteration) {
     if (iteration > 10000) throw std::logic_error("fusion planning did not converge");
     std::sort(roots.begin(), roots.end(), [](const NodePtr& a, const NodePtr& b) { return a->id < b->id; });

@@ -23,8 +23,9 @@ struct PlannedKernel {
   bool code = false;        // a Code op: `rendered` is the user's kernel, launched once for all its outputs
 };
 
-// The kernels that computing `targets` would launch, in launch order. Runs nothing.
-std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets);
+// The kernels that computing `targets` would launch, in launch order. Runs nothing. Without library calls
+// (for the CUDA backend, which has no oneDNN) every contraction stays a generated kernel.
+std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, bool library_calls = true);
 
 // Per-kernel wall time, collected while profiling is on (mj.profile()): one entry per distinct kernel.
 struct KernelProfile {

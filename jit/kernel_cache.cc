@@ -136,6 +136,39 @@ std::optional<std::string> KernelCache::entry_bytes(const std::string& key) {
   return disk->load(key);
 }
 
+std::optional<std::string> KernelCache::stored_entry(const std::string& key, std::string* origin) {
+  DiskStore* disk;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto bundled = bundle_.find(key);
+    if (bundled != bundle_.end()) {
+      *origin = "bundle";
+      if (recording_) note_use(key);
+      return bundled->second;
+    }
+    disk = disk_.get();
+  }
+  std::optional<std::string> stored = disk->load(key);
+  if (stored) {
+    *origin = "disk";
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_[key] = std::make_shared<const std::string>(*stored);
+    if (recording_) note_use(key);
+  }
+  return stored;
+}
+
+void KernelCache::keep_entry(const std::string& key, const std::string& entry) {
+  DiskStore* disk;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_[key] = std::make_shared<const std::string>(entry);
+    if (recording_) note_use(key);
+    disk = disk_.get();
+  }
+  disk->store(key, entry);
+}
+
 void KernelCache::set_dump_directory(const std::string& directory) {
   std::lock_guard<std::mutex> lock(mutex_);
   dump_directory_ = directory;

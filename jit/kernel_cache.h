@@ -66,6 +66,12 @@ class KernelCache {
   // The encoded entry of a kernel this process loaded or compiled (or one in the disk store), if any.
   std::optional<std::string> entry_bytes(const std::string& key);
 
+  // Entries of other backends (CUDA binaries), kept in the same bundles and disk store: the entry under `key`
+  // from a loaded bundle or the disk ("bundle"/"disk" in *origin), and keeping a newly built one (stored on
+  // disk and noted by recordings, so a packed bundle carries it beside the CPU objects).
+  std::optional<std::string> stored_entry(const std::string& key, std::string* origin);
+  void keep_entry(const std::string& key, const std::string& entry);
+
   // METAJIT_COMPILE=never (false) makes a needed compile raise MissingKernelError.
   void set_compile_allowed(bool allowed) { compile_allowed_ = allowed; }
   bool compile_allowed() const { return compile_allowed_; }

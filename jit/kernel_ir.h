@@ -1,6 +1,6 @@
 // The kernel IR between fused groups and source text: typed expression trees, a few statement kinds (let,
 // reduction loop, store, scatter-accumulate) and the kernel's buffers and iteration domain. Both the C++
-// renderer and a future CUDA renderer read it; it never refers to graph nodes.
+// renderer and the CUDA renderer read it; it never refers to graph nodes.
 #pragma once
 #include <cstdint>
 #include <memory>

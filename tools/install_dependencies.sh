@@ -102,6 +102,17 @@ cmake_ok() {
   (( $1 > 3 || ($1 == 3 && $2 >= 20) ))
 }
 cmake_ok || missing_py+=("cmake>=3.20")
+# NVRTC (the CUDA runtime compiler) from PyPI: the tests compile the generated CUDA kernels with it, no GPU needed.
+# /usr/local/cuda has nvcc but no libnvrtc on these machines.
+nvrtc_ok() {
+  "$PYTHON" - <<'PY'
+import importlib.util, os, sys
+spec = importlib.util.find_spec("nvidia")
+roots = list(spec.submodule_search_locations or []) if spec else []
+sys.exit(0 if any(os.path.exists(os.path.join(root, "cu13", "lib", "libnvrtc.so.13")) for root in roots) else 1)
+PY
+}
+nvrtc_ok || missing_py+=("nvidia-cuda-nvrtc>=13,<14")
 command -v ninja >/dev/null 2>&1 || missing_py+=("ninja")
 
 if ((${#missing_py[@]})); then

@@ -33,6 +33,7 @@ using namespace metajit;
 
 void bind_code(py::module_& module);   // code_bindings.cc
 void bind_cache(py::module_& module);  // cache_bindings.cc
+void bind_cuda(py::module_& module);   // cuda_bindings.cc
 
 namespace {
 
@@ -256,6 +257,7 @@ PYBIND11_MODULE(_core, module) {
   py::register_exception<CompileError>(module, "CompileError", PyExc_RuntimeError);
   bind_code(module);
   bind_cache(module);
+  bind_cuda(module);
 
   py::class_<Node, NodePtr> var(module, "Var");
   var.def_property_readonly("shape", [](const Node& node) { return py::tuple(py::cast(node.shape)); })

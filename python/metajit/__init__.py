@@ -209,6 +209,9 @@ from ._function import Function  # noqa: E402
 from ._inspect import inspect  # noqa: E402
 from . import cache  # noqa: E402
 cache._start_from_environment()
+from . import cuda  # noqa: E402
+CudaUnavailableError = cuda.CudaUnavailableError
+cuda._start_from_environment()
 
 
 def _make_unary(name):

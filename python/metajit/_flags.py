@@ -39,6 +39,19 @@ class _Flags:
         _core.set_check_nan(bool(enabled))
 
     @property
+    def use_cuda(self):
+        """Always False in this build: CUDA kernels compile (mj.inspect(..., device="cuda")) but do not run yet.
+        Setting it True raises mj.CudaUnavailableError naming what is missing (driver, GPU), or
+        NotImplementedError on a machine that has a GPU."""
+        return False
+
+    @use_cuda.setter
+    def use_cuda(self, enabled):
+        if enabled:
+            from . import cuda
+            cuda.require_gpu("mj.flags.use_cuda = True")
+
+    @property
     def log(self):
         return self._log
 

@@ -1,0 +1,35 @@
+// CUDA binaries (CUBIN or PTX) by key: an in-memory map, then loaded bundles and the disk store (the same ones
+// the CPU kernel cache uses, so a bundle carries CPU objects and CUDA binaries side by side), then NVRTC.
+// Keys hash the source with the NVRTC identity: version, flags and target architecture.
+#pragma once
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "jit/nvrtc_compiler.h"
+
+namespace metajit {
+
+struct CachedCudaBinary {
+  CudaBinary binary;
+  std::string origin;  // "memory", "bundle", "disk" or "compiled"
+};
+
+class CudaBinaryCache {
+ public:
+  static CudaBinaryCache& instance();
+  // Throws CudaUnavailableError when NVRTC is missing (its version is part of the key).
+  std::string key_for(const std::string& source, const CudaTarget& target) const;
+  // Where get() would find `key` now: "memory", "bundle", "disk" or "" (compile).
+  std::string locate(const std::string& key);
+  // Throws CompileError with NVRTC's log, CudaUnavailableError without NVRTC, MissingKernelError when it would
+  // have to compile while compiling is off (METAJIT_COMPILE=never).
+  CachedCudaBinary get(const std::string& key, const std::string& source, const std::string& header_comment,
+                       const CudaTarget& target);
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, CudaBinary> binaries_;
+};
+
+}  // namespace metajit

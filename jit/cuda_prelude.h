@@ -1,0 +1,11 @@
+// The fixed prelude every generated CUDA kernel starts with: the integer typedefs and the helpers the shared
+// expression renderer calls (mj_exp, mj_floor_divide, float16 conversion, ...) under the same names as the C++
+// prelude, plus the GPU-only pieces: a block-wide reduction (warp shuffles, then one shared-memory step) and
+// atomic read-modify-write for scatter kernels. NVRTC compiles it with no header at all.
+#pragma once
+
+namespace metajit {
+
+extern const char* const kCudaPrelude;
+
+}  // namespace metajit

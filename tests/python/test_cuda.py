@@ -1,0 +1,314 @@
+"""The CUDA backend without a GPU: clear errors when CUDA is asked for, the CUDA kernels mj.inspect shows,
+NVRTC compiling them to CUBIN (or PTX), the binary cache, and their numbers in the CPU emulator of
+mj.cuda.emulate, compared with numpy. Tests that need NVRTC skip when it is missing (make test installs it)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import metajit as mj
+import metajit.nn.functional as F
+from conftest import PACKAGE_ROOT
+
+needs_nvrtc = pytest.mark.skipif(not mj.cuda.nvrtc_available(), reason="NVRTC (pip install nvidia-cuda-nvrtc) is missing")
+no_driver = pytest.mark.skipif(mj.cuda.is_available(), reason="this machine has a usable NVIDIA driver")
+
+
+def run_python(code, **environment):
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT), **environment)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+
+
+# ---- asking for CUDA where there is none ----
+
+@no_driver
+def test_status_names_the_missing_driver():
+    status = mj.cuda.status()
+    assert "libcuda.so.1" in status["driver_reason"]
+    assert status["devices"] == []
+    assert mj.cuda.device_count() == 0
+    assert not mj.cuda.is_available()
+
+
+@no_driver
+def test_use_cuda_raises_an_error_that_says_what_is_missing():
+    with pytest.raises(mj.CudaUnavailableError, match=r"libcuda\.so\.1.*runs on the CPU"):
+        mj.flags.use_cuda = True
+    assert mj.flags.use_cuda is False
+    mj.flags.use_cuda = False  # turning it off is always fine
+
+
+@no_driver
+def test_metajit_device_cuda_warns_and_stays_on_the_cpu():
+    result = run_python("import metajit as mj, numpy as np; print((mj.array(np.ones(3, np.float32)) * 2).numpy().sum())",
+                        METAJIT_DEVICE="cuda")
+    assert result.returncode == 0, result.stderr
+    assert "METAJIT_DEVICE=cuda" in result.stderr and "libcuda.so.1" in result.stderr
+    assert result.stdout.strip() == "6.0"
+
+
+def test_metajit_device_must_name_a_device():
+    result = run_python("import metajit", METAJIT_DEVICE="tpu")
+    assert result.returncode != 0
+    assert "METAJIT_DEVICE='tpu' is not a device" in result.stderr
+
+
+def test_inspect_rejects_unknown_devices_and_architectures():
+    x = mj.array(np.ones((4, 4), np.float32))
+    with pytest.raises(ValueError, match="not a device"):
+        mj.inspect(x + 1, device="tpu")
+    with pytest.raises(ValueError, match="not a CUDA architecture"):
+        mj.inspect(x + 1, device="cuda", arch="ampere")
+    with pytest.raises(ValueError, match="arch= is for device='cuda'"):
+        mj.inspect(x + 1, arch="sm_90")
+
+
+# ---- the kernels mj.inspect(device="cuda") shows ----
+
+def rand(*shape, dtype=np.float32, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def test_inspect_shows_cuda_kernels_with_their_schedule():
+    x = mj.array(rand(64, 1000))
+    cases = {
+        "thread per element": (x * 2 + 1).exp(),
+        "block per row": x.softmax(-1),
+        "thread per row": mj.array(rand(100, 10)).softmax(-1),
+        "block per element": x.sum(),
+    }
+    for schedule, value in cases.items():
+        kernels = mj.inspect(value, device="cuda", arch="sm_80")
+        assert [kernel.schedule for kernel in kernels] == [schedule]
+        kernel = kernels[0]
+        assert kernel.device == "cuda" and kernel.architecture == "sm_80"
+        assert '__global__ void __launch_bounds__(256) metajit_kernel(' in kernel.source
+        assert "CUDA prelude" in kernel.full_source and "CUDA prelude" not in kernel.source
+        assert kernel.lines and "test_cuda.py:" in kernel.lines[0]
+    # Reductions split over a block combine through warp shuffles and shared memory, not atomics.
+    softmax = mj.inspect(x.softmax(-1), device="cuda")[0].source
+    assert softmax.count("mj_block_reduce(") == 2 and "atomic" not in softmax
+
+
+def test_inspect_cuda_keeps_contractions_as_generated_kernels():
+    image, weight = mj.array(rand(2, 3, 8, 8)), mj.array(rand(4, 3, 3, 3, seed=1))
+    cpu = mj.inspect(F.conv2d(image, weight, padding=1))
+    cuda = mj.inspect(F.conv2d(image, weight, padding=1), device="cuda")
+    if mj.flags.lowering:
+        assert any(kernel.library for kernel in cpu)
+    assert all(kernel.library is None and kernel.kind == "generated" for kernel in cuda)
+
+
+def test_scatter_kernels_initialise_then_accumulate_with_atomics():
+    x = mj.array(rand(4, 6))
+    x.requires_grad = True
+    gradient = mj.grad((F.pad(x, (2, 2), mode="reflect") ** 2).sum(), [x])[0]
+    scatter = [kernel for kernel in mj.inspect(gradient, device="cuda") if kernel.schedule == "scatter with atomics"]
+    assert scatter, [kernel.schedule for kernel in mj.inspect(gradient, device="cuda")]
+    assert [launch[0] for launch in scatter[0].launches] == ["metajit_initialize", "metajit_kernel"]
+    assert "mj_atomic_add(" in scatter[0].source
+
+
+# ---- compiling with NVRTC (no GPU needed) ----
+
+COPY_CPU = "for (int64_t i = 0; i < out0_numel; ++i) out0_p[i] = 0;"
+
+
+def representative_groups():
+    x = mj.array(rand(64, 1000))
+    image, weight = mj.array(rand(2, 3, 8, 8)), mj.array(rand(4, 3, 3, 3, seed=1))
+    code = mj.code([64, 1000], "float32", [x], cpu_src=COPY_CPU, cuda_src="""
+        for (int64_t i = thread_index; i < out0_numel; i += thread_count) out0_p[i] = in0_p[i] * data["scale"];
+    """, data={"scale": 3.0})
+    return {"elementwise chain": (x * 2 + x.exp()).relu(), "reduction": x.sum(1), "softmax": x.softmax(-1),
+            "reindex convolution": F.conv2d(image, weight, stride=2, padding=1), "code op with cuda_src": code}
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("name", ["elementwise chain", "reduction", "softmax", "reindex convolution",
+                                  "code op with cuda_src"])
+def test_representative_groups_compile_to_cubin(name):
+    value = representative_groups()[name]
+    for kernel in mj.inspect(value, device="cuda", arch="sm_90"):
+        compiled = kernel.compile()
+        assert compiled.format == "cubin" and compiled.architecture == "sm_90"
+        assert bytes(compiled)[:4] == b"\x7fELF" and len(compiled) > 1000
+        assert compiled.origin in ("compiled", "memory", "disk")
+        again = mj.inspect(value, device="cuda", arch="sm_90")[0]
+        assert again.where in ("memory", "disk")
+
+
+@needs_nvrtc
+def test_keys_depend_on_the_architecture_and_compiles_are_cached():
+    x = mj.array(rand(32, 50))
+    value = (x * 3.25).tanh()
+    sm80 = mj.inspect(value, device="cuda", arch="sm_80")[0]
+    sm90 = mj.inspect(value, device="cuda", arch="9.0")[0]
+    assert sm80.key != sm90.key and sm80.full_source == sm90.full_source
+    assert sm80.compile().architecture == "sm_80"
+    assert sm80.compile().origin == "memory"
+    # A fresh process finds it in the disk cache instead of compiling it again.
+    code = ("import metajit as mj, numpy as np\n"
+            "x = mj.array(np.random.default_rng(0).standard_normal((32, 50)).astype(np.float32))\n"
+            "kernel = mj.inspect((x * 3.25).tanh(), device='cuda', arch='sm_80')[0]\n"
+            "print(kernel.where, kernel.compile().origin)")
+    result = run_python(code, METAJIT_CACHE_DIR=mj.flags.cache_dir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["disk", "disk"]
+
+
+@needs_nvrtc
+def test_a_gpu_newer_than_nvrtc_gets_ptx_and_an_older_one_a_clear_error():
+    x = mj.array(rand(8, 8))
+    newest = max(mj.cuda.status()["nvrtc_architectures"])
+    compiled = mj.inspect(x + 1, device="cuda", arch=str(newest + 10))[0].compile()
+    assert compiled.format == "ptx" and compiled.architecture == f"compute_{newest}"
+    assert b".entry metajit_kernel" in bytes(compiled)
+    oldest = min(mj.cuda.status()["nvrtc_architectures"])
+    with pytest.raises(mj.CudaUnavailableError, match=f"oldest target is sm_{oldest}"):
+        mj.inspect(x + 2, device="cuda", arch=str(oldest - 5))[0].compile()
+
+
+@needs_nvrtc
+def test_code_op_cuda_compile_error_points_at_the_users_line():
+    x = mj.array(rand(4))
+    value = mj.code([4], "float32", [x], cpu_src=COPY_CPU, cuda_src="""
+        out0_p[0] = in0_p[0];
+        out0_p[1] = undefined_name;
+    """)
+    with pytest.raises(mj.CompileError) as error:
+        mj.inspect(value, device="cuda")[0].compile()
+    message = str(error.value)
+    assert "cuda_src(3)" in message and "undefined_name" in message
+    assert "test_cuda.py" in message and "--- cuda_src ---" in message
+
+
+def test_code_op_without_cuda_src_says_so():
+    value = mj.code([4], "float32", [mj.array(rand(4))], cpu_src="out0_p[0] = 0;")
+    with pytest.raises(ValueError, match="has no cuda_src"):
+        mj.inspect(value, device="cuda")
+
+
+def test_cpu_kernels_compile_to_an_object_file():
+    x = mj.array(rand(16, 16))
+    kernel = mj.inspect((x * 5.5).sin())[0]
+    compiled = kernel.compile()
+    assert compiled.format == "elf" and bytes(compiled)[:4] == b"\x7fELF"
+    assert mj.inspect((x * 5.5).sin())[0].where == "memory"
+
+
+# ---- the CUDA kernels' numbers, in the emulator ----
+
+def emulated(value, max_blocks=3):
+    return mj.cuda.emulate(value, max_blocks=max_blocks)[0]
+
+
+def check_emulated(value, expected, rtol=1e-5, atol=1e-6, max_blocks=3):
+    actual = emulated(value, max_blocks)
+    expected = np.asarray(expected)
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+    if np.issubdtype(expected.dtype, np.floating):
+        np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol,
+                                   equal_nan=True)
+    else:
+        np.testing.assert_array_equal(actual, expected)
+
+
+def softmax_reference(values, axis=-1):
+    shifted = np.exp(values - values.max(axis=axis, keepdims=True))
+    return shifted / shifted.sum(axis=axis, keepdims=True)
+
+
+def test_emulated_elementwise_chain():
+    a, b = rand(37, 129), rand(37, 129, seed=1)
+    check_emulated((mj.array(a) * 2 + mj.array(b)).exp().relu(), np.maximum(np.exp(a * 2 + b), 0), rtol=1e-5)
+
+
+def test_emulated_softmax_block_per_row_and_thread_per_row():
+    long_rows, short_rows = rand(9, 1000), rand(300, 10, seed=2)
+    check_emulated(mj.array(long_rows).softmax(-1), softmax_reference(long_rows), rtol=1e-5, atol=1e-8)
+    check_emulated(mj.array(short_rows).softmax(-1), softmax_reference(short_rows), rtol=1e-5, atol=1e-8)
+
+
+def test_emulated_layer_norm():
+    values = rand(5, 700) * 3 + 1
+    mean = values.mean(-1, keepdims=True)
+    expected = (values - mean) / np.sqrt(((values - mean) ** 2).mean(-1, keepdims=True) + 1e-5)
+    check_emulated(F.layer_norm(mj.array(values), (700,)), expected.astype(np.float32), rtol=1e-4, atol=1e-5)
+
+
+def test_emulated_reductions_split_over_a_block():
+    values = rand(64, 1000)
+    check_emulated(mj.array(values).sum(), np.float32(values.astype(np.float64).sum()), rtol=1e-4, atol=1e-3)
+    check_emulated(mj.array(values).sum(0), values.sum(0), rtol=1e-4, atol=1e-4)
+    with_nan = values.copy()
+    with_nan[3, 17] = np.nan
+    check_emulated(mj.array(with_nan).max(1), with_nan.max(1))
+    check_emulated(mj.array(values).argmax(1), values.argmax(1))
+    check_emulated((mj.array(values) > 2.5).max(1), (values > 2.5).max(1))
+    integers = np.random.default_rng(3).integers(-50, 50, (9, 400))
+    check_emulated((mj.array(integers) // 3).sum(1), (integers // 3).sum(1))
+
+
+def test_emulated_float16_softmax():
+    values = rand(8, 300).astype(np.float16)
+    expected = softmax_reference(values.astype(np.float32)).astype(np.float16)
+    check_emulated(mj.array(values).softmax(-1), expected, rtol=2e-3, atol=1e-4)
+
+
+def test_emulated_convolution_and_its_weight_gradient():
+    image, weight = rand(2, 3, 9, 9), rand(4, 3, 3, 3, seed=1)
+    torch = pytest.importorskip("torch")
+    expected = torch.nn.functional.conv2d(torch.from_numpy(image), torch.from_numpy(weight), stride=2, padding=1)
+    check_emulated(F.conv2d(mj.array(image), mj.array(weight), stride=2, padding=1), expected.numpy(), rtol=1e-4,
+                   atol=1e-5)
+    w = mj.array(weight)
+    w.requires_grad = True
+    gradient = mj.grad(F.conv2d(mj.array(image), w, padding=1).sum(), [w])[0]
+    torch_weight = torch.from_numpy(weight).requires_grad_()
+    torch.nn.functional.conv2d(torch.from_numpy(image), torch_weight, padding=1).sum().backward()
+    check_emulated(gradient, torch_weight.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_emulated_scatter_gradients():
+    values = rand(4, 6)
+    x = mj.array(values)
+    x.requires_grad = True
+    torch = pytest.importorskip("torch")
+    gradient = mj.grad((F.pad(x, (2, 2), mode="reflect") ** 2).sum(), [x])[0]
+    reference = torch.from_numpy(values).requires_grad_()
+    (torch.nn.functional.pad(reference[None], (2, 2), mode="reflect") ** 2).sum().backward()
+    check_emulated(gradient, reference.grad.numpy(), rtol=1e-5)
+    # Repeated indices accumulate (the atomics path), for float and int64 targets.
+    table = rand(5, 3)
+    indices = np.array([0, 3, 3, 1, 3, 0])
+    t = mj.array(table)
+    t.requires_grad = True
+    embedding_gradient = mj.grad(F.embedding(mj.array(indices), t).sum(), [t])[0]
+    expected = np.zeros_like(table)
+    np.add.at(expected, indices, 1.0)
+    check_emulated(embedding_gradient, expected)
+
+
+def test_emulated_cumsum():
+    values = rand(6, 200)
+    check_emulated(mj.array(values).cumsum(1), np.cumsum(values, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_emulated_code_op_with_cuda_src():
+    values = rand(3, 50)
+    value = mj.code([3, 50], "float32", [mj.array(values)], cpu_src=COPY_CPU, cuda_src="""
+        for (int64_t i = thread_index; i < out0_numel; i += thread_count) out0_p[i] = in0_p[i] * data["scale"] + 1;
+    """, data={"scale": 3.0})
+    check_emulated(value, values * 3 + 1, max_blocks=1)
+
+
+def test_emulator_reports_a_barrier_some_threads_never_reach():
+    value = mj.code([256], "float32", [], cpu_src=COPY_CPU, cuda_src="""
+        if (threadIdx.x < 7) __syncthreads();
+        out0_p[threadIdx.x] = 1;
+    """)
+    with pytest.raises(RuntimeError, match="never reach"):
+        emulated(value, max_blocks=1)
