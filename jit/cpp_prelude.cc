@@ -1,9 +1,12 @@
 // Kept as one raw string so the generated source is exactly what is shown by inspection tools.
 #include "jit/cpp_prelude.h"
 
+#include "jit/portable_prelude.h"
+
 namespace metajit {
 
-const char* const kCppPrelude = R"PRELUDE(// ---- metajit prelude ----
+namespace {
+const char* const kCppStart = R"PRELUDE(// ---- metajit prelude ----
 typedef signed char int8_t;
 typedef unsigned char uint8_t;
 typedef unsigned short uint16_t;
@@ -60,69 +63,10 @@ static inline float mj_log(float x) {
   // Subnormal inputs are rare: take the exact libm path for them.
   return (x > 0.0f && x < 1.17549435e-38f) ? logf(x) : result;
 }
-static inline float mj_half_to_float(uint16_t half) {
-  uint32_t sign = (uint32_t)(half & 0x8000u) << 16;
-  uint32_t exponent = (half >> 10) & 0x1f, mantissa = half & 0x3ffu;
-  if (exponent == 0x1f) return mj_bits_to_float(sign | 0x7f800000u | (mantissa << 13));
-  if (exponent == 0) {
-    float value = (float)mantissa * 5.9604644775390625e-8f;  // 2^-24
-    return sign ? -value : value;
-  }
-  return mj_bits_to_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
-static inline uint16_t mj_float_to_half(float value) {  // round to nearest even
-  uint32_t bits = mj_float_to_bits(value);
-  uint32_t sign = (bits >> 16) & 0x8000u;
-  uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
-  if (magnitude >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
-  if (magnitude < 0x38800000u) {  // subnormal half
-    float scaled = mj_bits_to_float(magnitude) * 16777216.0f;  // 2^24
-    return (uint16_t)(sign | (uint32_t)__builtin_rintf(scaled));
-  }
-  uint32_t rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);
-  return (uint16_t)(sign | ((rounded - 0x38000000u) >> 13));
-}
-static inline float mj_round_to_half(float value) { return mj_half_to_float(mj_float_to_half(value)); }
-static inline int64_t mj_floor_divide(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  if (b == -1) return (int64_t)(0ull - (uint64_t)a);
-  int64_t quotient = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? quotient - 1 : quotient;
-}
-static inline int64_t mj_floor_modulo(int64_t a, int64_t b) {
-  if (b == 0 || b == -1) return 0;
-  int64_t remainder = a % b;
-  return (remainder != 0 && ((remainder < 0) != (b < 0))) ? remainder + b : remainder;
-}
-// Float floor division with Python/numpy semantics: derived from fmod so that a == (a // b) * b + a % b holds
-// (floor(a / b) would give 1.0 // 0.1 == 10, numpy and Python give 9). A zero divisor gives a / b (inf or nan).
-static inline float mj_float_floor_divide(float a, float b) {
-  if (b == 0.0f) return a / b;
-  float remainder = fmodf(a, b);
-  float quotient = (a - remainder) / b;
-  if (remainder != 0.0f && ((b < 0.0f) != (remainder < 0.0f))) quotient -= 1.0f;
-  if (quotient == 0.0f) return __builtin_copysignf(0.0f, a / b);
-  float floored = __builtin_floorf(quotient);
-  return quotient - floored > 0.5f ? floored + 1.0f : floored;
-}
-static inline double mj_float_floor_divide(double a, double b) {
-  if (b == 0.0) return a / b;
-  double remainder = fmod(a, b);
-  double quotient = (a - remainder) / b;
-  if (remainder != 0.0 && ((b < 0.0) != (remainder < 0.0))) quotient -= 1.0;
-  if (quotient == 0.0) return __builtin_copysign(0.0, a / b);
-  double floored = __builtin_floor(quotient);
-  return quotient - floored > 0.5 ? floored + 1.0 : floored;
-}
-static inline int64_t mj_integer_power(int64_t base, int64_t exponent) {
-  if (exponent < 0) return base == 1 ? 1 : (base == -1 ? ((exponent & 1) ? -1 : 1) : 0);
-  uint64_t result = 1, factor = (uint64_t)base;
-  while (exponent) { if (exponent & 1) result *= factor; factor *= factor; exponent >>= 1; }
-  return (int64_t)result;
-}
-template <typename T> static inline T mj_max(T a, T b) { return (a != a || a > b) ? a : b; }
-// Floats as integers in the same order (negative values flipped), so max/min reductions become integer
+#define MJ_FUNCTION static inline
+#define MJ_MATH(name) __builtin_##name
+)PRELUDE";
+const char* const kCppEnd = R"PRELUDE(// Floats as integers in the same order (negative values flipped), so max/min reductions become integer
 // max/min, which vectorise; NaNs are tracked by a separate flag because LLVM will not vectorise a NaN-aware
 // float max.
 static inline int32_t mj_order_key(float value) {
@@ -137,8 +81,10 @@ static inline float mj_from_order_key(int32_t key) {
 static inline double mj_from_order_key(int64_t key) {
   int64_t bits = key ^ ((key >> 63) & 0x7fffffffffffffffLL); double value; __builtin_memcpy(&value, &bits, 8); return value;
 }
-template <typename T> static inline T mj_min(T a, T b) { return (a != a || a < b) ? a : b; }
 // ---- end of prelude ----
 )PRELUDE";
+}  // namespace
+
+const std::string kCppPrelude = std::string(kCppStart) + kPortablePrelude + kCppEnd;
 
 }  // namespace metajit

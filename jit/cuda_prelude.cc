@@ -1,9 +1,12 @@
 // Kept as one raw string so the generated source is exactly what is shown by inspection tools.
 #include "jit/cuda_prelude.h"
 
+#include "jit/portable_prelude.h"
+
 namespace metajit {
 
-const char* const kCudaPrelude = R"PRELUDE(// ---- metajit CUDA prelude ----
+namespace {
+const char* const kCudaStart = R"PRELUDE(// ---- metajit CUDA prelude ----
 typedef signed char int8_t;
 typedef unsigned char uint8_t;
 typedef unsigned short uint16_t;
@@ -12,74 +15,15 @@ typedef unsigned int uint32_t;
 typedef long long int64_t;
 typedef unsigned long long uint64_t;
 #define MJ_DEVICE static __device__ __forceinline__
+#define MJ_FUNCTION MJ_DEVICE
+#define MJ_MATH(name) name
+MJ_DEVICE float mj_bits_to_float(uint32_t bits) { return __uint_as_float(bits); }
+MJ_DEVICE uint32_t mj_float_to_bits(float value) { return __float_as_uint(value); }
 // CUDA's own expf/logf are accurate to 2 ulp and already fast; the C++ prelude's polynomial exists to vectorise.
 MJ_DEVICE float mj_exp(float x) { return expf(x); }
 MJ_DEVICE float mj_log(float x) { return logf(x); }
-MJ_DEVICE float mj_half_to_float(uint16_t half) {
-  uint32_t sign = (uint32_t)(half & 0x8000u) << 16;
-  uint32_t exponent = (half >> 10) & 0x1f, mantissa = half & 0x3ffu;
-  if (exponent == 0x1f) return __uint_as_float(sign | 0x7f800000u | (mantissa << 13));
-  if (exponent == 0) {
-    float value = (float)mantissa * 5.9604644775390625e-8f;  // 2^-24
-    return sign ? -value : value;
-  }
-  return __uint_as_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
-MJ_DEVICE uint16_t mj_float_to_half(float value) {  // round to nearest even, as on the CPU
-  uint32_t bits = __float_as_uint(value);
-  uint32_t sign = (bits >> 16) & 0x8000u;
-  uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
-  if (magnitude >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
-  if (magnitude < 0x38800000u) {  // subnormal half
-    float scaled = __uint_as_float(magnitude) * 16777216.0f;  // 2^24
-    return (uint16_t)(sign | (uint32_t)rintf(scaled));
-  }
-  uint32_t rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);
-  return (uint16_t)(sign | ((rounded - 0x38000000u) >> 13));
-}
-MJ_DEVICE float mj_round_to_half(float value) { return mj_half_to_float(mj_float_to_half(value)); }
-MJ_DEVICE int64_t mj_floor_divide(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  if (b == -1) return (int64_t)(0ull - (uint64_t)a);
-  int64_t quotient = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? quotient - 1 : quotient;
-}
-MJ_DEVICE int64_t mj_floor_modulo(int64_t a, int64_t b) {
-  if (b == 0 || b == -1) return 0;
-  int64_t remainder = a % b;
-  return (remainder != 0 && ((remainder < 0) != (b < 0))) ? remainder + b : remainder;
-}
-// Python/numpy float floor division, derived from fmod as on the CPU (see the C++ prelude).
-MJ_DEVICE float mj_float_floor_divide(float a, float b) {
-  if (b == 0.0f) return a / b;
-  float remainder = fmodf(a, b);
-  float quotient = (a - remainder) / b;
-  if (remainder != 0.0f && ((b < 0.0f) != (remainder < 0.0f))) quotient -= 1.0f;
-  if (quotient == 0.0f) return copysignf(0.0f, a / b);
-  float floored = floorf(quotient);
-  return quotient - floored > 0.5f ? floored + 1.0f : floored;
-}
-MJ_DEVICE double mj_float_floor_divide(double a, double b) {
-  if (b == 0.0) return a / b;
-  double remainder = fmod(a, b);
-  double quotient = (a - remainder) / b;
-  if (remainder != 0.0 && ((b < 0.0) != (remainder < 0.0))) quotient -= 1.0;
-  if (quotient == 0.0) return copysign(0.0, a / b);
-  double floored = floor(quotient);
-  return quotient - floored > 0.5 ? floored + 1.0 : floored;
-}
-MJ_DEVICE int64_t mj_integer_power(int64_t base, int64_t exponent) {
-  if (exponent < 0) return base == 1 ? 1 : (base == -1 ? ((exponent & 1) ? -1 : 1) : 0);
-  uint64_t result = 1, factor = (uint64_t)base;
-  while (exponent) { if (exponent & 1) result *= factor; factor *= factor; exponent >>= 1; }
-  return (int64_t)result;
-}
-// NaN-propagating max/min, as on the CPU.
-template <typename T> MJ_DEVICE T mj_max(T a, T b) { return (a != a || a > b) ? a : b; }
-template <typename T> MJ_DEVICE T mj_min(T a, T b) { return (a != a || a < b) ? a : b; }
-
-// One lane's value from the lane `offset` away (xor); types without a shuffle of their own travel as int.
+)PRELUDE";
+const char* const kCudaEnd = R"PRELUDE(// One lane's value from the lane `offset` away (xor); types without a shuffle of their own travel as int.
 MJ_DEVICE float mj_shuffle_xor(float value, int offset) { return __shfl_xor_sync(0xffffffffu, value, offset); }
 MJ_DEVICE double mj_shuffle_xor(double value, int offset) { return __shfl_xor_sync(0xffffffffu, value, offset); }
 MJ_DEVICE int32_t mj_shuffle_xor(int32_t value, int offset) { return __shfl_xor_sync(0xffffffffu, value, offset); }
@@ -151,5 +95,8 @@ static __device__ void mj_atomic_update(T* address, Update update) {
 }
 // ---- end of prelude ----
 )PRELUDE";
+}  // namespace
+
+const std::string kCudaPrelude = std::string(kCudaStart) + kPortablePrelude + kCudaEnd;
 
 }  // namespace metajit

@@ -3,9 +3,10 @@
 // prelude, plus the GPU-only pieces: a block-wide reduction (warp shuffles, then one shared-memory step) and
 // atomic read-modify-write for scatter kernels. NVRTC compiles it with no header at all.
 #pragma once
+#include <string>
 
 namespace metajit {
 
-extern const char* const kCudaPrelude;
+extern const std::string kCudaPrelude;
 
 }  // namespace metajit
