@@ -1,7 +1,8 @@
 // Fusion planning is a fixpoint: start by materialising only the targets, lower every group, and whenever a
 // group asks for one of its producers to be materialised (a reduction needed at another index, a scatter, a
 // node recomputed too often, an operand a library call must read from memory) add all such producers found in
-// one pass and lower again. Node ids follow creation order, so sorting by id gives a valid launch order.
+// one pass and lower again. When nothing more is asked for, values whose recomputation in every reader costs more
+// than storing them are added the same way (jit/recompute_policy.h). Node ids follow creation order, so sorting by id gives a valid launch order.
 #include "jit/graph_executor.h"
 
 #include <algorithm>
@@ -21,6 +22,8 @@
 #include "jit/compiler.h"
 #include "jit/kernel_cache.h"
 #include "jit/plan_cache.h"
+#include "jit/recompute_policy.h"
+#include "jit/reduce_loop_merging.h"
 
 namespace metajit {
 namespace {
@@ -133,6 +136,7 @@ class JitGraphRunner : public GraphRunner {
         sources.push_back({kernel.key, kernel.rendered.source, kernel.rendered.header_comment});
     if (!sources.empty()) cache.prepare(sources);
     bool check_values = check_non_finite_;
+    LibraryRunScope library_run;
     for (size_t index = 0; index < plan->kernels.size(); ++index) {
       check_interrupt();
       const PlannedKernel& kernel = plan->kernels[index];
@@ -307,6 +311,7 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, boo
       lowered.push_back(std::move(result.lowered));
       matches.push_back(std::move(match));
     }
+    if (requests.empty()) requests = shared_values_to_store(roots, materialized);
     if (requests.empty()) break;
     for (Node* request : requests)
       if (!materialized.count(request)) add_root(find_node(request));
@@ -334,6 +339,7 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, boo
     }
     if (planned.library && match.epilogue) lowered[index].kernel = std::move(*match.epilogue);
     if (!planned.library || match.epilogue) {
+      merge_reduce_loops(lowered[index].kernel);
       planned.rendered = render_cpp(lowered[index].kernel);
       planned.key = cache.key_for(planned.rendered.source);
     }

@@ -56,6 +56,13 @@ IrRange ir_range(const IrExprPtr& expression);
 // Stable text of an expression, used for common-subexpression keys.
 const std::string& ir_key(const IrExprPtr& expression);
 
+struct IrStatement;
+
+// Whether `name` is still divided or reduced modulo something (a split loop index that did not join back).
+bool splits_variable(const IrExprPtr& expression, const std::string& name);
+bool statements_split_variable(const std::vector<IrStatement>& statements, const std::string& name);
+bool mentions_variable(const IrExprPtr& expression, const std::string& name);
+
 struct IrStatement {
   enum class Kind : uint8_t { Let, ReduceLoop, Store, ScatterAccumulate };
   Kind kind;

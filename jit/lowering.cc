@@ -515,36 +515,6 @@ class Lowerer {
 
 }  // namespace
 
-bool splits_variable(const IrExprPtr& expression, const std::string& name);
-
-bool statements_split_variable(const std::vector<IrStatement>& statements, const std::string& name) {
-  for (const IrStatement& statement : statements) {
-    for (const IrExprPtr* part : {&statement.value, &statement.offset, &statement.condition})
-      if (*part && splits_variable(*part, name)) return true;
-    if (statements_split_variable(statement.body, name)) return true;
-  }
-  return false;
-}
-
-bool mentions_variable(const IrExprPtr& expression, const std::string& name) {
-  if (expression->kind == IrKind::Variable) return expression->name == name;
-  for (const IrExprPtr& argument : expression->args)
-    if (mentions_variable(argument, name)) return true;
-  return false;
-}
-
-// Whether `name` is still divided or reduced modulo something anywhere (its split did not join back).
-bool splits_variable(const IrExprPtr& expression, const std::string& name) {
-  if (expression->kind == IrKind::IndexBinary &&
-      (IndexOperator(expression->op) == IndexOperator::FloorDivide ||
-       IndexOperator(expression->op) == IndexOperator::FloorModulo) &&
-      mentions_variable(expression->args[0], name))
-    return true;
-  for (const IrExprPtr& argument : expression->args)
-    if (splits_variable(argument, name)) return true;
-  return false;
-}
-
 // Short rows (NCHW images of 32x32 and less) make the element loop short and the per-row overhead dominant.
 // When every buffer is read in the order of the output's trailing dims, loop over those dims as one.
 constexpr int64_t kShortRow = 256;

@@ -3,6 +3,7 @@ matches numpy: elementwise chains, reductions with elementwise producers, softma
 laziness, and what mj.inspect_kernels reports without running anything."""
 import inspect
 import os
+import re
 
 import numpy as np
 
@@ -228,3 +229,51 @@ def test_short_rows_are_merged_when_every_buffer_reads_them_in_order(rng):
         kernel, = mj.inspect(var)
         assert domain in kernel.header, kernel.header
         np.testing.assert_allclose(var.numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_reduction_loops_walking_memory_in_order_are_merged(rng):
+    """Summing NCHW over (N, H, W) reads each (n, c) plane contiguously: H and W become one loop (r2_3), N stays
+    apart (its stride skips the other channels). A sum over a transposed view cannot merge its loops. The
+    numbers match numpy either way."""
+    data = rng.standard_normal((4, 6, 8, 8)).astype(np.float32)
+    x = mj.array(data)
+    merged = (x * 2).sum([0, 2, 3])
+    kernel, = mj.inspect(merged)
+    assert "for (int64_t r2_3 = 0; r2_3 < 64;" in kernel.source, kernel.source
+    assert "for (int64_t r0 = 0; r0 < 4;" in kernel.source, kernel.source
+    np.testing.assert_allclose(merged.numpy(), (data.astype(np.float64) * 2).sum((0, 2, 3)), rtol=1e-5, atol=1e-5)
+    everything = x.sum()
+    kernel, = mj.inspect(everything)
+    assert "r0_1_2_3 < 1536" in kernel.source, kernel.source
+    np.testing.assert_allclose(everything.numpy(), data.astype(np.float64).sum(), rtol=1e-5)
+    transposed = x.transpose(2, 3).reshape(4, 6, 64).sum(2)
+    kernel, = mj.inspect(transposed)
+    assert "r2 < 64" in kernel.source and "r2_" not in kernel.source, kernel.source
+    np.testing.assert_allclose(transposed.numpy(), data.transpose(0, 1, 3, 2).reshape(4, 6, 64).sum(2), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_value_rebuilt_from_many_buffers_is_stored_once_for_its_readers(rng):
+    """A value at the end of a chain over six buffers, read by three kernels (two reductions at other indices
+    and an elementwise result): recomputing it in each would read the six buffers three times, so the planner
+    stores it once (its own kernel) and the readers load it. A cheap shared value (relu of one buffer) stays
+    inlined in every reader."""
+    shape = (64, 256)
+    datas = [rng.standard_normal(shape).astype(np.float32) for _ in range(6)]
+    xs = [mj.array(d) for d in datas]
+    chain = ((xs[0] * xs[1] + xs[2]) * xs[3] - xs[4]) * xs[5]
+    rows, columns, scaled = chain.sum(1), chain.sum(0), chain * 3.0
+    def full_size_inputs(kernel):
+        return len(re.findall(r"const float\* __restrict__ in\d+,  // float32 \[64, 256\]", kernel.source))
+
+    kernels = mj.inspect(rows, columns, scaled)
+    assert sorted(full_size_inputs(kernel) for kernel in kernels) == [1, 1, 1, 6], [k.source for k in kernels]
+    d = [a.astype(np.float64) for a in datas]
+    expected = ((d[0] * d[1] + d[2]) * d[3] - d[4]) * d[5]
+    mj.sync(rows, columns, scaled)
+    np.testing.assert_allclose(rows.numpy(), expected.sum(1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(columns.numpy(), expected.sum(0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(scaled.numpy(), expected * 3, rtol=1e-5, atol=1e-5)
+    cheap = xs[0].relu()
+    kernels = mj.inspect(cheap.sum(1), cheap.sum(0), cheap * 3.0)
+    assert [full_size_inputs(kernel) for kernel in kernels] == [1, 1, 1], [k.source for k in kernels]
