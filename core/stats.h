@@ -14,6 +14,8 @@ struct Stats {
   std::atomic<int64_t> kernel_memory_hits{0};
   std::atomic<int64_t> kernels_launched{0};
   std::atomic<int64_t> library_calls{0};             // kernels run by a vendor library (oneDNN) instead
+  std::atomic<int64_t> library_reorders{0};          // tensors copied into or out of a library's own layout
+  std::atomic<int64_t> library_reorders_reused{0};   // inputs a call found already copied by an earlier call
   std::atomic<int64_t> compile_nanoseconds{0};
   std::atomic<int64_t> planning_nanoseconds{0};      // fusion planning, lowering and rendering at syncs
   std::atomic<int64_t> cache_entries_discarded{0};  // corrupt or untrusted disk entries thrown away

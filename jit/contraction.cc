@@ -13,6 +13,7 @@ namespace metajit {
 namespace {
 
 std::atomic<ContractionBackend> backend_{nullptr};
+std::atomic<LibraryRunEndHook> run_end_hook_{nullptr};
 
 bool lowering_from_environment() {
   const char* value = std::getenv("METAJIT_LOWERING");
@@ -367,6 +368,10 @@ std::string Contraction::describe() const {
 
 void set_contraction_backend(ContractionBackend backend) { backend_ = backend; }
 ContractionBackend contraction_backend() { return backend_; }
+void set_library_run_end_hook(LibraryRunEndHook hook) { run_end_hook_ = hook; }
+LibraryRunScope::~LibraryRunScope() {
+  if (LibraryRunEndHook hook = run_end_hook_) hook();
+}
 bool library_lowering_enabled() { return lowering_enabled_; }
 void set_library_lowering_enabled(bool enabled) { lowering_enabled_ = enabled; }
 

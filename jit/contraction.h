@@ -56,6 +56,19 @@ class LibraryCall {
 using ContractionBackend = std::shared_ptr<const LibraryCall> (*)(const Contraction& contraction);
 void set_contraction_backend(ContractionBackend backend);
 ContractionBackend contraction_backend();
+// Library calls of one plan run may keep data derived from their input buffers for later calls of the same run
+// (oneDNN keeps the copies it reordered into its own layouts: a convolution's weight gradient reads the input
+// the forward call reordered). Within a run every buffer a call reads stays alive and unchanged; the executor
+// holds a LibraryRunScope around each run, and when it closes the backend's hook drops what the calls kept.
+using LibraryRunEndHook = void (*)();
+void set_library_run_end_hook(LibraryRunEndHook hook);
+class LibraryRunScope {
+ public:
+  LibraryRunScope() = default;
+  ~LibraryRunScope();
+  LibraryRunScope(const LibraryRunScope&) = delete;
+  LibraryRunScope& operator=(const LibraryRunScope&) = delete;
+};
 // METAJIT_LOWERING=0 turns library lowering off (results must not change).
 bool library_lowering_enabled();
 void set_library_lowering_enabled(bool enabled);

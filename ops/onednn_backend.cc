@@ -1,5 +1,6 @@
 // Each call owns its primitive and the memory descriptors of the user's tensors; running it wraps the kernel's
-// buffers (no copy), reorders into oneDNN's chosen formats where they differ, executes and reorders back.
+// buffers (no copy), reorders into oneDNN's chosen formats where they differ (reusing a copy an earlier call of
+// the same plan run made: ops/onednn_layout_cache.h), executes and reorders back.
 // Scratchpads are per call (user mode) so two threads may run the same primitive at once.
 #include "ops/onednn_backend.h"
 
@@ -11,7 +12,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "core/log.h"
+#include "core/stats.h"
 #include "ops/contraction_patterns.h"
+#include "ops/onednn_layout_cache.h"
 
 namespace metajit {
 namespace {
@@ -64,7 +67,8 @@ class MatmulCall : public LibraryCall {
 
   void run(void* const* buffers) const override {
     dnnl::stream stream(cpu_engine());
-    memory scratchpad(descriptor_.scratchpad_desc(), cpu_engine());
+    std::vector<StoragePtr> owners;
+    memory scratchpad = scratch_memory(descriptor_.scratchpad_desc(), cpu_engine(), owners);
     primitive_.execute(stream, {{DNNL_ARG_SRC, memory(left_, cpu_engine(), address(buffers, problem_.left))},
                                 {DNNL_ARG_WEIGHTS, memory(right_, cpu_engine(), address(buffers, problem_.right))},
                                 {DNNL_ARG_DST, memory(output_, cpu_engine(), address(buffers, problem_.output))},
@@ -141,27 +145,27 @@ class ConvolutionCall : public LibraryCall {
     dnnl::stream stream(engine);
     const TensorLayout* layouts[3] = {&problem_.source, &problem_.weights, &problem_.destination};
     if (problem_.zero_output_first) std::memset(buffers[0], 0, output_bytes_);
+    std::vector<StoragePtr> owners;  // converted tensors and the scratchpad, alive until the call returns
     std::unordered_map<int, memory> arguments;
     memory library_written;
     for (int tensor = 0; tensor < 3; ++tensor) {
       memory user(user_[tensor], engine, address(buffers, *layouts[tensor]));
+      if (tensor == written_) forget_copies_within(user.get_data_handle(), user_[tensor].get_size());
       if (library_[tensor] == user_[tensor]) {
         arguments[argument_[tensor]] = user;
-        continue;
-      }
-      memory converted(library_[tensor], engine);
-      if (tensor == written_) {
+      } else if (tensor == written_) {
         library_written = user;
+        arguments[argument_[tensor]] = scratch_memory(library_[tensor], engine, owners);
       } else {
-        dnnl::reorder(user, converted).execute(stream, user, converted);
+        arguments[argument_[tensor]] = reordered_input(user, library_[tensor], stream, owners);
       }
-      arguments[argument_[tensor]] = converted;
     }
-    arguments[DNNL_ARG_SCRATCHPAD] = memory(scratchpad_, engine);
+    arguments[DNNL_ARG_SCRATCHPAD] = scratch_memory(scratchpad_, engine, owners);
     primitive_.execute(stream, arguments);
     if (library_written) {
       memory& converted = arguments[argument_[written_]];
       dnnl::reorder(converted, library_written).execute(stream, converted, library_written);
+      stats().library_reorders++;
     }
     stream.wait();
   }
@@ -239,6 +243,9 @@ std::shared_ptr<const LibraryCall> onednn_library_call(const Contraction& contra
   return call;
 }
 
-void install_onednn_backend() { set_contraction_backend(&onednn_library_call); }
+void install_onednn_backend() {
+  set_contraction_backend(&onednn_library_call);
+  set_library_run_end_hook(&drop_layout_copies);
+}
 
 }  // namespace metajit

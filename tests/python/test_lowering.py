@@ -220,3 +220,28 @@ def test_training_step_gradients_match_with_and_without_lowering(rng):
     assert calls >= 4 and plain_calls == 0
     for a, b in zip(lowered, plain):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+
+
+def test_backward_calls_reuse_the_layout_copies_of_the_forward_call(rng):
+    """In one sync, the weight-gradient call reads the input the forward call already reordered into oneDNN's
+    blocked layout, and the two backward calls share the reordered output gradient: each is copied once.
+    The gradients still match PyTorch, and a second sync (a new plan run) copies afresh."""
+    x, w = floats(rng, 4, 32, 12, 12), floats(rng, 32, 32, 3, 3)
+    upstream = floats(rng, 4, 32, 12, 12)
+    tx, tw = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
+    ty = torch.nn.functional.conv2d(tx, tw, padding=1)
+    (ty * torch.from_numpy(upstream)).sum().backward()
+    for attempt in range(2):
+        mx, mw, mg = mj.array(x), mj.array(w), mj.array(upstream)
+        mx.requires_grad = True
+        mw.requires_grad = True
+        y = F.conv2d(mx, mw, padding=1)
+        gx, gw = mj.grad((y * mg).sum(), [mx, mw])
+        mj.reset_stats()
+        mj.sync(y, gx, gw)
+        counters = mj.stats()
+        assert counters["library_calls"] == 3
+        assert counters["library_reorders_reused"] == 2, counters
+        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(gx.numpy(), tx.grad.numpy(), rtol=RTOL, atol=1e-3)
+        np.testing.assert_allclose(gw.numpy(), tw.grad.numpy(), rtol=RTOL, atol=1e-3)

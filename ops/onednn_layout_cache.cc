@@ -1,0 +1,83 @@
+// Kept copies are per thread (a plan runs on one thread; library calls inside it use the thread pool) and
+// keyed by the source's address and both layouts, so two views of one buffer never share a copy.
+#include "ops/onednn_layout_cache.h"
+
+#include <cstdint>
+
+#include "core/stats.h"
+
+namespace metajit {
+namespace {
+
+// Beyond this, a run's reordered inputs are no longer kept (they are recomputed by the next call that needs them).
+constexpr size_t kMaxKeptBytes = size_t(1) << 30;
+
+struct KeptCopy {
+  const void* source;
+  dnnl::memory::desc user, library;
+  dnnl::memory copy;
+  StoragePtr owner;
+};
+
+struct KeptCopies {
+  std::vector<KeptCopy> copies;
+  size_t bytes = 0;
+};
+
+KeptCopies& kept() {
+  thread_local KeptCopies copies;
+  return copies;
+}
+
+}  // namespace
+
+dnnl::memory scratch_memory(const dnnl::memory::desc& desc, const dnnl::engine& engine, std::vector<StoragePtr>& owners) {
+  owners.push_back(std::make_shared<Storage>(desc.get_size()));
+  return dnnl::memory(desc, engine, owners.back()->data());
+}
+
+dnnl::memory reordered_input(const dnnl::memory& user, const dnnl::memory::desc& library, dnnl::stream& stream,
+                             std::vector<StoragePtr>& owners) {
+  KeptCopies& state = kept();
+  const void* source = user.get_data_handle();
+  dnnl::memory::desc user_desc = user.get_desc();
+  for (const KeptCopy& entry : state.copies)
+    if (entry.source == source && entry.user == user_desc && entry.library == library) {
+      stats().library_reorders_reused++;
+      return entry.copy;
+    }
+  auto owner = std::make_shared<Storage>(library.get_size());
+  dnnl::memory copy(library, user.get_engine(), owner->data());
+  dnnl::memory source_memory = user;  // execute() takes non-const handles
+  dnnl::reorder(source_memory, copy).execute(stream, source_memory, copy);
+  stats().library_reorders++;
+  if (state.bytes + owner->bytes() <= kMaxKeptBytes) {
+    state.bytes += owner->bytes();
+    state.copies.push_back({source, user_desc, library, copy, owner});
+  } else {
+    owners.push_back(owner);
+  }
+  return copy;
+}
+
+void forget_copies_within(const void* address, size_t bytes) {
+  KeptCopies& state = kept();
+  auto begin = reinterpret_cast<uintptr_t>(address), end = begin + bytes;
+  for (size_t index = 0; index < state.copies.size();) {
+    auto source = reinterpret_cast<uintptr_t>(state.copies[index].source);
+    if (source >= begin && source < end) {
+      state.bytes -= state.copies[index].owner->bytes();
+      state.copies.erase(state.copies.begin() + long(index));
+    } else {
+      ++index;
+    }
+  }
+}
+
+void drop_layout_copies() {
+  KeptCopies& state = kept();
+  state.copies.clear();
+  state.bytes = 0;
+}
+
+}  // namespace metajit
