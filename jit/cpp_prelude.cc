@@ -23,9 +23,14 @@ double pow(double, double); double fmod(double, double);
 static inline float mj_bits_to_float(uint32_t bits) { float value; __builtin_memcpy(&value, &bits, 4); return value; }
 static inline uint32_t mj_float_to_bits(float value) { uint32_t bits; __builtin_memcpy(&bits, &value, 4); return bits; }
 // exp for float32 without a libm call, so loops around it vectorise: exp(x) = 2^n * p(r), |r| <= ln2/2.
+// n = round(x / ln2) comes from adding 1.5 * 2^23, which leaves n in the sum's low mantissa bits (no floor, no
+// float-to-int conversion); 2^n is applied in two halves so it stays representable down to the subnormals,
+// and past 88.72 the product overflows to inf by itself. Within 1.02 ulp of exp over all float32 inputs.
 static inline float mj_exp(float x) {
   float clamped = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
-  float n = __builtin_floorf(clamped * 1.44269504088896341f + 0.5f);
+  float shifted = clamped * 1.44269504088896341f + 12582912.0f;
+  float n = shifted - 12582912.0f;
+  int32_t exponent = (int32_t)(mj_float_to_bits(shifted) - 0x4B400000u);
   float r = clamped - n * 0.693359375f + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -34,12 +39,10 @@ static inline float mj_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  int32_t exponent = (int32_t)n;
-  int32_t half = exponent / 2;  // two steps keep 2^n representable down to the subnormal range
+  int32_t half = exponent >> 1;
   float scale_a = mj_bits_to_float((uint32_t)(half + 127) << 23);
   float scale_b = mj_bits_to_float((uint32_t)(exponent - half + 127) << 23);
   float result = p * scale_a * scale_b;
-  result = x > 88.7228394f ? __builtin_inff() : result;
   result = x < -103.972084f ? 0.0f : result;
   return x != x ? x : result;
 }

@@ -24,6 +24,7 @@
 #include "jit/plan_cache.h"
 #include "jit/recompute_policy.h"
 #include "jit/reduce_loop_merging.h"
+#include "jit/row_reciprocals.h"
 
 namespace metajit {
 namespace {
@@ -340,6 +341,7 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, boo
     if (planned.library && match.epilogue) lowered[index].kernel = std::move(*match.epilogue);
     if (!planned.library || match.epilogue) {
       merge_reduce_loops(lowered[index].kernel);
+      hoist_row_reciprocals(lowered[index].kernel);
       planned.rendered = render_cpp(lowered[index].kernel);
       planned.key = cache.key_for(planned.rendered.source);
     }

@@ -277,3 +277,27 @@ def test_value_rebuilt_from_many_buffers_is_stored_once_for_its_readers(rng):
     cheap = xs[0].relu()
     kernels = mj.inspect(cheap.sum(1), cheap.sum(0), cheap * 3.0)
     assert [full_size_inputs(kernel) for kernel in kernels] == [1, 1, 1], [k.source for k in kernels]
+
+
+def test_division_by_a_per_row_value_multiplies_by_its_reciprocal(rng):
+    """Softmax divides each element by its row's sum: the kernel computes the reciprocal once per row and
+    multiplies (a vector division costs about ten multiplications). Division by values that vary along the
+    row, and floor division, stay divisions. Results agree with numpy to float32 rounding."""
+    data = rng.uniform(0.5, 2.0, (64, 300)).astype(np.float32)
+    other = rng.uniform(0.5, 2.0, (64, 300)).astype(np.float32)
+    x, y = mj.array(data), mj.array(other)
+    normalised = x / x.sum(-1, keepdim=True)
+    kernel, = mj.inspect(normalised)
+    assert "_reciprocal = (float)((1.0f) /" in kernel.source, kernel.source
+    assert kernel.source.count(" / ") == 1 and " * sum_0_reciprocal" in kernel.source, kernel.source
+    np.testing.assert_allclose(normalised.numpy(), data / data.astype(np.float64).sum(-1, keepdims=True), rtol=2e-6)
+    softmax, = mj.inspect(x.softmax(-1))
+    assert "_reciprocal" in softmax.source, softmax.source
+    elementwise = x / y
+    kernel, = mj.inspect(elementwise)
+    assert "_reciprocal" not in kernel.source and " / " in kernel.source, kernel.source
+    np.testing.assert_array_equal(elementwise.numpy(), data / other)
+    floored = x // x.sum(-1, keepdim=True)
+    kernel, = mj.inspect(floored)
+    assert "_reciprocal" not in kernel.source, kernel.source
+    np.testing.assert_array_equal(floored.numpy(), data // data.sum(-1, keepdims=True))
