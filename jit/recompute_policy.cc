@@ -62,14 +62,47 @@ int64_t recompute_bytes(Node* value, const std::unordered_set<Node*>& stored) {
 
 namespace {
 
-// How many groups inline each pending node; each stored value is a group of its own.
-std::unordered_map<Node*, int64_t> count_readers(const std::vector<Node*>& groups,
-                                                 const std::unordered_set<Node*>& stored) {
-  std::unordered_map<Node*, int64_t> readers;
-  for (Node* root : groups)
-    for (Node* node : inlined_nodes(root, stored)) ++readers[node];
-  return readers;
-}
+// Which groups inline which pending nodes, kept up to date as values are stored: storing a value changes
+// only the groups that inlined it (they now read its buffer) and adds its own group.
+class ReaderIndex {
+ public:
+  ReaderIndex(const std::vector<Node*>& groups, const std::unordered_set<Node*>& stored) {
+    for (Node* root : groups) add_group(root, stored);
+  }
+
+  int64_t readers(Node* node) const {
+    auto found = groups_inlining_.find(node);
+    return found == groups_inlining_.end() ? 0 : int64_t(found->second.size());
+  }
+
+  // `value` was just added to `stored`.
+  void store(Node* value, const std::unordered_set<Node*>& stored) {
+    auto found = groups_inlining_.find(value);
+    std::vector<Node*> affected;
+    if (found != groups_inlining_.end()) affected.assign(found->second.begin(), found->second.end());
+    for (Node* root : affected) {
+      for (Node* node : inlined_[root]) groups_inlining_[node].erase(root);
+      add_group(root, stored);
+    }
+    add_group(value, stored);
+  }
+
+  std::vector<Node*> shared_nodes() const {
+    std::vector<Node*> nodes;
+    for (const auto& [node, groups] : groups_inlining_)
+      if (groups.size() >= 2) nodes.push_back(node);
+    return nodes;
+  }
+
+ private:
+  void add_group(Node* root, const std::unordered_set<Node*>& stored) {
+    inlined_[root] = inlined_nodes(root, stored);
+    for (Node* node : inlined_[root]) groups_inlining_[node].insert(root);
+  }
+
+  std::unordered_map<Node*, std::vector<Node*>> inlined_;             // group root -> nodes it inlines
+  std::unordered_map<Node*, std::unordered_set<Node*>> groups_inlining_;  // node -> group roots inlining it
+};
 
 // The model's traffic of a whole plan: every group reads its distinct buffers once and writes its output.
 int64_t plan_traffic(const std::vector<Node*>& groups, const std::unordered_set<Node*>& stored) {
@@ -99,19 +132,18 @@ struct Choice {
   int64_t traffic = 0;
 };
 
-Choice choose(std::vector<Node*> groups, std::unordered_set<Node*> stored, std::vector<Node*> order,
-              bool recount_after_each) {
+Choice choose(std::vector<Node*> groups, std::unordered_set<Node*> stored, const std::vector<Node*>& order) {
   Choice choice;
-  std::unordered_map<Node*, int64_t> readers = count_readers(groups, stored);
+  ReaderIndex index(groups, stored);
   for (Node* node : order) {
-    int64_t reading = readers[node];
+    int64_t reading = index.readers(node);
     if (reading < 2) continue;
     int64_t recompute = recompute_bytes(node, stored), own = bytes_of(*node);
     if (recompute > 0 && (reading - 1) * recompute > (reading + 1) * own) {
       stored.insert(node);
       groups.push_back(node);
       choice.stored_values.push_back(node);
-      if (recount_after_each) readers = count_readers(groups, stored);
+      index.store(node, stored);
     }
   }
   std::sort(choice.stored_values.begin(), choice.stored_values.end(), [](Node* a, Node* b) { return a->id < b->id; });
@@ -127,15 +159,15 @@ std::vector<Node*> shared_values_to_store(const std::vector<NodePtr>& roots,
   for (const NodePtr& root : roots)
     if (root->kind != NodeKind::Code) groups.push_back(root.get());  // a user's kernel reads buffers only
   std::vector<Node*> candidates;
-  for (const auto& [node, reading] : count_readers(groups, materialized))
-    if (reading >= 2 && is_arithmetic(node->kind) && node->numel() >= kMinimumElements) candidates.push_back(node);
+  for (Node* node : ReaderIndex(groups, materialized).shared_nodes())
+    if (is_arithmetic(node->kind) && node->numel() >= kMinimumElements) candidates.push_back(node);
   if (candidates.empty()) return {};
   // Producers first: storing a link makes the next one cheaper to rebuild. Consumers first: storing the end
   // of a chain leaves its links to one reader. Neither wins everywhere, so the model's traffic decides.
   std::sort(candidates.begin(), candidates.end(), [](Node* a, Node* b) { return a->id < b->id; });
-  Choice forward = choose(groups, materialized, candidates, false);
+  Choice forward = choose(groups, materialized, candidates);
   std::reverse(candidates.begin(), candidates.end());
-  Choice backward = choose(groups, materialized, candidates, true);
+  Choice backward = choose(groups, materialized, candidates);
   Choice none{{}, plan_traffic(groups, materialized)};
   const Choice* best = &none;
   for (const Choice* option : {&forward, &backward})
