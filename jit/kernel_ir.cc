@@ -281,6 +281,18 @@ const std::string& ir_key(const IrExprPtr& expression) {
   return expression->key;
 }
 
+IrExprPtr ir_with_args(const IrExprPtr& expression, std::vector<IrExprPtr> args) {
+  bool changed = false;
+  for (size_t index = 0; index < args.size(); ++index) changed = changed || args[index] != expression->args[index];
+  if (!changed) return expression;
+  if (expression->kind == IrKind::IndexBinary || expression->kind == IrKind::IndexUnary)
+    return ir_index(IndexOperator(expression->op), args[0], args.size() > 1 ? args[1] : nullptr);
+  auto copy = std::make_shared<IrExpr>(*expression);
+  copy->args = std::move(args);
+  copy->key.clear();
+  return copy;
+}
+
 bool statements_split_variable(const std::vector<IrStatement>& statements, const std::string& name) {
   for (const IrStatement& statement : statements) {
     for (const IrExprPtr* part : {&statement.value, &statement.offset, &statement.condition})

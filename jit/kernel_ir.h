@@ -49,6 +49,9 @@ IrExprPtr ir_cast(DType dtype, IrExprPtr operand);
 IrExprPtr ir_round_to_half(IrExprPtr operand);
 // Integer (int64) and boolean index arithmetic with the index language's semantics; folds constants.
 IrExprPtr ir_index(IndexOperator op, IrExprPtr left, IrExprPtr right = nullptr);
+// `expression` with new operands (index arithmetic goes back through ir_index, so it simplifies again); itself
+// when every operand is the same object. For IR-to-IR passes that substitute inside expressions.
+IrExprPtr ir_with_args(const IrExprPtr& expression, std::vector<IrExprPtr> args);
 
 // Conservative value range of an integer/bool expression (loop variables span [0, extent-1]).
 struct IrRange { int64_t low, high; };

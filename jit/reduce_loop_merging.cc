@@ -18,18 +18,8 @@ IrExprPtr substitute(const IrExprPtr& expression, const Substitution& substituti
   }
   if (expression->args.empty()) return expression;
   std::vector<IrExprPtr> args;
-  bool changed = false;
-  for (const IrExprPtr& argument : expression->args) {
-    args.push_back(substitute(argument, substitution));
-    changed = changed || args.back() != argument;
-  }
-  if (!changed) return expression;
-  if (expression->kind == IrKind::IndexBinary || expression->kind == IrKind::IndexUnary)
-    return ir_index(IndexOperator(expression->op), args[0], args.size() > 1 ? args[1] : nullptr);
-  auto copy = std::make_shared<IrExpr>(*expression);
-  copy->args = std::move(args);
-  copy->key.clear();
-  return copy;
+  for (const IrExprPtr& argument : expression->args) args.push_back(substitute(argument, substitution));
+  return ir_with_args(expression, std::move(args));
 }
 
 void substitute_statements(std::vector<IrStatement>& statements, const Substitution& substitution) {

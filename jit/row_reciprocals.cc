@@ -34,21 +34,13 @@ class ReciprocalHoister {
   IrExprPtr rewrite(const IrExprPtr& expression) {
     if (!expression || expression->args.empty()) return expression;
     std::vector<IrExprPtr> args;
-    bool changed = false;
-    for (const IrExprPtr& argument : expression->args) {
-      args.push_back(rewrite(argument));
-      changed = changed || args.back() != argument;
-    }
+    for (const IrExprPtr& argument : expression->args) args.push_back(rewrite(argument));
     const IrExprPtr& divisor = args.size() == 2 ? args[1] : nullptr;
     if (expression->kind == IrKind::Binary && BinaryOp(expression->op) == BinaryOp::Divide &&
         is_floating(expression->dtype) && divisor->kind == IrKind::Variable && divisor->dtype == expression->dtype &&
         row_values_.count(divisor->name))
       return ir_binary(BinaryOp::Multiply, expression->dtype, args[0], reciprocal_of(divisor));
-    if (!changed) return expression;
-    auto copy = std::make_shared<IrExpr>(*expression);
-    copy->args = std::move(args);
-    copy->key.clear();
-    return copy;
+    return ir_with_args(expression, std::move(args));
   }
 
   IrExprPtr reciprocal_of(const IrExprPtr& divisor) {
