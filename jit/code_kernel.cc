@@ -4,6 +4,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "jit/portable_prelude.h"
+
 namespace metajit {
 namespace {
 
@@ -41,13 +43,6 @@ struct Tensor {
 
 // The same accessor for CUDA Code ops (no standard headers: NVRTC compiles without any).
 const char* const kCudaCodePrelude = R"PRELUDE(// ---- metajit CUDA code op support ----
-typedef signed char int8_t;
-typedef unsigned char uint8_t;
-typedef unsigned short uint16_t;
-typedef int int32_t;
-typedef unsigned int uint32_t;
-typedef long long int64_t;
-typedef unsigned long long uint64_t;
 namespace mj {
 template <typename T, int N>
 struct Tensor {
@@ -191,7 +186,7 @@ RenderedCudaKernel render_code_cuda_kernel(const CodeOp& op, const std::vector<N
     buffers.push_back({op.input_names[index], int(buffers.size()), inputs[index]->dtype, inputs[index]->shape});
 
   std::ostringstream out;
-  out << kCudaCodePrelude;
+  out << kIntegerTypes << kCudaCodePrelude;
   for (const NamedBuffer& buffer : buffers) declare_constants(out, buffer);
   // data["name"] reads the values passed at launch; an unknown name sets the error slot (reported by the host).
   out << "namespace mj {\nstruct CodeData {\n  const double* values;\n  double* error;\n"

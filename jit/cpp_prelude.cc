@@ -7,13 +7,6 @@ namespace metajit {
 
 namespace {
 const char* const kCppStart = R"PRELUDE(// ---- metajit prelude ----
-typedef signed char int8_t;
-typedef unsigned char uint8_t;
-typedef unsigned short uint16_t;
-typedef int int32_t;
-typedef unsigned int uint32_t;
-typedef long long int64_t;
-typedef unsigned long long uint64_t;
 extern "C" {
 float expf(float); float logf(float); float sinf(float); float cosf(float); float tanhf(float);
 float powf(float, float); float fmodf(float, float);
@@ -88,6 +81,6 @@ static inline double mj_from_order_key(int64_t key) {
 )PRELUDE";
 }  // namespace
 
-const std::string kCppPrelude = std::string(kCppStart) + kPortablePrelude + kCppEnd;
+const std::string kCppPrelude = std::string(kIntegerTypes) + kCppStart + kPortablePrelude + kCppEnd;
 
 }  // namespace metajit

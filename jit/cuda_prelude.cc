@@ -7,13 +7,6 @@ namespace metajit {
 
 namespace {
 const char* const kCudaStart = R"PRELUDE(// ---- metajit CUDA prelude ----
-typedef signed char int8_t;
-typedef unsigned char uint8_t;
-typedef unsigned short uint16_t;
-typedef int int32_t;
-typedef unsigned int uint32_t;
-typedef long long int64_t;
-typedef unsigned long long uint64_t;
 #define MJ_DEVICE static __device__ __forceinline__
 #define MJ_FUNCTION MJ_DEVICE
 #define MJ_MATH(name) name
@@ -97,6 +90,6 @@ static __device__ void mj_atomic_update(T* address, Update update) {
 )PRELUDE";
 }  // namespace
 
-const std::string kCudaPrelude = std::string(kCudaStart) + kPortablePrelude + kCudaEnd;
+const std::string kCudaPrelude = std::string(kIntegerTypes) + kCudaStart + kPortablePrelude + kCudaEnd;
 
 }  // namespace metajit

@@ -68,4 +68,13 @@ template <typename T> MJ_FUNCTION T mj_max(T a, T b) { return (a != a || a > b) 
 template <typename T> MJ_FUNCTION T mj_min(T a, T b) { return (a != a || a < b) ? a : b; }
 )PRELUDE";
 
+const char* const kIntegerTypes = R"PRELUDE(typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+)PRELUDE";
+
 }  // namespace metajit

@@ -8,4 +8,8 @@ namespace metajit {
 
 extern const char* const kPortablePrelude;
 
+// The fixed-width integer types, for sources compiled without standard headers (every generated kernel; NVRTC
+// has none at all). Each prelude starts with them.
+extern const char* const kIntegerTypes;
+
 }  // namespace metajit
