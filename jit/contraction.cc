@@ -5,6 +5,7 @@
 #include "jit/contraction.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <unordered_map>
@@ -20,6 +21,16 @@ bool lowering_from_environment() {
   return !(value && std::string(value) == "0");
 }
 std::atomic<bool> lowering_enabled_{lowering_from_environment()};
+
+ConvolutionAlgorithm convolution_algorithm_from_environment() {
+  const char* value = std::getenv("METAJIT_CONV_ALGORITHM");
+  if (!value || !*value) return ConvolutionAlgorithm::Auto;
+  if (auto algorithm = parse_convolution_algorithm(value)) return *algorithm;
+  // Too early to raise (this runs while the library loads): say so and keep the default.
+  std::fprintf(stderr, "metajit: METAJIT_CONV_ALGORITHM=%s is not one of auto, direct, winograd; using auto\n", value);
+  return ConvolutionAlgorithm::Auto;
+}
+std::atomic<ConvolutionAlgorithm> convolution_algorithm_{convolution_algorithm_from_environment()};
 
 bool is_index_op(const IrExprPtr& expression, IndexOperator op) {
   return expression->kind == IrKind::IndexBinary && IndexOperator(expression->op) == op;
@@ -374,6 +385,22 @@ LibraryRunScope::~LibraryRunScope() {
 }
 bool library_lowering_enabled() { return lowering_enabled_; }
 void set_library_lowering_enabled(bool enabled) { lowering_enabled_ = enabled; }
+
+ConvolutionAlgorithm convolution_algorithm() { return convolution_algorithm_; }
+void set_convolution_algorithm(ConvolutionAlgorithm algorithm) { convolution_algorithm_ = algorithm; }
+const char* convolution_algorithm_name(ConvolutionAlgorithm algorithm) {
+  switch (algorithm) {
+    case ConvolutionAlgorithm::Direct: return "direct";
+    case ConvolutionAlgorithm::Winograd: return "winograd";
+    case ConvolutionAlgorithm::Auto: break;
+  }
+  return "auto";
+}
+std::optional<ConvolutionAlgorithm> parse_convolution_algorithm(const std::string& name) {
+  for (auto algorithm : {ConvolutionAlgorithm::Auto, ConvolutionAlgorithm::Direct, ConvolutionAlgorithm::Winograd})
+    if (name == convolution_algorithm_name(algorithm)) return algorithm;
+  return std::nullopt;
+}
 
 ContractionMatch match_contraction(const LoweredKernel& lowered) { return Matcher(lowered).run(); }
 

@@ -72,6 +72,15 @@ class LibraryRunScope {
 // METAJIT_LOWERING=0 turns library lowering off (results must not change).
 bool library_lowering_enabled();
 void set_library_lowering_enabled(bool enabled);
+// Which algorithm a lowered convolution uses (METAJIT_CONV_ALGORITHM). Winograd's F(4x4, 3x3) does about half
+// the arithmetic of a direct 3x3 convolution, at about ten times its rounding error (still near 1e-5 of the
+// output's scale in float32); the backend takes it only where it has it.
+enum class ConvolutionAlgorithm { Auto, Direct, Winograd };
+ConvolutionAlgorithm convolution_algorithm();
+void set_convolution_algorithm(ConvolutionAlgorithm algorithm);
+const char* convolution_algorithm_name(ConvolutionAlgorithm algorithm);  // "auto", "direct", "winograd"
+// Parses a name as above; nullopt for anything else.
+std::optional<ConvolutionAlgorithm> parse_convolution_algorithm(const std::string& name);
 
 struct ContractionMatch {
   std::optional<Contraction> contraction;

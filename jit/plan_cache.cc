@@ -93,6 +93,7 @@ GraphSignature graph_signature(const std::vector<NodePtr>& targets) {
   signature.text += "targets:";
   for (const NodePtr& target : targets) append_number(&signature.text, positions.at(target.get()));
   signature.text += library_lowering_enabled() ? "L" : "G";
+  signature.text += convolution_algorithm_name(convolution_algorithm());  // library calls differ by it
   return signature;
 }
 

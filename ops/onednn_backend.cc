@@ -4,6 +4,7 @@
 // Scratchpads are per call (user mode) so two threads may run the same primitive at once.
 #include "ops/onednn_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -93,49 +94,37 @@ class MatmulCall : public LibraryCall {
   std::string implementation_;
 };
 
+// Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3) against the direct kernels, each pass timed on this machine
+// (2 AVX-512 cores, float32, docs/lowering.md): about 2x faster for 3x3 stride-1 convolutions with 64 to 512
+// channels once there are 128 or more 4x4 output tiles (ResNet's 32x32 to 8x8 stages at batch 32); slower with
+// 16 channels or a few tiles (batch 8 at 8x8, every 4x4 map at batch 32), where its transforms dominate.
+bool winograd_pays(const ConvolutionProblem& problem) {
+  if (problem.weights.dims.size() != 4) return false;
+  for (size_t dim = 0; dim < 2; ++dim)
+    if (problem.weights.dims[2 + dim] != 3 || problem.stride[dim] != 1 || problem.dilation[dim] != 1) return false;
+  int64_t out_channels = problem.weights.dims[0], channels = problem.weights.dims[1];
+  if (std::min(out_channels, channels) < 32) return false;
+  int64_t tiles = problem.destination.dims[0];
+  for (size_t dim = 2; dim < 4; ++dim) tiles *= (problem.destination.dims[dim] + 3) / 4;
+  return tiles >= 128;
+}
+
 class ConvolutionCall : public LibraryCall {
  public:
-  explicit ConvolutionCall(const ConvolutionProblem& problem) : problem_(problem) {
-    memory::dims strides(problem.stride.begin(), problem.stride.end());
-    memory::dims dilation, before(problem.padding_before.begin(), problem.padding_before.end()),
-        after(problem.padding_after.begin(), problem.padding_after.end());
-    for (int64_t step : problem.dilation) dilation.push_back(step - 1);  // oneDNN counts the gaps
+  ConvolutionCall(const ConvolutionProblem& problem, ConvolutionAlgorithm preference) : problem_(problem) {
     user_[0] = user_desc(problem.source);
     user_[1] = user_desc(problem.weights);
     user_[2] = user_desc(problem.destination);
-    memory::desc source = any_desc(problem.source), weights = any_desc(problem.weights),
-                 destination = any_desc(problem.destination);
-    dnnl::primitive_attr attributes = user_scratchpad();
-    auto algorithm = dnnl::algorithm::convolution_direct;
-    dnnl::convolution_forward::desc forward(dnnl::prop_kind::forward_training, algorithm, source, weights, destination,
-                                            strides, dilation, before, after);
-    dnnl::convolution_forward::primitive_desc forward_descriptor(forward, attributes, cpu_engine());
-    switch (problem.pass) {
-      case ConvolutionPass::Forward:
-        set(forward_descriptor, DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST);
-        primitive_ = dnnl::convolution_forward(forward_descriptor);
-        written_ = 2;
-        break;
-      case ConvolutionPass::BackwardData: {
-        dnnl::convolution_backward_data::desc backward(algorithm, source, weights, destination, strides, dilation, before,
-                                                       after);
-        dnnl::convolution_backward_data::primitive_desc descriptor(backward, attributes, cpu_engine(), forward_descriptor);
-        set(descriptor, DNNL_ARG_DIFF_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST);
-        primitive_ = dnnl::convolution_backward_data(descriptor);
-        written_ = 0;
-        break;
-      }
-      case ConvolutionPass::BackwardWeights: {
-        dnnl::convolution_backward_weights::desc backward(algorithm, source, weights, destination, strides, dilation,
-                                                          before, after);
-        dnnl::convolution_backward_weights::primitive_desc descriptor(backward, attributes, cpu_engine(),
-                                                                      forward_descriptor);
-        set(descriptor, DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_DST);
-        primitive_ = dnnl::convolution_backward_weights(descriptor);
-        written_ = 1;
-        break;
+    bool winograd = preference == ConvolutionAlgorithm::Winograd ||
+                    (preference == ConvolutionAlgorithm::Auto && winograd_pays(problem));
+    if (winograd) {
+      try {
+        build(dnnl::algorithm::convolution_winograd);
+        return;
+      } catch (const dnnl::error&) {  // not for this shape or this CPU: the direct kernels take it
       }
     }
+    build(dnnl::algorithm::convolution_direct);
   }
 
   const std::string& implementation() const { return implementation_; }
@@ -177,6 +166,48 @@ class ConvolutionCall : public LibraryCall {
   void set_output_bytes(size_t bytes) { output_bytes_ = bytes; }
 
  private:
+  // The backward passes are built against the forward's descriptor, so all three agree on the layouts (and the
+  // layout copies one call makes serve the others).
+  void build(dnnl::algorithm algorithm) {
+    const ConvolutionProblem& problem = problem_;
+    memory::dims strides(problem.stride.begin(), problem.stride.end());
+    memory::dims dilation, before(problem.padding_before.begin(), problem.padding_before.end()),
+        after(problem.padding_after.begin(), problem.padding_after.end());
+    for (int64_t step : problem.dilation) dilation.push_back(step - 1);  // oneDNN counts the gaps
+    memory::desc source = any_desc(problem.source), weights = any_desc(problem.weights),
+                 destination = any_desc(problem.destination);
+    dnnl::primitive_attr attributes = user_scratchpad();
+    dnnl::convolution_forward::desc forward(dnnl::prop_kind::forward_training, algorithm, source, weights, destination,
+                                            strides, dilation, before, after);
+    dnnl::convolution_forward::primitive_desc forward_descriptor(forward, attributes, cpu_engine());
+    switch (problem.pass) {
+      case ConvolutionPass::Forward:
+        set(forward_descriptor, DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST);
+        primitive_ = dnnl::convolution_forward(forward_descriptor);
+        written_ = 2;
+        break;
+      case ConvolutionPass::BackwardData: {
+        dnnl::convolution_backward_data::desc backward(algorithm, source, weights, destination, strides, dilation, before,
+                                                       after);
+        dnnl::convolution_backward_data::primitive_desc descriptor(backward, attributes, cpu_engine(), forward_descriptor);
+        set(descriptor, DNNL_ARG_DIFF_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST);
+        primitive_ = dnnl::convolution_backward_data(descriptor);
+        written_ = 0;
+        break;
+      }
+      case ConvolutionPass::BackwardWeights: {
+        dnnl::convolution_backward_weights::desc backward(algorithm, source, weights, destination, strides, dilation,
+                                                          before, after);
+        dnnl::convolution_backward_weights::primitive_desc descriptor(backward, attributes, cpu_engine(),
+                                                                      forward_descriptor);
+        set(descriptor, DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_DST);
+        primitive_ = dnnl::convolution_backward_weights(descriptor);
+        written_ = 1;
+        break;
+      }
+    }
+  }
+
   template <typename Descriptor>
   void set(const Descriptor& descriptor, int source, int weights, int destination) {
     argument_[0] = source;
@@ -202,9 +233,9 @@ int64_t multiply_adds(const Contraction& contraction) {
   return total;
 }
 
-std::shared_ptr<const LibraryCall> create_call(const Contraction& contraction) {
+std::shared_ptr<const LibraryCall> create_call(const Contraction& contraction, ConvolutionAlgorithm algorithm) {
   if (auto problem = as_convolution(contraction)) {
-    auto call = std::make_shared<ConvolutionCall>(*problem);
+    auto call = std::make_shared<ConvolutionCall>(*problem, algorithm);
     call->set_output_bytes(size_t(shape_numel(contraction.output.shape)) * sizeof(float));
     if (is_reference(call->implementation())) return nullptr;
     return call;
@@ -224,22 +255,23 @@ std::shared_ptr<const LibraryCall> onednn_library_call(const Contraction& contra
   // Calls are cached by the contraction's own description, which fixes every shape, stride and offset.
   static std::mutex mutex;
   static std::unordered_map<std::string, std::shared_ptr<const LibraryCall>> calls;
-  std::string description = contraction.describe();
+  ConvolutionAlgorithm algorithm = convolution_algorithm();
+  std::string description = contraction.describe(), key = description + " " + convolution_algorithm_name(algorithm);
   {
     std::lock_guard<std::mutex> lock(mutex);
-    auto found = calls.find(description);
+    auto found = calls.find(key);
     if (found != calls.end()) return found->second;
   }
   std::shared_ptr<const LibraryCall> call;
   try {
-    call = create_call(contraction);
+    call = create_call(contraction, algorithm);
   } catch (const dnnl::error& error) {
     log_message(LogLevel::Info, std::string("oneDNN declined ") + description + ": " + error.what());
     call = nullptr;
   }
   if (call) log_message(LogLevel::Info, "library call " + call->describe() + " for " + description);
   std::lock_guard<std::mutex> lock(mutex);
-  calls[description] = call;
+  calls[key] = call;
   return call;
 }
 

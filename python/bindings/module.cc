@@ -467,6 +467,13 @@ PYBIND11_MODULE(_core, module) {
   module.def("thread_count", [] { return thread_count(); });
   module.def("library_lowering", [] { return library_lowering_enabled(); });
   module.def("set_library_lowering", [](bool enabled) { set_library_lowering_enabled(enabled); });
+  module.def("conv_algorithm", [] { return std::string(convolution_algorithm_name(convolution_algorithm())); });
+  module.def("set_conv_algorithm", [](const std::string& name) {
+    auto algorithm = parse_convolution_algorithm(name);
+    if (!algorithm)
+      throw py::value_error("conv_algorithm must be 'auto', 'direct' or 'winograd', got '" + name + "'");
+    set_convolution_algorithm(*algorithm);
+  });
   module.def("set_thread_count", [](int count) { set_thread_count(count); });
   module.def("cache_dir", [] { return KernelCache::instance().directory(); });
   module.def("set_cache_dir", [](const std::string& directory) { KernelCache::instance().set_directory(directory); });

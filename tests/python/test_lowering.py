@@ -245,3 +245,78 @@ def test_backward_calls_reuse_the_layout_copies_of_the_forward_call(rng):
         np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=RTOL, atol=ATOL)
         np.testing.assert_allclose(gx.numpy(), tx.grad.numpy(), rtol=RTOL, atol=1e-3)
         np.testing.assert_allclose(gw.numpy(), tw.grad.numpy(), rtol=RTOL, atol=1e-3)
+
+
+@pytest.fixture
+def conv_algorithm():
+    previous = mj.flags.conv_algorithm
+    yield
+    mj.flags.conv_algorithm = previous
+
+
+def convolution_and_gradients(x, w, upstream, **options):
+    """Lazy y, dx, dw of conv2d(x, w) weighted by upstream, and the library names of the calls computing them."""
+    mx, mw = mj.array(x, requires_grad=True), mj.array(w, requires_grad=True)
+    y = F.conv2d(mx, mw, **options)
+    gx, gw = mj.grad((y * mj.array(upstream)).sum(), [mx, mw])
+    names = [kernel.library for kernel in mj.inspect(y, gx, gw) if kernel.kind.startswith("library")]
+    return (y, gx, gw), names
+
+
+def float64_reference(x, w, upstream, **options):
+    tx = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    tw = torch.tensor(w, dtype=torch.float64, requires_grad=True)
+    ty = torch.nn.functional.conv2d(tx, tw, **options)
+    (ty * torch.tensor(upstream, dtype=torch.float64)).sum().backward()
+    return ty.detach().numpy(), tx.grad.numpy(), tw.grad.numpy()
+
+
+def scaled_error(value, reference):
+    """Largest error over the reference's largest magnitude."""
+    return float(np.abs(value.astype(np.float64) - reference).max() / np.abs(reference).max())
+
+
+def test_winograd_takes_large_three_by_three_convolutions_and_direct_turns_it_off(rng, conv_algorithm):
+    """64 channels, 16x16 maps, batch 8: 128 output tiles of 4x4, where `auto` picks Winograd for all three
+    passes. Its rounding error stays near 1e-5 of the results' scale (float64 reference), and `direct` gives
+    the direct kernels with their smaller error."""
+    x, w, upstream = floats(rng, 8, 64, 16, 16), floats(rng, 64, 64, 3, 3) / 24, floats(rng, 8, 64, 16, 16)
+    references = float64_reference(x, w, upstream, padding=1)
+    errors = {}
+    for algorithm in ("auto", "direct"):
+        mj.flags.conv_algorithm = algorithm
+        results, names = convolution_and_gradients(x, w, upstream, padding=1)
+        assert len(names) == 3, names
+        uses_winograd = ["wino" in name for name in names]
+        assert uses_winograd == [algorithm == "auto"] * 3, names
+        mj.sync(*results)
+        errors[algorithm] = max(scaled_error(r.numpy(), e) for r, e in zip(results, references))
+    assert errors["auto"] < 2e-5, errors
+    assert errors["direct"] < 1e-5, errors
+
+
+def test_auto_keeps_direct_where_winograd_does_not_pay(rng, conv_algorithm):
+    """16 channels, a stride of 2 or a 4x4 map at batch 2 (too few tiles) stay direct under `auto`;
+    `winograd` forces it where oneDNN has it, and a stride-2 convolution, which it lacks, still runs direct."""
+    mj.flags.conv_algorithm = "auto"
+    cases = [(floats(rng, 8, 16, 16, 16), floats(rng, 16, 16, 3, 3), dict(padding=1)),
+             (floats(rng, 8, 64, 16, 16), floats(rng, 64, 64, 3, 3), dict(padding=1, stride=2)),
+             (floats(rng, 2, 64, 4, 4), floats(rng, 64, 64, 3, 3), dict(padding=1))]
+    upstreams = [floats(rng, *torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), **options).shape)
+                 for x, w, options in cases]
+    for (x, w, options), upstream in zip(cases, upstreams):
+        _, names = convolution_and_gradients(x, w, upstream, **options)
+        assert len(names) == 3 and not any("wino" in name for name in names), (options, names)
+    mj.flags.conv_algorithm = "winograd"
+    for (x, w, options), upstream, winograd_exists in zip(cases, upstreams, (True, False, True)):
+        results, names = convolution_and_gradients(x, w, upstream, **options)
+        assert all(("wino" in name) == winograd_exists for name in names), (options, names)
+        mj.sync(*results)
+        for result, reference in zip(results, float64_reference(x, w, upstream, **options)):
+            assert scaled_error(result.numpy(), reference) < 1e-4
+
+
+def test_conv_algorithm_names_are_checked():
+    with pytest.raises(ValueError, match="'auto', 'direct' or 'winograd'"):
+        mj.flags.conv_algorithm = "fft"
+    assert mj.flags.conv_algorithm in ("auto", "direct", "winograd")
