@@ -362,7 +362,9 @@ def build_report(arguments, torch, limits, measurements):
                          f"**{mine / reference:.2f}x** | | |")
     lines += ["", "\"metajit / this\" is metajit's median time over that PyTorch variant's: below 1 metajit is "
               "faster. Softmax and layer norm count one read and one write of the tensor (32 MB); matmul "
-              "2·M·N·K flops, conv forward 2·N·O·C·H·W·9 and forward+backward three times that. "
+              "2·M·N·K flops, conv forward 2·N·O·C·H·W·9 and forward+backward three times that (the direct "
+              "algorithm's count: metajit runs these 3x3 convolutions with Winograd F(4x4, 3x3), which does about "
+              "half the multiplications, so its rate can pass the FMA peak; `mj.flags.conv_algorithm`). "
               "\"oneDNN calls\" is `mj.stats()[\"library_calls\"]` of one run (0: generated kernels only). "
               "metajit tensors are "
               "always NCHW; `channels_last` is PyTorch's NHWC layout, converted outside the timed region. The "

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -52,9 +53,54 @@ dnnl::primitive_attr user_scratchpad() {
 
 bool is_reference(const std::string& implementation) { return implementation.find("ref") != std::string::npos; }
 
+// A single (unbatched) product whose operands each have a unit stride goes to oneDNN's sgemm, which measured
+// about 5% faster than the matmul primitive on plain memory here (1024^3 float32, 2 threads: 6.35 vs 6.7 ms).
+struct GemmShape {
+  char transpose_left = 'N', transpose_right = 'N';
+  int64_t rows = 0, columns = 0, inner = 0, left_lead = 0, right_lead = 0, output_lead = 0;
+};
+
+// The BLAS view of a row-major [first, second] operand: 'N' with its row stride, or 'T' when it is stored
+// transposed; false when neither stride is 1.
+bool blas_operand(const TensorLayout& layout, size_t rank, char* transpose, int64_t* lead) {
+  int64_t first = layout.strides[rank - 2], second = layout.strides[rank - 1];
+  int64_t rows = layout.dims[rank - 2], columns = layout.dims[rank - 1];
+  if (second == 1 && first >= std::max<int64_t>(columns, 1)) {
+    *transpose = 'N';
+    *lead = first;
+    return true;
+  }
+  if (first == 1 && second >= std::max<int64_t>(rows, 1)) {
+    *transpose = 'T';
+    *lead = second;
+    return true;
+  }
+  return false;
+}
+
+std::optional<GemmShape> as_gemm(const MatmulProblem& problem) {
+  size_t rank = problem.output.dims.size();
+  for (size_t dim = 0; dim + 2 < rank; ++dim)
+    if (problem.output.dims[dim] != 1) return std::nullopt;
+  GemmShape shape;
+  shape.rows = problem.output.dims[rank - 2];
+  shape.columns = problem.output.dims[rank - 1];
+  shape.inner = problem.left.dims[rank - 1];
+  char output_transpose = 'N';
+  if (!blas_operand(problem.left, rank, &shape.transpose_left, &shape.left_lead) ||
+      !blas_operand(problem.right, rank, &shape.transpose_right, &shape.right_lead) ||
+      !blas_operand(problem.output, rank, &output_transpose, &shape.output_lead) || output_transpose != 'N')
+    return std::nullopt;
+  return shape;
+}
+
 class MatmulCall : public LibraryCall {
  public:
-  explicit MatmulCall(const MatmulProblem& problem) : problem_(problem) {
+  explicit MatmulCall(const MatmulProblem& problem) : problem_(problem), gemm_(as_gemm(problem)) {
+    if (gemm_) {
+      implementation_ = "sgemm";
+      return;
+    }
     left_ = user_desc(problem.left);
     right_ = user_desc(problem.right);
     output_ = user_desc(problem.output);
@@ -67,6 +113,15 @@ class MatmulCall : public LibraryCall {
   const std::string& implementation() const { return implementation_; }
 
   void run(void* const* buffers) const override {
+    if (gemm_) {
+      const GemmShape& shape = *gemm_;
+      dnnl_status_t status = dnnl_sgemm(shape.transpose_left, shape.transpose_right, shape.rows, shape.columns,
+                                        shape.inner, 1.0f, address(buffers, problem_.left), shape.left_lead,
+                                        address(buffers, problem_.right), shape.right_lead, 0.0f,
+                                        address(buffers, problem_.output), shape.output_lead);
+      if (status != dnnl_success) throw std::runtime_error("oneDNN sgemm failed (status " + std::to_string(status) + ")");
+      return;
+    }
     dnnl::stream stream(cpu_engine());
     std::vector<StoragePtr> owners;
     memory scratchpad = scratch_memory(descriptor_.scratchpad_desc(), cpu_engine(), owners);
@@ -88,6 +143,7 @@ class MatmulCall : public LibraryCall {
 
  private:
   MatmulProblem problem_;
+  std::optional<GemmShape> gemm_;
   memory::desc left_, right_, output_;
   dnnl::matmul::primitive_desc descriptor_;
   dnnl::matmul primitive_;

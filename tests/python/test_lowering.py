@@ -62,6 +62,9 @@ def test_matmul_all_transposes_is_one_library_call(rng, transpose_left, transpos
     (result,), calls = both_ways(build, left, right)
     np.testing.assert_allclose(result, a @ b, rtol=RTOL, atol=ATOL)
     assert calls == 1
+    # a single product with unit-stride operands, transposed or not, goes to oneDNN's sgemm
+    kernel, = mj.inspect(build(mj.array(left), mj.array(right)))
+    assert kernel.library.endswith("(sgemm)"), kernel.library
 
 
 @pytest.mark.parametrize("left_shape,right_shape", [
@@ -75,6 +78,9 @@ def test_batched_and_broadcast_matmul(rng, left_shape, right_shape):
     (result,), calls = both_ways(lambda x, y: x @ y, a, b)
     np.testing.assert_allclose(result, np.matmul(a, b), rtol=RTOL, atol=ATOL)
     assert calls == 1
+    if left_shape == (6, 20, 24):  # a real batch runs in the matmul primitive
+        kernel, = mj.inspect(mj.array(a) @ mj.array(b))
+        assert kernel.library.startswith("onednn matmul 6x20x24x16") and "sgemm" not in kernel.library
 
 
 def test_linear_with_bias_and_activation_keeps_the_epilogue_fused(rng):
