@@ -1,0 +1,198 @@
+#include "jit/vector_expression_renderer.h"
+
+namespace metajit {
+
+VectorExpressionRenderer::VectorExpressionRenderer(ExpressionRenderer& scalar, const IrKernel& kernel,
+                                                   std::string loop_variable, std::set<std::string> stashes)
+    : scalar_(scalar), kernel_(kernel), loop_variable_(std::move(loop_variable)) {
+  for (const std::string& stash : stashes) stash_reads_.insert(stash + "[" + loop_variable_ + "]");
+}
+
+const char* VectorExpressionRenderer::vector_type(DType dtype) {
+  return dtype == DType::Bool ? "mj_mask_vector" : "mj_float_vector";
+}
+
+bool VectorExpressionRenderer::unit_stride(const IrExprPtr& offset, const std::string& variable) {
+  if (offset->kind == IrKind::Variable) return offset->name == variable;
+  if (offset->kind != IrKind::IndexBinary || IndexOperator(offset->op) != IndexOperator::Add) return false;
+  const IrExprPtr& left = offset->args[0];
+  const IrExprPtr& right = offset->args[1];
+  bool in_left = mentions_variable(left, variable), in_right = mentions_variable(right, variable);
+  if (in_left == in_right) return false;
+  return unit_stride(in_left ? left : right, variable);
+}
+
+bool VectorExpressionRenderer::is_stash_read(const IrExprPtr& node) const {
+  return node->kind == IrKind::Variable && stash_reads_.count(node->name);
+}
+
+bool VectorExpressionRenderer::varies(const IrExprPtr& node) const {
+  if (node->kind == IrKind::Variable)
+    return node->name == loop_variable_ || vector_lets_.count(node->name) || is_stash_read(node);
+  for (const IrExprPtr& argument : node->args)
+    if (varies(argument)) return true;
+  return false;
+}
+
+// Only float32 values and masks, with the operations the prelude has vector forms of; anything else keeps the
+// loop scalar (LLVM still vectorises it where it can).
+bool VectorExpressionRenderer::accepts_value(const IrExprPtr& node) const {
+  // An operand that does not vary is scalar text, splatted: any float32 or bool value will do.
+  auto operand = [&](const IrExprPtr& argument, DType dtype) {
+    if (argument->dtype != dtype) return false;
+    return !varies(argument) || accepts_value(argument);
+  };
+  const auto& args = node->args;
+  switch (node->kind) {
+    case IrKind::Variable:
+      return node->dtype == DType::Float32 && (vector_lets_.count(node->name) || is_stash_read(node));
+    case IrKind::Load: {
+      const IrBuffer& buffer = kernel_.buffers[node->buffer];
+      if (buffer.dtype != DType::Float32 || node->dtype != DType::Float32) return false;
+      if (!unit_stride(args[0], loop_variable_)) return false;
+      // The rest of the offset must not change with the loop (a vector Let in it would be a gather).
+      for (const std::string& name : vector_lets_)
+        if (mentions_variable(args[0], name)) return false;
+      return true;
+    }
+    case IrKind::Unary: {
+      if (node->dtype != DType::Float32 || !operand(args[0], DType::Float32)) return false;
+      switch (UnaryOp(node->op)) {
+        case UnaryOp::Negate: case UnaryOp::Abs: case UnaryOp::Exp: case UnaryOp::Relu: case UnaryOp::Sigmoid:
+          return true;
+        default: return false;
+      }
+    }
+    case IrKind::Binary: {
+      BinaryOp op = BinaryOp(node->op);
+      switch (op) {
+        case BinaryOp::Add: case BinaryOp::Subtract: case BinaryOp::Multiply: case BinaryOp::Divide:
+        case BinaryOp::Maximum: case BinaryOp::Minimum:
+          return node->dtype == DType::Float32 && operand(args[0], DType::Float32) && operand(args[1], DType::Float32);
+        case BinaryOp::Power:
+          return node->dtype == DType::Float32 && args[1]->kind == IrKind::FloatConstant && args[1]->floating == 2.0 &&
+                 operand(args[0], DType::Float32);
+        case BinaryOp::Less: case BinaryOp::LessEqual: case BinaryOp::Greater: case BinaryOp::GreaterEqual:
+        case BinaryOp::Equal: case BinaryOp::NotEqual:
+          return node->dtype == DType::Bool && operand(args[0], DType::Float32) && operand(args[1], DType::Float32);
+        case BinaryOp::LogicalAnd: case BinaryOp::LogicalOr:
+          return node->dtype == DType::Bool && operand(args[0], DType::Bool) && operand(args[1], DType::Bool);
+        default: return false;
+      }
+    }
+    case IrKind::Select:
+      return node->dtype == DType::Float32 && operand(args[0], DType::Bool) && operand(args[1], DType::Float32) &&
+             operand(args[2], DType::Float32);
+    case IrKind::Cast:
+      return node->dtype == DType::Float32 && (operand(args[0], DType::Float32) || operand(args[0], DType::Bool));
+    default:
+      return false;  // index arithmetic on the loop variable as a value, other types
+  }
+}
+
+bool VectorExpressionRenderer::accepts(const std::vector<IrStatement>& statements, bool allow_stores,
+                                       const IrExprPtr& value) {
+  for (const IrStatement& statement : statements) {
+    switch (statement.kind) {
+      case IrStatement::Kind::Let:
+        if (!varies(statement.value)) break;  // stays a scalar let (LLVM hoists it)
+        if ((statement.dtype != DType::Float32 && statement.dtype != DType::Bool) ||
+            statement.value->dtype != statement.dtype || !accepts_value(statement.value))
+          return false;
+        vector_lets_.insert(statement.name);
+        break;
+      case IrStatement::Kind::Store: {
+        if (!allow_stores || kernel_.buffers[statement.buffer].dtype != DType::Float32 ||
+            statement.value->dtype != DType::Float32 || !unit_stride(statement.offset, loop_variable_))
+          return false;
+        for (const std::string& name : vector_lets_)
+          if (mentions_variable(statement.offset, name)) return false;
+        if (varies(statement.value) && !accepts_value(statement.value)) return false;
+        break;
+      }
+      default:
+        return false;
+    }
+  }
+  if (!value) return true;
+  return value->dtype == DType::Float32 && (!varies(value) || accepts_value(value));
+}
+
+std::string VectorExpressionRenderer::vector_expression(const IrExprPtr& node) {
+  if (varies(node)) return expression(node);
+  std::string scalar = scalar_.expression(node);
+  if (node->dtype == DType::Bool) return "(mj_mask_vector)((" + scalar + ") ? -1 : 0)";
+  return "mj_splat(" + scalar + ")";
+}
+
+std::string VectorExpressionRenderer::expression(const IrExprPtr& node) {
+  if (!varies(node)) return scalar_.expression(node);
+  const auto& args = node->args;
+  switch (node->kind) {
+    case IrKind::Variable:
+      return is_stash_read(node) ? "mj_load_vector(&" + node->name + ")" : node->name;
+    case IrKind::Load:
+      return "mj_load_vector(&" + kernel_.buffers[node->buffer].name + "[" + scalar_.expression(args[0]) + "])";
+    case IrKind::Unary: {
+      std::string x = expression(args[0]);
+      switch (UnaryOp(node->op)) {
+        case UnaryOp::Negate: return "(-" + x + ")";
+        case UnaryOp::Abs: return "mj_abs(" + x + ")";
+        case UnaryOp::Exp: return "mj_exp(" + x + ")";
+        case UnaryOp::Relu: return "(" + x + " < 0.0f ? mj_splat(0.0f) : " + x + ")";
+        case UnaryOp::Sigmoid: return "(1.0f / (1.0f + mj_exp(-" + x + ")))";
+        default: break;
+      }
+      break;
+    }
+    case IrKind::Binary: {
+      // Arithmetic and comparisons splat a scalar operand by themselves; calls and masks need vectors.
+      std::string a = expression(args[0]), b = expression(args[1]);
+      switch (BinaryOp(node->op)) {
+        case BinaryOp::Add: return "(" + a + " + " + b + ")";
+        case BinaryOp::Subtract: return "(" + a + " - " + b + ")";
+        case BinaryOp::Multiply: return "(" + a + " * " + b + ")";
+        case BinaryOp::Divide: return "(" + a + " / " + b + ")";
+        case BinaryOp::Power: return "(" + a + " * " + a + ")";
+        case BinaryOp::Maximum: return "mj_max(" + vector_expression(args[0]) + ", " + vector_expression(args[1]) + ")";
+        case BinaryOp::Minimum: return "mj_min(" + vector_expression(args[0]) + ", " + vector_expression(args[1]) + ")";
+        case BinaryOp::Less: return "(" + a + " < " + b + ")";
+        case BinaryOp::LessEqual: return "(" + a + " <= " + b + ")";
+        case BinaryOp::Greater: return "(" + a + " > " + b + ")";
+        case BinaryOp::GreaterEqual: return "(" + a + " >= " + b + ")";
+        case BinaryOp::Equal: return "(" + a + " == " + b + ")";
+        case BinaryOp::NotEqual: return "(" + a + " != " + b + ")";
+        case BinaryOp::LogicalAnd: return "(" + vector_expression(args[0]) + " & " + vector_expression(args[1]) + ")";
+        case BinaryOp::LogicalOr: return "(" + vector_expression(args[0]) + " | " + vector_expression(args[1]) + ")";
+        default: break;
+      }
+      break;
+    }
+    case IrKind::Select:
+      return "(" + expression(args[0]) + " ? " + vector_expression(args[1]) + " : " + vector_expression(args[2]) + ")";
+    case IrKind::Cast:
+      if (args[0]->dtype == DType::Bool)
+        return "__builtin_convertvector(" + expression(args[0]) + " & 1, mj_float_vector)";
+      return expression(args[0]);
+    default: break;
+  }
+  return scalar_.expression(node);  // unreachable after accepts()
+}
+
+std::string VectorExpressionRenderer::statements(const std::vector<IrStatement>& list, const std::string& pad) {
+  std::string text;
+  for (const IrStatement& statement : list) {
+    if (statement.kind == IrStatement::Kind::Let) {
+      bool vector = vector_lets_.count(statement.name) > 0;
+      text += pad + "const " + (vector ? vector_type(statement.dtype) : ExpressionRenderer::value_type(statement.dtype)) +
+              " " + statement.name + " = " + (vector ? expression(statement.value) : scalar_.expression(statement.value)) +
+              ";\n";
+    } else {  // Store (accepts() allowed no other kind)
+      text += pad + "mj_store_vector(&" + kernel_.buffers[statement.buffer].name + "[" +
+              scalar_.expression(statement.offset) + "], " + vector_expression(statement.value) + ");\n";
+    }
+  }
+  return text;
+}
+
+}  // namespace metajit
