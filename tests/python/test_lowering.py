@@ -322,6 +322,20 @@ def test_auto_keeps_direct_where_winograd_does_not_pay(rng, conv_algorithm):
             assert scaled_error(result.numpy(), reference) < 1e-4
 
 
+def test_auto_takes_winograd_for_backward_weights_from_fewer_tiles(rng, conv_algorithm):
+    """64 channels, 4x4 maps, batch 32: 32 output tiles. `auto` keeps forward and backward data direct (128 tiles
+    needed) but computes the weight gradient with Winograd, which pays from 32 tiles; all match float64."""
+    mj.flags.conv_algorithm = "auto"
+    x, w, upstream = floats(rng, 32, 64, 4, 4), floats(rng, 64, 64, 3, 3) / 24, floats(rng, 32, 64, 4, 4)
+    results, names = convolution_and_gradients(x, w, upstream, padding=1)
+    assert len(names) == 3, names
+    winograd = sorted(name for name in names if "wino" in name)
+    assert len(winograd) == 1 and "backward weights" in winograd[0], names
+    mj.sync(*results)
+    for result, reference in zip(results, float64_reference(x, w, upstream, padding=1)):
+        assert scaled_error(result.numpy(), reference) < 2e-5
+
+
 def test_conv_algorithm_names_are_checked():
     with pytest.raises(ValueError, match="'auto', 'direct' or 'winograd'"):
         mj.flags.conv_algorithm = "fft"
