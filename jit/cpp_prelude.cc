@@ -23,8 +23,7 @@ static inline uint32_t mj_float_to_bits(float value) { uint32_t bits; __builtin_
 // by 2^-25, which rounds once into the subnormals and to 0 below -103.97. Within 0.91 ulp of exp over every
 // float32 input (checked against double exp over all 2^32 bit patterns).
 template <typename T> static inline T mj_exp_series(T r) {
-  T p = 1.381461275741458e-3f;
-  p = p * r + 8.368710055947304e-3f;
+  T p = r * 1.381461275741458e-3f + 8.368710055947304e-3f;
   p = p * r + 4.166838899254799e-2f;
   p = p * r + 1.666652113199234e-1f;
   p = p * r + 4.999999403953552e-1f;
@@ -81,9 +80,10 @@ static inline float mj_from_order_key(int32_t key) {
 static inline double mj_from_order_key(int64_t key) {
   int64_t bits = key ^ ((key >> 63) & 0x7fffffffffffffffLL); double value; __builtin_memcpy(&value, &bits, 8); return value;
 }
-// Explicit SIMD for the row loops of row kernels (jit/vector_expression_renderer.cc): Clang extended vectors of
-// MJ_LANES floats, one register of the widest unit the kernel is compiled for. Comparisons give masks (-1 or 0
-// per lane). Loads and stores go through memcpy: unaligned, and no aliasing assumptions beyond float's.
+// Explicit SIMD for the row loops of row kernels (jit/vector_expression_renderer.cc): GCC-style vectors of
+// MJ_LANES floats (Clang and g++ both take them), one register of the widest unit the kernel is compiled for.
+// Arithmetic with a scalar operand splats it; comparisons give masks (-1 or 0 per lane). Loads and stores go
+// through memcpy: unaligned, and no aliasing assumptions beyond float's.
 #if defined(__AVX512F__)
 #define MJ_LANES 16
 #elif defined(__AVX__)
@@ -91,15 +91,24 @@ static inline double mj_from_order_key(int64_t key) {
 #else
 #define MJ_LANES 4
 #endif
-typedef float mj_float_vector __attribute__((ext_vector_type(MJ_LANES)));
-typedef int32_t mj_mask_vector __attribute__((ext_vector_type(MJ_LANES)));
+typedef float mj_float_vector __attribute__((vector_size(MJ_LANES * 4)));
+typedef int32_t mj_mask_vector __attribute__((vector_size(MJ_LANES * 4)));
 static inline mj_float_vector mj_load_vector(const float* address) {
   mj_float_vector value; __builtin_memcpy(&value, address, sizeof(value)); return value;
 }
 static inline void mj_store_vector(float* address, mj_float_vector value) {
   __builtin_memcpy(address, &value, sizeof(value));
 }
-static inline mj_float_vector mj_splat(float value) { return (mj_float_vector)(value); }
+static inline mj_float_vector mj_splat(float value) {
+  mj_float_vector vector;
+  for (int lane = 0; lane < MJ_LANES; ++lane) vector[lane] = value;
+  return vector;
+}
+static inline mj_mask_vector mj_splat_mask(bool value) {
+  mj_mask_vector vector;
+  for (int lane = 0; lane < MJ_LANES; ++lane) vector[lane] = value ? -1 : 0;
+  return vector;
+}
 // mj_exp on every lane, bit for bit (same reduction and polynomial). AVX-512 applies 2^n with vscalefps, which
 // rounds once into the subnormals and overflows to inf by itself (11 instructions a vector instead of about 20).
 static inline mj_float_vector mj_exp(mj_float_vector x) {
@@ -110,20 +119,19 @@ static inline mj_float_vector mj_exp(mj_float_vector x) {
   mj_float_vector r = clamped - n * 0.693359375f + n * 2.12194440e-4f;
   mj_float_vector p = mj_exp_series(r);
 #if defined(__AVX512F__)
-  typedef float native_vector __attribute__((vector_size(64)));
-  return (mj_float_vector)__builtin_ia32_scalefps512_mask((native_vector)p, (native_vector)n, (native_vector)p,
-                                                           (unsigned short)0xffff, 4 /* current rounding */);
+  return __builtin_ia32_scalefps512_mask(p, n, p, (unsigned short)0xffff, 4 /* current rounding */);
 #else
   mj_mask_vector exponent = (mj_mask_vector)shifted - 0x4B400000;
   mj_mask_vector tiny = exponent < -124;
-  mj_float_vector scaled = (mj_float_vector)((mj_mask_vector)p + ((exponent + (tiny ? 25 : -1)) << 23));
+  mj_mask_vector offset = (tiny & 26) - 1;  // 25 when tiny, else -1
+  mj_float_vector scaled = (mj_float_vector)((mj_mask_vector)p + ((exponent + offset) << 23));
   mj_float_vector result = scaled * (tiny ? mj_splat(2.98023223876953125e-8f) : mj_splat(2.0f));
   return x != x ? x : result;
 #endif
 }
-static inline mj_float_vector mj_max(mj_float_vector a, mj_float_vector b) { return (a != a | a > b) ? a : b; }
-static inline mj_float_vector mj_min(mj_float_vector a, mj_float_vector b) { return (a != a | a < b) ? a : b; }
-static inline mj_float_vector mj_abs(mj_float_vector x) { return __builtin_elementwise_abs(x); }
+static inline mj_float_vector mj_max(mj_float_vector a, mj_float_vector b) { return ((a != a) | (a > b)) ? a : b; }
+static inline mj_float_vector mj_min(mj_float_vector a, mj_float_vector b) { return ((a != a) | (a < b)) ? a : b; }
+static inline mj_float_vector mj_abs(mj_float_vector x) { return (mj_float_vector)((mj_mask_vector)x & 0x7fffffff); }
 static inline mj_mask_vector mj_order_key(mj_float_vector value) {
   mj_mask_vector bits = (mj_mask_vector)value; return bits ^ ((bits >> 31) & 0x7fffffff);
 }
@@ -131,6 +139,21 @@ static inline float mj_sum_lanes(mj_float_vector value) {
   float sum = value[0];
   for (int lane = 1; lane < MJ_LANES; ++lane) sum += value[lane];
   return sum;
+}
+static inline int32_t mj_max_lane(mj_mask_vector keys) {
+  int32_t result = keys[0];
+  for (int lane = 1; lane < MJ_LANES; ++lane) result = keys[lane] > result ? keys[lane] : result;
+  return result;
+}
+static inline int32_t mj_min_lane(mj_mask_vector keys) {
+  int32_t result = keys[0];
+  for (int lane = 1; lane < MJ_LANES; ++lane) result = keys[lane] < result ? keys[lane] : result;
+  return result;
+}
+static inline bool mj_any_lane(mj_mask_vector mask) {
+  int32_t any = 0;
+  for (int lane = 0; lane < MJ_LANES; ++lane) any |= mask[lane];
+  return any != 0;
 }
 // ---- end of prelude ----
 )PRELUDE";

@@ -157,7 +157,8 @@ class Renderer : ExpressionRenderer {
     };
     std::string start = sum ? "0.0f" : maximum ? "-__builtin_inff()" : "__builtin_inff()";
     out_ << pad << "mj_float_vector " << lanes << "[" << parts << "] = " << per_part("mj_splat(" + start + ")") << ";\n";
-    if (!sum) out_ << pad << "mj_mask_vector " << nan_lanes << "[" << parts << "] = " << per_part("0") << ";\n";
+    if (!sum)
+      out_ << pad << "mj_mask_vector " << nan_lanes << "[" << parts << "] = " << per_part("mj_splat_mask(false)") << ";\n";
     out_ << pad << "int64_t " << done << " = 0;\n";
     out_ << pad << "for (; " << done << " + " << parts << " * MJ_LANES <= " << extent << "; " << done << " += " << parts
          << " * MJ_LANES) {\n";
@@ -192,9 +193,8 @@ class Renderer : ExpressionRenderer {
       out_ << pad << keys << " = " << key << (maximum ? " > " : " < ") << keys << " ? " << key << " : " << keys << ";\n";
       nans += " | " + nan_lanes + "[" + std::to_string(part) + "]";
     }
-    float_extremum_loop(statement, depth, done,
-                        std::string(maximum ? "__builtin_reduce_max(" : "__builtin_reduce_min(") + keys + ")",
-                        "__builtin_reduce_or(" + nans + ") != 0");
+    float_extremum_loop(statement, depth, done, std::string(maximum ? "mj_max_lane(" : "mj_min_lane(") + keys + ")",
+                        "mj_any_lane(" + nans + ")");
     return true;
   }
 

@@ -45,7 +45,8 @@ bool VectorExpressionRenderer::accepts_value(const IrExprPtr& node) const {
   const auto& args = node->args;
   switch (node->kind) {
     case IrKind::Variable:
-      return node->dtype == DType::Float32 && (vector_lets_.count(node->name) || is_stash_read(node));
+      if (is_stash_read(node)) return node->dtype == DType::Float32;
+      return vector_lets_.count(node->name) > 0;  // accepted when defined: float32 or a mask
     case IrKind::Load: {
       const IrBuffer& buffer = kernel_.buffers[node->buffer];
       if (buffer.dtype != DType::Float32 || node->dtype != DType::Float32) return false;
@@ -56,6 +57,9 @@ bool VectorExpressionRenderer::accepts_value(const IrExprPtr& node) const {
       return true;
     }
     case IrKind::Unary: {
+      if (node->dtype == DType::Bool)  // not of a mask
+        return (UnaryOp(node->op) == UnaryOp::LogicalNot || UnaryOp(node->op) == UnaryOp::BitwiseNot) &&
+               operand(args[0], DType::Bool);
       if (node->dtype != DType::Float32 || !operand(args[0], DType::Float32)) return false;
       switch (UnaryOp(node->op)) {
         case UnaryOp::Negate: case UnaryOp::Abs: case UnaryOp::Exp: case UnaryOp::Relu: case UnaryOp::Sigmoid:
@@ -75,7 +79,8 @@ bool VectorExpressionRenderer::accepts_value(const IrExprPtr& node) const {
         case BinaryOp::Less: case BinaryOp::LessEqual: case BinaryOp::Greater: case BinaryOp::GreaterEqual:
         case BinaryOp::Equal: case BinaryOp::NotEqual:
           return node->dtype == DType::Bool && operand(args[0], DType::Float32) && operand(args[1], DType::Float32);
-        case BinaryOp::LogicalAnd: case BinaryOp::LogicalOr:
+        case BinaryOp::LogicalAnd: case BinaryOp::LogicalOr: case BinaryOp::LogicalXor:
+        case BinaryOp::BitwiseAnd: case BinaryOp::BitwiseOr: case BinaryOp::BitwiseXor:
           return node->dtype == DType::Bool && operand(args[0], DType::Bool) && operand(args[1], DType::Bool);
         default: return false;
       }
@@ -121,7 +126,7 @@ bool VectorExpressionRenderer::accepts(const std::vector<IrStatement>& statement
 std::string VectorExpressionRenderer::vector_expression(const IrExprPtr& node) {
   if (varies(node)) return expression(node);
   std::string scalar = scalar_.expression(node);
-  if (node->dtype == DType::Bool) return "(mj_mask_vector)((" + scalar + ") ? -1 : 0)";
+  if (node->dtype == DType::Bool) return "mj_splat_mask(" + scalar + ")";
   return "mj_splat(" + scalar + ")";
 }
 
@@ -141,6 +146,7 @@ std::string VectorExpressionRenderer::expression(const IrExprPtr& node) {
         case UnaryOp::Exp: return "mj_exp(" + x + ")";
         case UnaryOp::Relu: return "(" + x + " < 0.0f ? mj_splat(0.0f) : " + x + ")";
         case UnaryOp::Sigmoid: return "(1.0f / (1.0f + mj_exp(-" + x + ")))";
+        case UnaryOp::LogicalNot: case UnaryOp::BitwiseNot: return "(~" + x + ")";  // masks are -1 or 0
         default: break;
       }
       break;
@@ -162,8 +168,12 @@ std::string VectorExpressionRenderer::expression(const IrExprPtr& node) {
         case BinaryOp::GreaterEqual: return "(" + a + " >= " + b + ")";
         case BinaryOp::Equal: return "(" + a + " == " + b + ")";
         case BinaryOp::NotEqual: return "(" + a + " != " + b + ")";
-        case BinaryOp::LogicalAnd: return "(" + vector_expression(args[0]) + " & " + vector_expression(args[1]) + ")";
-        case BinaryOp::LogicalOr: return "(" + vector_expression(args[0]) + " | " + vector_expression(args[1]) + ")";
+        case BinaryOp::LogicalAnd: case BinaryOp::BitwiseAnd:
+          return "(" + vector_expression(args[0]) + " & " + vector_expression(args[1]) + ")";
+        case BinaryOp::LogicalOr: case BinaryOp::BitwiseOr:
+          return "(" + vector_expression(args[0]) + " | " + vector_expression(args[1]) + ")";
+        case BinaryOp::LogicalXor: case BinaryOp::BitwiseXor:
+          return "(" + vector_expression(args[0]) + " ^ " + vector_expression(args[1]) + ")";
         default: break;
       }
       break;

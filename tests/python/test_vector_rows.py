@@ -47,6 +47,45 @@ def test_log_softmax_and_layer_norm_rows(rng, length):
                  rtol=1e-4, atol=1e-4)
 
 
+def test_element_loop_operations_on_vectors(rng):
+    # Every operation with a vector form, in one row kernel's element loop (after a row max), against numpy.
+    x = (rng.standard_normal((5, 70)) * 3).astype(np.float32)
+    x[0, 3] = np.nan
+    v = mj.array(x)
+    m = v - v.max(-1, keepdim=True)
+    result = (m.sigmoid() + m.relu() * 0.5 - (-m).abs() + m.exp() * (v > 0) + mj.maximum(m, v) / 3.0
+              - mj.minimum(m, v * 2.0) + mj.where((v < 1.0) & (v > -1.0), m ** 2, -m)
+              + mj.where(~((v > 2.0) | (v < -2.0)) ^ (v > 0), 1.0, 0.0))
+    source = kernel_sources(result)
+    assert "i1_vectors_end" in source and "mj_max(" in source and "__builtin_convertvector" in source, source
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        m64 = x64 - x64.max(-1, keepdims=True)
+        expected = (1 / (1 + np.exp(-m64)) + np.maximum(m64, 0) * 0.5 - np.abs(-m64) + np.exp(m64) * (x64 > 0)
+                    + np.maximum(m64, x64) / 3.0 - np.minimum(m64, x64 * 2.0)
+                    + np.where((x64 < 1.0) & (x64 > -1.0), m64 ** 2, -m64)
+                    + np.where(~((x64 > 2.0) | (x64 < -2.0)) ^ (x64 > 0), 1.0, 0.0))
+    assert_close(result, expected, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+def test_generated_row_kernels_compile_with_gcc_too(tmp_path, rng):
+    # METAJIT_COMPILER=system falls back to g++ without clang++-14: the vector types are GCC-style for that.
+    compiler = shutil.which("g++")
+    assert compiler, "g++ is needed for this check"
+    v = mj.array(rng.standard_normal((4, 300)).astype(np.float32))
+    m = v - v.max(-1, keepdim=True)
+    kernels = mj.inspect(F.softmax(v, dim=-1), F.layer_norm(v, [300]), (m.sigmoid() * (v > 0)).abs())
+    assert len(kernels) == 3
+    for index, kernel in enumerate(kernels):
+        assert "mj_float_vector" in kernel.source
+        path = tmp_path / f"kernel{index}.cc"
+        path.write_text(kernel.full_source)
+        for target in (["-march=native"], ["-mavx2", "-mfma"], []):
+            compiled = subprocess.run([compiler, "-O2", "-c", *target, str(path), "-o", str(tmp_path / "kernel.o")],
+                                      capture_output=True, text=True)
+            assert compiled.returncode == 0, compiled.stderr[-3000:]
+
+
 def test_softmax_kernel_is_vector_code_with_terms_in_the_output_row(rng):
     y = F.softmax(mj.array(rng.standard_normal((64, 1024)).astype(np.float32)), dim=-1)
     source = kernel_sources(y)
