@@ -15,6 +15,30 @@ const char* ExpressionRenderer::value_type(DType dtype) {
   return dtype == DType::Float16 ? "float" : dtype_c_type(dtype);
 }
 
+const char* ExpressionRenderer::comparison_symbol(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Less: return "<";
+    case BinaryOp::LessEqual: return "<=";
+    case BinaryOp::Greater: return ">";
+    case BinaryOp::GreaterEqual: return ">=";
+    case BinaryOp::Equal: return "==";
+    case BinaryOp::NotEqual: return "!=";
+    default: return nullptr;
+  }
+}
+
+const char* ExpressionRenderer::comparison_symbol(IndexOperator op) {
+  switch (op) {
+    case IndexOperator::Less: return "<";
+    case IndexOperator::LessEqual: return "<=";
+    case IndexOperator::Greater: return ">";
+    case IndexOperator::GreaterEqual: return ">=";
+    case IndexOperator::Equal: return "==";
+    case IndexOperator::NotEqual: return "!=";
+    default: return nullptr;
+  }
+}
+
 std::string ExpressionRenderer::not_a_number(DType dtype) {
   bool single = dtype != DType::Float64;
   if (dialect_ == SourceDialect::Cuda)
@@ -119,6 +143,7 @@ std::string ExpressionRenderer::binary(BinaryOp op, DType dtype, const IrExprPtr
   bool single = operand_dtype == DType::Float32 || operand_dtype == DType::Float16;
   std::string type = value_type(dtype);
   auto wrap = [&](const std::string& text) { return "(" + type + ")(" + text + ")"; };
+  if (const char* symbol = comparison_symbol(op)) return "(" + a + " " + symbol + " " + b + ")";
   switch (op) {
     case BinaryOp::Add: return wrap(a + " + " + b);
     case BinaryOp::Subtract: return wrap(a + " - " + b);
@@ -140,18 +165,13 @@ std::string ExpressionRenderer::binary(BinaryOp op, DType dtype, const IrExprPtr
       return wrap("mj_integer_power(" + a + ", " + b + ")");
     case BinaryOp::Maximum: return "mj_max<" + type + ">(" + a + ", " + b + ")";
     case BinaryOp::Minimum: return "mj_min<" + type + ">(" + a + ", " + b + ")";
-    case BinaryOp::Less: return "(" + a + " < " + b + ")";
-    case BinaryOp::LessEqual: return "(" + a + " <= " + b + ")";
-    case BinaryOp::Greater: return "(" + a + " > " + b + ")";
-    case BinaryOp::GreaterEqual: return "(" + a + " >= " + b + ")";
-    case BinaryOp::Equal: return "(" + a + " == " + b + ")";
-    case BinaryOp::NotEqual: return "(" + a + " != " + b + ")";
     case BinaryOp::LogicalAnd: return "(" + a + " && " + b + ")";
     case BinaryOp::LogicalOr: return "(" + a + " || " + b + ")";
     case BinaryOp::LogicalXor: return "(" + a + " != " + b + ")";
     case BinaryOp::BitwiseAnd: return wrap(a + " & " + b);
     case BinaryOp::BitwiseOr: return wrap(a + " | " + b);
     case BinaryOp::BitwiseXor: return wrap(a + " ^ " + b);
+    default: break;  // comparisons: above
   }
   throw std::logic_error("unknown binary op");
 }
@@ -164,6 +184,7 @@ std::string ExpressionRenderer::index_binary(const IrExprPtr& node) {
     IrRange numerator = ir_range(left), divisor = ir_range(right);
     return numerator.low >= 0 && divisor.low > 0;
   };
+  if (const char* symbol = comparison_symbol(IndexOperator(node->op))) return "(" + a + " " + symbol + " " + b + ")";
   switch (IndexOperator(node->op)) {
     case IndexOperator::Add: return "(" + a + " + " + b + ")";
     case IndexOperator::Subtract: return "(" + a + " - " + b + ")";
@@ -174,12 +195,6 @@ std::string ExpressionRenderer::index_binary(const IrExprPtr& node) {
       return non_negative_division() ? "(" + a + " % " + b + ")" : "mj_floor_modulo(" + a + ", " + b + ")";
     case IndexOperator::Minimum: return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
     case IndexOperator::Maximum: return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
-    case IndexOperator::Less: return "(" + a + " < " + b + ")";
-    case IndexOperator::LessEqual: return "(" + a + " <= " + b + ")";
-    case IndexOperator::Greater: return "(" + a + " > " + b + ")";
-    case IndexOperator::GreaterEqual: return "(" + a + " >= " + b + ")";
-    case IndexOperator::Equal: return "(" + a + " == " + b + ")";
-    case IndexOperator::NotEqual: return "(" + a + " != " + b + ")";
     case IndexOperator::LogicalAnd: return "(" + a + " && " + b + ")";
     case IndexOperator::LogicalOr: return "(" + a + " || " + b + ")";
     default: throw std::logic_error("bad index binary");

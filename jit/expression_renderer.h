@@ -26,6 +26,9 @@ class ExpressionRenderer {
 
   // The C type values of `dtype` are computed in (float16 computes in float).
   static const char* value_type(DType dtype);
+  // "<", "<=", ">", ">=", "==" or "!=" for a comparison; null for any other op.
+  static const char* comparison_symbol(BinaryOp op);
+  static const char* comparison_symbol(IndexOperator op);
 
  protected:
   // A Variable's text; the CUDA renderer maps a row's spilled terms to its per-thread slots.

@@ -154,6 +154,8 @@ std::string VectorExpressionRenderer::expression(const IrExprPtr& node) {
     case IrKind::Binary: {
       // Arithmetic and comparisons splat a scalar operand by themselves; calls and masks need vectors.
       std::string a = expression(args[0]), b = expression(args[1]);
+      if (const char* symbol = ExpressionRenderer::comparison_symbol(BinaryOp(node->op)))
+        return "(" + a + " " + symbol + " " + b + ")";
       switch (BinaryOp(node->op)) {
         case BinaryOp::Add: return "(" + a + " + " + b + ")";
         case BinaryOp::Subtract: return "(" + a + " - " + b + ")";
@@ -162,12 +164,6 @@ std::string VectorExpressionRenderer::expression(const IrExprPtr& node) {
         case BinaryOp::Power: return "(" + a + " * " + a + ")";
         case BinaryOp::Maximum: return "mj_max(" + vector_expression(args[0]) + ", " + vector_expression(args[1]) + ")";
         case BinaryOp::Minimum: return "mj_min(" + vector_expression(args[0]) + ", " + vector_expression(args[1]) + ")";
-        case BinaryOp::Less: return "(" + a + " < " + b + ")";
-        case BinaryOp::LessEqual: return "(" + a + " <= " + b + ")";
-        case BinaryOp::Greater: return "(" + a + " > " + b + ")";
-        case BinaryOp::GreaterEqual: return "(" + a + " >= " + b + ")";
-        case BinaryOp::Equal: return "(" + a + " == " + b + ")";
-        case BinaryOp::NotEqual: return "(" + a + " != " + b + ")";
         case BinaryOp::LogicalAnd: case BinaryOp::BitwiseAnd:
           return "(" + vector_expression(args[0]) + " & " + vector_expression(args[1]) + ")";
         case BinaryOp::LogicalOr: case BinaryOp::BitwiseOr:
