@@ -248,42 +248,40 @@ class Renderer : ExpressionRenderer {
 
   void statement(const IrStatement& statement, int depth) {
     std::string pad(depth * 2, ' ');
-    {
-      switch (statement.kind) {
-        case IrStatement::Kind::Let:
-          out_ << pad << "const " << value_type(statement.dtype) << " " << statement.name << " = "
-               << expression(statement.value) << ";\n";
-          break;
-        case IrStatement::Kind::Store: {
-          const IrBuffer& buffer = kernel_.buffers[statement.buffer];
-          std::string value = expression(statement.value);
-          if (buffer.dtype == DType::Float16) value = "mj_float_to_half(" + value + ")";
-          out_ << pad << buffer.name << "[" << expression(statement.offset) << "] = " << value << ";\n";
-          break;
-        }
-        case IrStatement::Kind::ReduceLoop: {
-          bool float_extremum = is_floating(statement.dtype) &&
-                                (statement.reduce_op == ReduceOp::Maximum || statement.reduce_op == ReduceOp::Minimum);
-          if (!statement.spill.empty()) stash_declaration(statement, depth);
-          if (vector_row_reduction(statement, depth)) break;
-          if (float_extremum)
-            float_extremum_loop(statement, depth);
-          else
-            reduce_loop(statement, depth);
-          break;
-        }
-        case IrStatement::Kind::ScatterAccumulate: {
-          const IrBuffer& buffer = kernel_.buffers[statement.buffer];
-          std::string target = buffer.name + "[" + expression(statement.offset) + "]";
-          std::string current = buffer.dtype == DType::Float16 ? "mj_half_to_float(" + target + ")" : target;
-          std::string updated = combine(kernel_.scatter_op, statement.dtype, current, expression(statement.value));
-          if (buffer.dtype == DType::Float16) updated = "mj_float_to_half(" + updated + ")";
-          if (statement.condition)
-            out_ << pad << "if (" << expression(statement.condition) << ") " << target << " = " << updated << ";\n";
-          else
-            out_ << pad << target << " = " << updated << ";\n";
-          break;
-        }
+    switch (statement.kind) {
+      case IrStatement::Kind::Let:
+        out_ << pad << "const " << value_type(statement.dtype) << " " << statement.name << " = "
+             << expression(statement.value) << ";\n";
+        break;
+      case IrStatement::Kind::Store: {
+        const IrBuffer& buffer = kernel_.buffers[statement.buffer];
+        std::string value = expression(statement.value);
+        if (buffer.dtype == DType::Float16) value = "mj_float_to_half(" + value + ")";
+        out_ << pad << buffer.name << "[" << expression(statement.offset) << "] = " << value << ";\n";
+        break;
+      }
+      case IrStatement::Kind::ReduceLoop: {
+        bool float_extremum = is_floating(statement.dtype) &&
+                              (statement.reduce_op == ReduceOp::Maximum || statement.reduce_op == ReduceOp::Minimum);
+        if (!statement.spill.empty()) stash_declaration(statement, depth);
+        if (vector_row_reduction(statement, depth)) break;
+        if (float_extremum)
+          float_extremum_loop(statement, depth);
+        else
+          reduce_loop(statement, depth);
+        break;
+      }
+      case IrStatement::Kind::ScatterAccumulate: {
+        const IrBuffer& buffer = kernel_.buffers[statement.buffer];
+        std::string target = buffer.name + "[" + expression(statement.offset) + "]";
+        std::string current = buffer.dtype == DType::Float16 ? "mj_half_to_float(" + target + ")" : target;
+        std::string updated = combine(kernel_.scatter_op, statement.dtype, current, expression(statement.value));
+        if (buffer.dtype == DType::Float16) updated = "mj_float_to_half(" + updated + ")";
+        if (statement.condition)
+          out_ << pad << "if (" << expression(statement.condition) << ") " << target << " = " << updated << ";\n";
+        else
+          out_ << pad << target << " = " << updated << ";\n";
+        break;
       }
     }
   }
