@@ -114,13 +114,15 @@ def test_softmax_and_log_softmax_match_torch(dim, rng):
 
 
 def test_softmax_is_stable_for_huge_logits_and_handles_infinities():
+    # +inf in a row makes the whole row nan in softmax and log-softmax (inf - inf), and inf in logsumexp.
     data = np.array([[1000.0, 1001.0, 999.0], [-1000.0, -1002.0, -1001.0], [-np.inf, 0.0, -np.inf],
-                     [-np.inf, -np.inf, -np.inf]], dtype=np.float32)
+                     [-np.inf, -np.inf, -np.inf], [np.inf, 0.0, 0.0], [np.inf, np.inf, 1.0], [np.nan, 0.0, 1.0]],
+                    dtype=np.float32)
     t = torch.tensor(data)
     assert_close(mj.softmax(mj.array(data), 1), torch.softmax(t, 1).numpy(), rtol=1e-6, atol=1e-7, equal_nan=True)
     assert_close(mj.log_softmax(mj.array(data), 1), torch.log_softmax(t, 1).numpy(), rtol=1e-6, atol=1e-5,
                  equal_nan=True)
-    assert_close(mj.logsumexp(mj.array(data), 1), torch.logsumexp(t, 1).numpy(), rtol=1e-6)
+    assert_close(mj.logsumexp(mj.array(data), 1), torch.logsumexp(t, 1).numpy(), rtol=1e-6, equal_nan=True)
 
 
 @pytest.mark.parametrize("dim,keepdim", [(1, False), (0, True), ((0, 2), False), ([-1, 0], True)], ids=repr)

@@ -101,7 +101,7 @@ def test_special_values_in_rows(length):
     rows = np.zeros((6, length), np.float32)
     rows[0, length // 2] = np.nan           # NaN anywhere: the whole row is NaN
     rows[1, -1] = np.nan                    # in the scalar remainder (or the last vector)
-    rows[2, 0] = 88.0                       # exp near overflow
+    rows[2, 0] = np.inf                     # inf - inf: the whole row is NaN, as numpy
     rows[3, :] = -np.inf                    # all -inf: NaN
     rows[4, :] = np.linspace(-100, 100, length, dtype=np.float32)  # exp underflows to 0 / subnormals
     rows[5, :] = -0.0

@@ -35,12 +35,15 @@ def _softmax_input(name, input, dim, dtype):
     return input, _normalize_dim(dim, input.ndim, name)
 
 
-def _shifted(input, dims):
-    """input minus its maximum over `dims` (kept), the shift carrying no gradient. A row that is entirely -inf
-    (or inf) is shifted by 0 so it stays -inf instead of becoming nan."""
+def _shifted(input, dims, infinite_maximum_shifts_by_zero=True):
+    """input minus its maximum over `dims` (kept), the shift carrying no gradient. For logsumexp, a row whose
+    maximum is -inf or inf is shifted by 0, so its result is that infinity instead of nan. Softmax and
+    log-softmax pass False: x - max gives nan for a row holding inf (inf - inf), which is what PyTorch and numpy
+    give for the whole row."""
     maximum = _core.reduce(input, "max", dims, True).detach()
-    finite = (maximum - maximum) == 0  # false for +-inf and nan
-    maximum = where(finite, maximum, 0.0)
+    if infinite_maximum_shifts_by_zero:
+        finite = (maximum - maximum) == 0  # false for +-inf and nan
+        maximum = where(finite, maximum, 0.0)
     return input - maximum, maximum
 
 
@@ -49,7 +52,7 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
     input, dim = _softmax_input("softmax", input, dim, dtype)
     if input.ndim == 0:
         return (input - input).exp()
-    exponentials = _shifted(input, [dim])[0].exp()
+    exponentials = _shifted(input, [dim], False)[0].exp()
     return exponentials / exponentials.sum(dim, keepdim=True)
 
 
@@ -58,7 +61,7 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     input, dim = _softmax_input("log_softmax", input, dim, dtype)
     if input.ndim == 0:
         return input - input
-    shifted = _shifted(input, [dim])[0]
+    shifted = _shifted(input, [dim], False)[0]
     return shifted - shifted.exp().sum(dim, keepdim=True).log()
 
 
