@@ -323,6 +323,39 @@ class Renderer : ExpressionRenderer {
     }
   }
 
+  // The element loop [begin, end) over `element` as explicit SIMD, MJ_LANES elements at a time, when every
+  // statement has a vector form; returns where the scalar loop for the rest starts (`begin` when not vectorised).
+  std::string vector_element_loop(const std::string& element, const std::string& begin, const std::string& end,
+                                  const std::set<std::string>& stashes, int depth) {
+    VectorExpressionRenderer vector(*this, kernel_, element, stashes);
+    if (!vector.accepts(kernel_.body, true)) return begin;
+    std::string pad(depth * 2, ' '), done = element + "_vectors_end";
+    out_ << pad << "int64_t " << done << " = " << begin << ";\n";
+    out_ << pad << "for (; " << done << " + MJ_LANES <= " << end << "; " << done << " += MJ_LANES) {\n";
+    out_ << pad << "  const int64_t " << element << " = " << done << ";\n";
+    out_ << vector.statements(kernel_.body, pad + "  ");
+    out_ << pad << "}\n";
+    return done;
+  }
+
+  // Elementwise kernels go explicit SIMD only for exp (and sigmoid): LLVM vectorises everything else as well,
+  // but applies exp lane by lane at about twice the instructions (see the vector mj_exp in the prelude).
+  bool kernel_uses_exp() const {
+    for (const IrStatement& statement : kernel_.body)
+      for (const IrExprPtr& part : {statement.value, statement.offset, statement.condition})
+        if (part && contains_exp(part)) return true;
+    return false;
+  }
+
+  static bool contains_exp(const IrExprPtr& node) {
+    if (node->kind == IrKind::Unary && node->dtype == DType::Float32 &&
+        (UnaryOp(node->op) == UnaryOp::Exp || UnaryOp(node->op) == UnaryOp::Sigmoid))
+      return true;
+    for (const IrExprPtr& argument : node->args)
+      if (contains_exp(argument)) return true;
+    return false;
+  }
+
   // Pointwise: [begin, end) is a range of flat output elements, walked row by row so the innermost loop is the
   // contiguous last dimension.
   void pointwise_body() {
@@ -337,7 +370,8 @@ class Renderer : ExpressionRenderer {
     // cost several milliseconds of compile time per kernel.
     const char* loop_pragma = "#pragma clang loop unroll(disable) interleave_count(1)\n";
     if (rank == 1) {
-      out_ << "  " << loop_pragma << "  for (int64_t i0 = begin; i0 < end; ++i0) {\n";
+      std::string start = kernel_uses_exp() ? vector_element_loop("i0", "begin", "end", {}, 1) : "begin";
+      out_ << "  " << loop_pragma << "  for (int64_t i0 = " << start << "; i0 < end; ++i0) {\n";
       statements(kernel_.body, 2);
       out_ << "  }\n";
       return;
@@ -351,19 +385,11 @@ class Renderer : ExpressionRenderer {
       row_buffers_read_.clear();
       statements(kernel_.row_body, 2);
       row_level_ = false;
-      std::string element = "i" + std::to_string(rank - 1), start = "0";
+      std::string element = "i" + std::to_string(rank - 1);
       std::set<std::string> stashes;
       for (const IrStatement& statement : kernel_.row_body)
         if (!statement.spill.empty()) stashes.insert(statement.spill);
-      VectorExpressionRenderer vector(*this, kernel_, element, stashes);
-      if (vector.accepts(kernel_.body, true)) {
-        start = element + "_vectors_end";
-        out_ << "    int64_t " << start << " = 0;\n";
-        out_ << "    for (; " << start << " + MJ_LANES <= " << last << "; " << start << " += MJ_LANES) {\n";
-        out_ << "      const int64_t " << element << " = " << start << ";\n";
-        out_ << vector.statements(kernel_.body, "      ");
-        out_ << "    }\n";
-      }
+      std::string start = vector_element_loop(element, "0", std::to_string(last), stashes, 2);
       out_ << "    " << loop_pragma;
       out_ << "    for (int64_t " << element << " = " << start << "; " << element << " < " << last << "; ++" << element
            << ") {\n";
@@ -378,8 +404,11 @@ class Renderer : ExpressionRenderer {
     out_ << "    const int64_t column_end = (end - flat) < (" << last << " - column_begin) ? column_begin + (end - flat) : "
          << last << ";\n";
     row_indices();
+    std::string element = "i" + std::to_string(rank - 1);
+    std::string start =
+        kernel_uses_exp() ? vector_element_loop(element, "column_begin", "column_end", {}, 2) : "column_begin";
     out_ << "    " << loop_pragma;
-    out_ << "    for (int64_t i" << rank - 1 << " = column_begin; i" << rank - 1 << " < column_end; ++i" << rank - 1
+    out_ << "    for (int64_t " << element << " = " << start << "; " << element << " < column_end; ++" << element
          << ") {\n";
     statements(kernel_.body, 3);
     out_ << "    }\n";

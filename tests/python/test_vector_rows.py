@@ -1,7 +1,7 @@
-"""Explicit SIMD in row kernels (jit/vector_expression_renderer.cc): the row loops of softmax, log-softmax, layer
-norm and their like run on mj_float_vector lanes with a scalar remainder. Checked against numpy (float64) over row
-lengths around the vector width and its multiples, with NaN, inf and signed zeros; the vector exp is checked bit
-for bit against the scalar one at 512, 256 and 128 bits with the system Clang."""
+"""Explicit SIMD (jit/vector_expression_renderer.cc): the row loops of softmax, log-softmax, layer norm and their
+like, and elementwise kernels using exp, run on mj_float_vector lanes with a scalar remainder. Checked against
+numpy (float64) over lengths around the vector width and its multiples, with NaN, inf and signed zeros; the
+vector exp is checked bit for bit against the scalar one at 512, 256 and 128 bits with the system Clang."""
 import shutil
 import subprocess
 
@@ -145,6 +145,30 @@ def test_rows_that_stay_scalar_are_still_right(rng):
     integers = rng.integers(-50, 50, (4, 40)).astype(np.int32)
     v = mj.array(integers)
     assert_close(v - v.max(-1, keepdim=True), integers - integers.max(-1, keepdims=True))
+
+
+@pytest.mark.parametrize("shape", [(2,), (15,), (17,), (1000,), (3, 300), (2, 5, 257)])
+def test_elementwise_kernels_with_exp_are_vector_code(rng, shape):
+    # exp and sigmoid in a plain elementwise kernel (no row reduction): flat ranges split across threads, and
+    # rows of 257 and 300 (not merged into one loop) with a broadcast operand along the last dim.
+    x = (rng.standard_normal(shape) * 10).astype(np.float32)
+    x.flat[0] = -np.inf
+    if x.size > 2:
+        x.flat[1], x.flat[2] = np.nan, 80.0  # exp(80) is near the float32 maximum
+    scale = rng.uniform(0.5, 2.0, shape[-1]).astype(np.float32)  # positive: no cancellation in the sum
+    v = mj.array(x)
+    result = v.exp() * mj.array(scale) + v.sigmoid()
+    assert "_vectors_end" in kernel_sources(result)
+    x64 = x.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = np.exp(x64) * scale + 1 / (1 + np.exp(-x64))
+    assert_close(result, expected, rtol=2e-6, atol=1e-30, equal_nan=True)
+
+
+def test_elementwise_kernels_without_exp_keep_the_scalar_loop(rng):
+    # LLVM vectorises these as well; explicit vectors are only for exp.
+    v = mj.array(rng.standard_normal(1000).astype(np.float32))
+    assert "_vectors_end" not in kernel_sources((v * 2 + 1).relu())
 
 
 EXP_CHECK = r"""
