@@ -17,6 +17,11 @@ namespace metajit {
 const char* const kKernelSymbol = "metajit_kernel";
 
 namespace {
+// The scalar loop after a vector loop (jit/vector_expression_renderer.cc): fewer iterations than one vector block.
+const char* const kRemainderPragma = "#pragma clang loop vectorize(disable) unroll(disable)\n";
+}  // namespace
+
+namespace {
 
 class Renderer : ExpressionRenderer {
  public:
@@ -200,6 +205,9 @@ class Renderer : ExpressionRenderer {
 
   // "for (...) {" for each loop of a reduction, outermost first, from depth on; the first starts at `start`.
   void loop_headers(const std::vector<std::pair<std::string, int64_t>>& loops, int depth, const std::string& start) {
+    // After a vector loop only a remainder shorter than its block is left: vectorising that again would double
+    // the code (and the compile time) for nothing.
+    if (start != "0") out_ << std::string(depth * 2, ' ') << kRemainderPragma;
     for (size_t level = 0; level < loops.size(); ++level) {
       const auto& loop = loops[level];
       out_ << std::string((depth + level) * 2, ' ') << "for (int64_t " << loop.first << " = "
@@ -371,7 +379,8 @@ class Renderer : ExpressionRenderer {
     const char* loop_pragma = "#pragma clang loop unroll(disable) interleave_count(1)\n";
     if (rank == 1) {
       std::string start = kernel_uses_exp() ? vector_element_loop("i0", "begin", "end", {}, 1) : "begin";
-      out_ << "  " << loop_pragma << "  for (int64_t i0 = " << start << "; i0 < end; ++i0) {\n";
+      out_ << "  " << (start == "begin" ? loop_pragma : kRemainderPragma);
+      out_ << "  for (int64_t i0 = " << start << "; i0 < end; ++i0) {\n";
       statements(kernel_.body, 2);
       out_ << "  }\n";
       return;
@@ -390,7 +399,7 @@ class Renderer : ExpressionRenderer {
       for (const IrStatement& statement : kernel_.row_body)
         if (!statement.spill.empty()) stashes.insert(statement.spill);
       std::string start = vector_element_loop(element, "0", std::to_string(last), stashes, 2);
-      out_ << "    " << loop_pragma;
+      out_ << "    " << (start == "0" ? loop_pragma : kRemainderPragma);
       out_ << "    for (int64_t " << element << " = " << start << "; " << element << " < " << last << "; ++" << element
            << ") {\n";
       statements(kernel_.body, 3);
@@ -407,7 +416,7 @@ class Renderer : ExpressionRenderer {
     std::string element = "i" + std::to_string(rank - 1);
     std::string start =
         kernel_uses_exp() ? vector_element_loop(element, "column_begin", "column_end", {}, 2) : "column_begin";
-    out_ << "    " << loop_pragma;
+    out_ << "    " << (start == "column_begin" ? loop_pragma : kRemainderPragma);
     out_ << "    for (int64_t " << element << " = " << start << "; " << element << " < column_end; ++" << element
          << ") {\n";
     statements(kernel_.body, 3);
