@@ -258,16 +258,11 @@ class Renderer : ExpressionRenderer {
     std::string pad(depth * 2, ' ');
     switch (statement.kind) {
       case IrStatement::Kind::Let:
-        out_ << pad << "const " << value_type(statement.dtype) << " " << statement.name << " = "
-             << expression(statement.value) << ";\n";
+        out_ << pad << let_line(statement) << "\n";
         break;
-      case IrStatement::Kind::Store: {
-        const IrBuffer& buffer = kernel_.buffers[statement.buffer];
-        std::string value = expression(statement.value);
-        if (buffer.dtype == DType::Float16) value = "mj_float_to_half(" + value + ")";
-        out_ << pad << buffer.name << "[" << expression(statement.offset) << "] = " << value << ";\n";
+      case IrStatement::Kind::Store:
+        out_ << pad << store_line(statement) << "\n";
         break;
-      }
       case IrStatement::Kind::ReduceLoop: {
         bool float_extremum = is_floating(statement.dtype) &&
                               (statement.reduce_op == ReduceOp::Maximum || statement.reduce_op == ReduceOp::Minimum);

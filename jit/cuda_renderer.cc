@@ -187,18 +187,12 @@ class CudaRenderer : public ExpressionRenderer {
     for (const IrStatement& statement : list) {
       switch (statement.kind) {
         case IrStatement::Kind::Let:
-          out_ << pad << "const " << value_type(statement.dtype) << " " << statement.name << " = "
-               << expression(statement.value) << ";\n";
+          out_ << pad << let_line(statement) << "\n";
           break;
-        case IrStatement::Kind::Store: {
-          const IrBuffer& buffer = kernel_.buffers[statement.buffer];
-          std::string value = expression(statement.value);
-          if (buffer.dtype == DType::Float16) value = "mj_float_to_half(" + value + ")";
+        case IrStatement::Kind::Store:
           // In a block-per-element kernel every thread holds the reduced value; one of them writes it.
-          out_ << pad << (cooperative ? "if (threadIdx.x == 0) " : "") << buffer.name << "["
-               << expression(statement.offset) << "] = " << value << ";\n";
+          out_ << pad << (cooperative ? "if (threadIdx.x == 0) " : "") << store_line(statement) << "\n";
           break;
-        }
         case IrStatement::Kind::ReduceLoop:
           reduce_loop(statement, depth, cooperative);
           break;

@@ -201,6 +201,18 @@ std::string ExpressionRenderer::index_binary(const IrExprPtr& node) {
   }
 }
 
+std::string ExpressionRenderer::let_line(const IrStatement& statement) {
+  return "const " + std::string(value_type(statement.dtype)) + " " + statement.name + " = " +
+         expression(statement.value) + ";";
+}
+
+std::string ExpressionRenderer::store_line(const IrStatement& statement) {
+  const IrBuffer& buffer = kernel_.buffers[statement.buffer];
+  std::string value = expression(statement.value);
+  if (buffer.dtype == DType::Float16) value = "mj_float_to_half(" + value + ")";
+  return buffer.name + "[" + expression(statement.offset) + "] = " + value + ";";
+}
+
 std::string ExpressionRenderer::identity(ReduceOp op, DType dtype) {
   std::string type = value_type(dtype);
   switch (op) {

@@ -17,6 +17,10 @@ class ExpressionRenderer {
   virtual ~ExpressionRenderer() = default;
 
   std::string expression(const IrExprPtr& node);
+  // "const T name = value;" for a Let and "buffer[offset] = value;" for a Store (float16 stored converted),
+  // without indentation: the statement lines both renderers share.
+  std::string let_line(const IrStatement& statement);
+  std::string store_line(const IrStatement& statement);
   // The reduction's starting value and one combining step, as expressions of `dtype`'s value type.
   std::string identity(ReduceOp op, DType dtype);
   std::string combine(ReduceOp op, DType dtype, const std::string& accumulator, const std::string& value);
