@@ -231,6 +231,7 @@ class JitGraphRunner : public GraphRunner {
         buffers[0] = temporary->data();
       }
       try {
+        use_thread_count_in_libraries();
         kernel.library->run(buffers.data());
       } catch (const std::exception& error) {
         throw std::runtime_error("while computing " + output->op_name() + " created at " + output->provenance.to_string() +

@@ -111,8 +111,21 @@ def test_many_threads_share_one_computed_input(empty_cache):
             np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4)
 
 
+def convolution_reference(images, kernel):
+    """3x3 convolution with padding 1, in float64."""
+    padded = np.pad(images.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    height, width = images.shape[2:]
+    windows = np.stack([padded[:, :, row:row + height, column:column + width]
+                        for row in range(3) for column in range(3)], axis=2)  # [n, c, 9, h, w]
+    return np.einsum("ncthw,oct->nohw", windows, kernel.astype(np.float64).reshape(kernel.shape[0], kernel.shape[1], 9))
+
+
 def test_thread_count_setting_does_not_change_results(rng):
     data = rng.standard_normal((300, 200)).astype(np.float32)
+    image_data = rng.standard_normal((4, 8, 10, 10)).astype(np.float32)
+    kernel_data = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    images, kernel = mj.array(image_data), mj.array(kernel_data)
+    expected_convolution = convolution_reference(image_data, kernel_data)
     previous = mj.flags.num_threads
     try:
         for count in (1, 2, 3):
@@ -121,5 +134,9 @@ def test_thread_count_setting_does_not_change_results(rng):
             x = mj.array(data)
             assert_close((x * 2).exp().sum(1), np.exp(data.astype(np.float64) * 2).sum(1), rtol=1e-5)
             assert_close(x.T + 1, data.T + 1, rtol=1e-6)
+            # oneDNN calls run on the same team at the same count
+            assert_close(x @ x.T, data.astype(np.float64) @ data.T.astype(np.float64), rtol=1e-4, atol=1e-3)
+            assert_close(mj.nn.functional.conv2d(images, kernel, padding=1), expected_convolution, rtol=1e-4,
+                         atol=1e-4)
     finally:
         mj.flags.num_threads = previous
