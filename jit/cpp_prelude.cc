@@ -1,21 +1,34 @@
-// Kept as one raw string so the generated source is exactly what is shown by inspection tools.
+// The C++ prelude: integer typedefs, libm declarations, a vectorisable exp/log, the portable helpers
+// (float16, floor division, NaN-aware max/min), order keys for max/min reductions and the explicit-SIMD vector
+// helpers. Raw strings, so the generated source is exactly what is shown by inspection tools; each kernel gets
+// only the pieces it names (jit/prelude_selection.h).
 #include "jit/cpp_prelude.h"
 
 #include "jit/portable_prelude.h"
+#include "jit/prelude_selection.h"
+
+#include <iterator>
+#include <vector>
 
 namespace metajit {
 
 namespace {
-const char* const kCppStart = R"PRELUDE(// ---- metajit prelude ----
-extern "C" {
+// Before the portable pieces: what they build on.
+const PreludePiece kCppBefore[] = {
+    {"expf logf sinf cosf tanhf powf fmodf exp log sin cos tanh pow fmod",
+     R"PRELUDE(extern "C" {
 float expf(float); float logf(float); float sinf(float); float cosf(float); float tanhf(float);
 float powf(float, float); float fmodf(float, float);
 double exp(double); double log(double); double sin(double); double cos(double); double tanh(double);
 double pow(double, double); double fmod(double, double);
 }
-static inline float mj_bits_to_float(uint32_t bits) { float value; __builtin_memcpy(&value, &bits, 4); return value; }
+)PRELUDE"},
+    {"mj_bits_to_float mj_float_to_bits",
+     R"PRELUDE(static inline float mj_bits_to_float(uint32_t bits) { float value; __builtin_memcpy(&value, &bits, 4); return value; }
 static inline uint32_t mj_float_to_bits(float value) { uint32_t bits; __builtin_memcpy(&bits, &value, 4); return bits; }
-// exp for float32 without a libm call, so loops around it vectorise: exp(x) = 2^n * p(r), |r| <= ln2/2.
+)PRELUDE"},
+    {"mj_exp_series",
+     R"PRELUDE(// exp for float32 without a libm call, so loops around it vectorise: exp(x) = 2^n * p(r), |r| <= ln2/2.
 // n = round(x / ln2) comes from adding 1.5 * 2^23, which leaves n in the sum's low mantissa bits (no floor, no
 // float-to-int conversion). p is a degree-6 near-minimax fit of e^r with its first two terms exactly 1 (relative
 // error 3e-9 before rounding). 2^n goes in by adding n - 1 to p's exponent bits (exact: the result stays normal)
@@ -30,7 +43,9 @@ template <typename T> static inline T mj_exp_series(T r) {
   p = p * r + 1.0f;
   return p * r + 1.0f;
 }
-static inline float mj_exp(float x) {
+)PRELUDE"},
+    {"mj_exp",
+     R"PRELUDE(static inline float mj_exp(float x) {
   float clamped = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
   float shifted = clamped * 1.44269504088896341f + 12582912.0f;
   float n = shifted - 12582912.0f;
@@ -42,7 +57,9 @@ static inline float mj_exp(float x) {
   float result = scaled * (tiny ? 2.98023223876953125e-8f : 2.0f);
   return x != x ? x : result;
 }
-// log for float32: x = m * 2^e with m in [sqrt(0.5), sqrt(2)), log(m) from an odd series in s = (m-1)/(m+1).
+)PRELUDE"},
+    {"mj_log",
+     R"PRELUDE(// log for float32: x = m * 2^e with m in [sqrt(0.5), sqrt(2)), log(m) from an odd series in s = (m-1)/(m+1).
 static inline float mj_log(float x) {
   uint32_t bits = mj_float_to_bits(x);
   int32_t exponent = (int32_t)((bits >> 23) & 0xff) - 127;
@@ -62,10 +79,17 @@ static inline float mj_log(float x) {
   // Subnormal inputs are rare: take the exact libm path for them.
   return (x > 0.0f && x < 1.17549435e-38f) ? logf(x) : result;
 }
-#define MJ_FUNCTION static inline
+)PRELUDE"},
+    {"MJ_FUNCTION MJ_MATH",
+     R"PRELUDE(#define MJ_FUNCTION static inline
 #define MJ_MATH(name) __builtin_##name
-)PRELUDE";
-const char* const kCppEnd = R"PRELUDE(// Floats as integers in the same order (negative values flipped), so max/min reductions become integer
+)PRELUDE"},
+};
+// After them: the reductions' order keys and the vector helpers of row loops. The vector helpers are one piece
+// named by vector-only identifiers: a scalar kernel naming mj_exp or mj_max must not pull the vector overloads.
+const PreludePiece kCppAfter[] = {
+    {"mj_order_key mj_from_order_key",
+     R"PRELUDE(// Floats as integers in the same order (negative values flipped), so max/min reductions become integer
 // max/min, which vectorise; NaNs are tracked by a separate flag because LLVM will not vectorise a NaN-aware
 // float max.
 static inline int32_t mj_order_key(float value) {
@@ -80,7 +104,10 @@ static inline float mj_from_order_key(int32_t key) {
 static inline double mj_from_order_key(int64_t key) {
   int64_t bits = key ^ ((key >> 63) & 0x7fffffffffffffffLL); double value; __builtin_memcpy(&value, &bits, 8); return value;
 }
-// Explicit SIMD for the row loops of row kernels (jit/vector_expression_renderer.cc): GCC-style vectors of
+)PRELUDE"},
+    {"MJ_LANES mj_float_vector mj_mask_vector mj_load_vector mj_store_vector mj_load_lanes mj_store_lanes mj_splat "
+     "mj_splat_mask mj_sum_lanes mj_max_lane mj_min_lane mj_any_lane",
+     R"PRELUDE(// Explicit SIMD for the row loops of row kernels (jit/vector_expression_renderer.cc): GCC-style vectors of
 // MJ_LANES floats (Clang and g++ both take them), one register of the widest unit the kernel is compiled for.
 // Arithmetic with a scalar operand splats it; comparisons give masks (-1 or 0 per lane). Loads and stores go
 // through memcpy: unaligned, and no aliasing assumptions beyond float's.
@@ -108,6 +135,27 @@ static inline mj_mask_vector mj_splat_mask(bool value) {
   mj_mask_vector vector;
   for (int lane = 0; lane < MJ_LANES; ++lane) vector[lane] = value ? -1 : 0;
   return vector;
+}
+// The first `lanes` floats at `address` (1 <= lanes <= MJ_LANES), the other lanes 0, reading nothing past them;
+// and the store of a vector's first `lanes` lanes. An element loop's last, partial vector uses them, so the
+// loop body is compiled once. AVX-512 masks the lanes; elsewhere a whole vector goes the plain way.
+static inline mj_float_vector mj_load_lanes(const float* address, int64_t lanes) {
+#if defined(__AVX512F__)
+  return __builtin_ia32_loadups512_mask(address, mj_splat(0.0f), (unsigned short)((1u << lanes) - 1u));
+#else
+  if (lanes == MJ_LANES) return mj_load_vector(address);
+  mj_float_vector value = mj_splat(0.0f);
+  for (int64_t lane = 0; lane < lanes; ++lane) value[lane] = address[lane];
+  return value;
+#endif
+}
+static inline void mj_store_lanes(float* address, mj_float_vector value, int64_t lanes) {
+#if defined(__AVX512F__)
+  __builtin_ia32_storeups512_mask(address, value, (unsigned short)((1u << lanes) - 1u));
+#else
+  if (lanes == MJ_LANES) return mj_store_vector(address, value);
+  for (int64_t lane = 0; lane < lanes; ++lane) address[lane] = value[lane];
+#endif
 }
 // mj_exp on every lane, bit for bit (same reduction and polynomial). AVX-512 applies 2^n with vscalefps, which
 // rounds once into the subnormals and overflows to inf by itself (11 instructions a vector instead of about 20).
@@ -155,10 +203,24 @@ static inline bool mj_any_lane(mj_mask_vector mask) {
   for (int lane = 0; lane < MJ_LANES; ++lane) any |= mask[lane];
   return any != 0;
 }
-// ---- end of prelude ----
-)PRELUDE";
+)PRELUDE"},
+};
+
+// Every piece in prelude order: one selection over all of them, so any piece can name one before it.
+const std::vector<PreludePiece>& all_pieces() {
+  static const std::vector<PreludePiece> pieces = [] {
+    std::vector<PreludePiece> joined(std::begin(kCppBefore), std::end(kCppBefore));
+    joined.insert(joined.end(), kPortablePieces, kPortablePieces + kPortablePieceCount);
+    joined.insert(joined.end(), std::begin(kCppAfter), std::end(kCppAfter));
+    return joined;
+  }();
+  return pieces;
+}
 }  // namespace
 
-const std::string kCppPrelude = std::string(kIntegerTypes) + kCppStart + kPortablePrelude + kCppEnd;
+std::string cpp_prelude_for(const std::string& body) {
+  return std::string(kIntegerTypes) + "// ---- metajit prelude ----\n" +
+         select_prelude_pieces(all_pieces().data(), all_pieces().size(), body) + "// ---- end of prelude ----\n";
+}
 
 }  // namespace metajit

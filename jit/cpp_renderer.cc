@@ -327,18 +327,22 @@ class Renderer : ExpressionRenderer {
   }
 
   // The element loop [begin, end) over `element` as explicit SIMD, MJ_LANES elements at a time, when every
-  // statement has a vector form; returns where the scalar loop for the rest starts (`begin` when not vectorised).
-  std::string vector_element_loop(const std::string& element, const std::string& begin, const std::string& end,
-                                  const std::set<std::string>& stashes, int depth) {
+  // statement has a vector form; false (nothing rendered) otherwise. The last vector may be partial: its loads
+  // and stores take only the lanes left (mj_load_lanes), so the body is compiled once, not again as a scalar
+  // remainder loop (an exp chain's compile went from about 15 to 11 ms).
+  bool vector_element_loop(const std::string& element, const std::string& begin, const std::string& end,
+                           const std::set<std::string>& stashes, int depth) {
     VectorExpressionRenderer vector(*this, kernel_, element, stashes);
-    if (!vector.accepts(kernel_.body, true)) return begin;
-    std::string pad(depth * 2, ' '), done = element + "_vectors_end";
-    out_ << pad << "int64_t " << done << " = " << begin << ";\n";
-    out_ << pad << "for (; " << done << " + MJ_LANES <= " << end << "; " << done << " += MJ_LANES) {\n";
-    out_ << pad << "  const int64_t " << element << " = " << done << ";\n";
+    if (!vector.accepts(kernel_.body, true)) return false;
+    std::string pad(depth * 2, ' '), lanes = element + "_lanes";
+    vector.limit_lanes(lanes);
+    out_ << pad << "for (int64_t " << element << " = " << begin << "; " << element << " < " << end << "; " << element
+         << " += MJ_LANES) {\n";
+    out_ << pad << "  const int64_t " << lanes << " = " << end << " - " << element << " < MJ_LANES ? " << end << " - "
+         << element << " : MJ_LANES;\n";
     out_ << vector.statements(kernel_.body, pad + "  ");
     out_ << pad << "}\n";
-    return done;
+    return true;
   }
 
   // Elementwise kernels go explicit SIMD only for exp (and sigmoid): LLVM vectorises everything else as well,
@@ -373,9 +377,9 @@ class Renderer : ExpressionRenderer {
     // cost several milliseconds of compile time per kernel.
     const char* loop_pragma = "#pragma clang loop unroll(disable) interleave_count(1)\n";
     if (rank == 1) {
-      std::string start = kernel_uses_exp() ? vector_element_loop("i0", "begin", "end", {}, 1) : "begin";
-      out_ << "  " << (start == "begin" ? loop_pragma : kRemainderPragma);
-      out_ << "  for (int64_t i0 = " << start << "; i0 < end; ++i0) {\n";
+      if (kernel_uses_exp() && vector_element_loop("i0", "begin", "end", {}, 1)) return;
+      out_ << "  " << loop_pragma;
+      out_ << "  for (int64_t i0 = begin; i0 < end; ++i0) {\n";
       statements(kernel_.body, 2);
       out_ << "  }\n";
       return;
@@ -393,12 +397,12 @@ class Renderer : ExpressionRenderer {
       std::set<std::string> stashes;
       for (const IrStatement& statement : kernel_.row_body)
         if (!statement.spill.empty()) stashes.insert(statement.spill);
-      std::string start = vector_element_loop(element, "0", std::to_string(last), stashes, 2);
-      out_ << "    " << (start == "0" ? loop_pragma : kRemainderPragma);
-      out_ << "    for (int64_t " << element << " = " << start << "; " << element << " < " << last << "; ++" << element
-           << ") {\n";
-      statements(kernel_.body, 3);
-      out_ << "    }\n";
+      if (!vector_element_loop(element, "0", std::to_string(last), stashes, 2)) {
+        out_ << "    " << loop_pragma;
+        out_ << "    for (int64_t " << element << " = 0; " << element << " < " << last << "; ++" << element << ") {\n";
+        statements(kernel_.body, 3);
+        out_ << "    }\n";
+      }
       out_ << "  }\n";
       return;
     }
@@ -409,13 +413,13 @@ class Renderer : ExpressionRenderer {
          << last << ";\n";
     row_indices();
     std::string element = "i" + std::to_string(rank - 1);
-    std::string start =
-        kernel_uses_exp() ? vector_element_loop(element, "column_begin", "column_end", {}, 2) : "column_begin";
-    out_ << "    " << (start == "column_begin" ? loop_pragma : kRemainderPragma);
-    out_ << "    for (int64_t " << element << " = " << start << "; " << element << " < column_end; ++" << element
-         << ") {\n";
-    statements(kernel_.body, 3);
-    out_ << "    }\n";
+    if (!kernel_uses_exp() || !vector_element_loop(element, "column_begin", "column_end", {}, 2)) {
+      out_ << "    " << loop_pragma;
+      out_ << "    for (int64_t " << element << " = column_begin; " << element << " < column_end; ++" << element
+           << ") {\n";
+      statements(kernel_.body, 3);
+      out_ << "    }\n";
+    }
     out_ << "    flat += column_end - column_begin;\n";
     out_ << "  }\n";
   }
@@ -464,7 +468,7 @@ class Renderer : ExpressionRenderer {
            << " over " << shape_to_string(kernel_.domain) << "\n// fused ops (op, shape, created at):\n";
     for (const std::string& line : kernel_.fused_ops) header << "//   " << line << "\n";
     rendered.header_comment = header.str();
-    out_ << kCppPrelude << "\nstatic __attribute__((noinline)) void kernel_body(\n" << parameters() << ") {\n";
+    out_ << "\nstatic __attribute__((noinline)) void kernel_body(\n" << parameters() << ") {\n";
     if (kernel_.kind == IrKernel::Kind::Pointwise) {
       pointwise_body();
       rendered.work_items = shape_numel(kernel_.domain);
@@ -482,7 +486,8 @@ class Renderer : ExpressionRenderer {
     }
     out_ << "}\n\nextern \"C\" void " << kKernelSymbol << "(void* const* buffers, int64_t begin, int64_t end) {\n"
          << "  kernel_body(" << arguments() << ");\n}\n";
-    rendered.source = out_.str();
+    std::string body = out_.str();
+    rendered.source = cpp_prelude_for(body) + body;
     return rendered;
   }
 

@@ -90,6 +90,7 @@ static __device__ void mj_atomic_update(T* address, Update update) {
 )PRELUDE";
 }  // namespace
 
-const std::string kCudaPrelude = std::string(kIntegerTypes) + kCudaStart + kPortablePrelude + kCudaEnd;
+const std::string kCudaPrelude =
+    std::string(kIntegerTypes) + kCudaStart + join_prelude_pieces(kPortablePieces, kPortablePieceCount) + kCudaEnd;
 
 }  // namespace metajit

@@ -1,9 +1,10 @@
-// Kept as one raw string so the generated source is exactly what is shown by inspection tools.
+// Raw strings, so the generated source is exactly what is shown by inspection tools.
 #include "jit/portable_prelude.h"
 
 namespace metajit {
 
-const char* const kPortablePrelude = R"PRELUDE(MJ_FUNCTION float mj_half_to_float(uint16_t half) {
+const PreludePiece kPortablePieces[] = {
+    {"mj_half_to_float", R"PRELUDE(MJ_FUNCTION float mj_half_to_float(uint16_t half) {
   uint32_t sign = (uint32_t)(half & 0x8000u) << 16;
   uint32_t exponent = (half >> 10) & 0x1f, mantissa = half & 0x3ffu;
   if (exponent == 0x1f) return mj_bits_to_float(sign | 0x7f800000u | (mantissa << 13));
@@ -13,7 +14,8 @@ const char* const kPortablePrelude = R"PRELUDE(MJ_FUNCTION float mj_half_to_floa
   }
   return mj_bits_to_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
-MJ_FUNCTION uint16_t mj_float_to_half(float value) {  // round to nearest even
+)PRELUDE"},
+    {"mj_float_to_half", R"PRELUDE(MJ_FUNCTION uint16_t mj_float_to_half(float value) {  // round to nearest even
   uint32_t bits = mj_float_to_bits(value);
   uint32_t sign = (bits >> 16) & 0x8000u;
   uint32_t magnitude = bits & 0x7fffffffu;
@@ -26,19 +28,23 @@ MJ_FUNCTION uint16_t mj_float_to_half(float value) {  // round to nearest even
   uint32_t rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);
   return (uint16_t)(sign | ((rounded - 0x38000000u) >> 13));
 }
-MJ_FUNCTION float mj_round_to_half(float value) { return mj_half_to_float(mj_float_to_half(value)); }
-MJ_FUNCTION int64_t mj_floor_divide(int64_t a, int64_t b) {
+)PRELUDE"},
+    {"mj_round_to_half", R"PRELUDE(MJ_FUNCTION float mj_round_to_half(float value) { return mj_half_to_float(mj_float_to_half(value)); }
+)PRELUDE"},
+    {"mj_floor_divide", R"PRELUDE(MJ_FUNCTION int64_t mj_floor_divide(int64_t a, int64_t b) {
   if (b == 0) return 0;
   if (b == -1) return (int64_t)(0ull - (uint64_t)a);
   int64_t quotient = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? quotient - 1 : quotient;
 }
-MJ_FUNCTION int64_t mj_floor_modulo(int64_t a, int64_t b) {
+)PRELUDE"},
+    {"mj_floor_modulo", R"PRELUDE(MJ_FUNCTION int64_t mj_floor_modulo(int64_t a, int64_t b) {
   if (b == 0 || b == -1) return 0;
   int64_t remainder = a % b;
   return (remainder != 0 && ((remainder < 0) != (b < 0))) ? remainder + b : remainder;
 }
-// Float floor division with Python/numpy semantics: derived from fmod so that a == (a // b) * b + a % b holds
+)PRELUDE"},
+    {"mj_float_floor_divide", R"PRELUDE(// Float floor division with Python/numpy semantics: derived from fmod so that a == (a // b) * b + a % b holds
 // (floor(a / b) would give 1.0 // 0.1 == 10, numpy and Python give 9). A zero divisor gives a / b (inf or nan).
 MJ_FUNCTION float mj_float_floor_divide(float a, float b) {
   if (b == 0.0f) return a / b;
@@ -58,15 +64,20 @@ MJ_FUNCTION double mj_float_floor_divide(double a, double b) {
   double floored = MJ_MATH(floor)(quotient);
   return quotient - floored > 0.5 ? floored + 1.0 : floored;
 }
-MJ_FUNCTION int64_t mj_integer_power(int64_t base, int64_t exponent) {
+)PRELUDE"},
+    {"mj_integer_power", R"PRELUDE(MJ_FUNCTION int64_t mj_integer_power(int64_t base, int64_t exponent) {
   if (exponent < 0) return base == 1 ? 1 : (base == -1 ? ((exponent & 1) ? -1 : 1) : 0);
   uint64_t result = 1, factor = (uint64_t)base;
   while (exponent) { if (exponent & 1) result *= factor; factor *= factor; exponent >>= 1; }
   return (int64_t)result;
 }
-template <typename T> MJ_FUNCTION T mj_max(T a, T b) { return (a != a || a > b) ? a : b; }
-template <typename T> MJ_FUNCTION T mj_min(T a, T b) { return (a != a || a < b) ? a : b; }
-)PRELUDE";
+)PRELUDE"},
+    {"mj_max", R"PRELUDE(template <typename T> MJ_FUNCTION T mj_max(T a, T b) { return (a != a || a > b) ? a : b; }
+)PRELUDE"},
+    {"mj_min", R"PRELUDE(template <typename T> MJ_FUNCTION T mj_min(T a, T b) { return (a != a || a < b) ? a : b; }
+)PRELUDE"},
+};
+const size_t kPortablePieceCount = sizeof(kPortablePieces) / sizeof(kPortablePieces[0]);
 
 const char* const kIntegerTypes = R"PRELUDE(typedef signed char int8_t;
 typedef unsigned char uint8_t;

@@ -130,14 +130,18 @@ std::string VectorExpressionRenderer::vector_expression(const IrExprPtr& node) {
   return "mj_splat(" + scalar + ")";
 }
 
+std::string VectorExpressionRenderer::load(const std::string& address) const {
+  return lanes_.empty() ? "mj_load_vector(" + address + ")" : "mj_load_lanes(" + address + ", " + lanes_ + ")";
+}
+
 std::string VectorExpressionRenderer::expression(const IrExprPtr& node) {
   if (!varies(node)) return scalar_.expression(node);
   const auto& args = node->args;
   switch (node->kind) {
     case IrKind::Variable:
-      return is_stash_read(node) ? "mj_load_vector(&" + node->name + ")" : node->name;
+      return is_stash_read(node) ? load("&" + node->name) : node->name;
     case IrKind::Load:
-      return "mj_load_vector(&" + kernel_.buffers[node->buffer].name + "[" + scalar_.expression(args[0]) + "])";
+      return load("&" + kernel_.buffers[node->buffer].name + "[" + scalar_.expression(args[0]) + "]");
     case IrKind::Unary: {
       std::string x = expression(args[0]);
       switch (UnaryOp(node->op)) {
@@ -194,8 +198,10 @@ std::string VectorExpressionRenderer::statements(const std::vector<IrStatement>&
               " " + statement.name + " = " + (vector ? expression(statement.value) : scalar_.expression(statement.value)) +
               ";\n";
     } else {  // Store (accepts() allowed no other kind)
-      text += pad + "mj_store_vector(&" + kernel_.buffers[statement.buffer].name + "[" +
-              scalar_.expression(statement.offset) + "], " + vector_expression(statement.value) + ");\n";
+      std::string address = "&" + kernel_.buffers[statement.buffer].name + "[" + scalar_.expression(statement.offset) + "]";
+      std::string value = vector_expression(statement.value);
+      text += pad + (lanes_.empty() ? "mj_store_vector(" + address + ", " + value
+                                    : "mj_store_lanes(" + address + ", " + value + ", " + lanes_) + ");\n";
     }
   }
   return text;

@@ -32,6 +32,10 @@ class VectorExpressionRenderer {
   // The statements, vector Lets as vectors and Stores as vector stores; `pad` indents each line.
   std::string statements(const std::vector<IrStatement>& statements, const std::string& pad);
 
+  // From now on loads and stores touch only the first `lanes` lanes (an expression of at most MJ_LANES, rendered
+  // into the loop): the loop's last, partial vector runs the same body as the full ones.
+  void limit_lanes(std::string lanes) { lanes_ = std::move(lanes); }
+
   // The vector type of a value of `dtype` (mj_float_vector, or mj_mask_vector for Bool).
   static const char* vector_type(DType dtype);
   // Whether `offset` is the loop variable plus terms that do not mention it.
@@ -40,12 +44,14 @@ class VectorExpressionRenderer {
  private:
   bool accepts_value(const IrExprPtr& node) const;
   bool is_stash_read(const IrExprPtr& node) const;
+  std::string load(const std::string& address) const;  // a vector load, of lanes_ lanes when set
 
   ExpressionRenderer& scalar_;
   const IrKernel& kernel_;
   std::string loop_variable_;
   std::set<std::string> stash_reads_;   // "sum_2_terms[i1]"
   std::set<std::string> vector_lets_;
+  std::string lanes_;  // empty: whole vectors
 };
 
 }  // namespace metajit

@@ -210,7 +210,7 @@ def test_full_disk_degrades_to_memory_only(tmp_path):
     else:
         def limit_file_size():
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-            resource.setrlimit(resource.RLIMIT_FSIZE, (16 * 1024, 16 * 1024))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (6 * 1024, 6 * 1024))  # entries are about 3, 12 and 16 KB
         stats, stderr = run_program(cache_dir, preexec_fn=limit_file_size, program=PROGRAM + LIST_LEFTOVERS)
         assert "File too large" in stderr, stderr
         assert not list(cache_dir.rglob(".*")), "temporary files left behind"
@@ -224,7 +224,7 @@ def test_full_disk_write_failure_leaves_no_torn_entry(tmp_path):
     file remains, the numbers are right, and a later unconstrained process finds nothing to discard."""
     def limit_file_size():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (6 * 1024, 6 * 1024))  # smaller than any entry
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))  # smaller than any entry (2.5 KB and up)
     stats, stderr = run_program(tmp_path, preexec_fn=limit_file_size)
     assert "File too large" in stderr and "only be cached in memory" in stderr, stderr
     assert not [path for path in tmp_path.rglob("*") if path.is_file()], "partial entries or temporary files left"

@@ -57,7 +57,7 @@ def test_element_loop_operations_on_vectors(rng):
               - mj.minimum(m, v * 2.0) + mj.where((v < 1.0) & (v > -1.0), m ** 2, -m)
               + mj.where(~((v > 2.0) | (v < -2.0)) ^ (v > 0), 1.0, 0.0))
     source = kernel_sources(result)
-    assert "i1_vectors_end" in source and "mj_max(" in source and "__builtin_convertvector" in source, source
+    assert "mj_load_lanes(" in source and "mj_max(" in source and "__builtin_convertvector" in source, source
     x64 = x.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         m64 = x64 - x64.max(-1, keepdims=True)
@@ -158,7 +158,9 @@ def test_elementwise_kernels_with_exp_are_vector_code(rng, shape):
     scale = rng.uniform(0.5, 2.0, shape[-1]).astype(np.float32)  # positive: no cancellation in the sum
     v = mj.array(x)
     result = v.exp() * mj.array(scale) + v.sigmoid()
-    assert "_vectors_end" in kernel_sources(result)
+    source = kernel_sources(result)
+    # one loop: the last, partial vector takes the lanes left, and no scalar copy of the body follows
+    assert "mj_load_lanes(" in source and "mj_store_lanes(" in source and "const float in" not in source, source
     x64 = x.astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         expected = np.exp(x64) * scale + 1 / (1 + np.exp(-x64))
@@ -168,7 +170,56 @@ def test_elementwise_kernels_with_exp_are_vector_code(rng, shape):
 def test_elementwise_kernels_without_exp_keep_the_scalar_loop(rng):
     # LLVM vectorises these as well; explicit vectors are only for exp.
     v = mj.array(rng.standard_normal(1000).astype(np.float32))
-    assert "_vectors_end" not in kernel_sources((v * 2 + 1).relu())
+    assert "mj_float_vector" not in kernel_sources((v * 2 + 1).relu())
+
+
+@pytest.mark.parametrize("length", range(1, 35))
+def test_every_partial_vector_length(rng, length):
+    # Element loops end in a partial vector of 1 to MJ_LANES - 1 lanes (or none): rows of every length up to two
+    # 16-lane vectors and a bit, with the row's neighbours checked for stray writes by a second output.
+    x = (rng.standard_normal((3, length)) * 4).astype(np.float32)
+    v = mj.array(x)
+    shifted = v - v.max(-1, keepdim=True)
+    flat = mj.array(x.reshape(-1)).exp() * 0.5
+    x64 = x.astype(np.float64)
+    assert_close(shifted.exp() + shifted, np.exp(x64 - x64.max(-1, keepdims=True)) + (x64 - x64.max(-1, keepdims=True)),
+                 rtol=2e-6, atol=1e-7)
+    assert_close(flat, np.exp(x64.reshape(-1)) * 0.5, rtol=2e-6)
+
+
+PARTIAL_CHECK = r"""
+extern "C" int printf(const char*, ...);
+int main() {
+  float input[40], output[40];
+  for (int i = 0; i < 40; ++i) { input[i] = (float)i * 0.25f - 5.0f; output[i] = -7.0f; }
+  void* buffers[2] = {output, input};
+  metajit_kernel(buffers, 3, 5);    // one partial vector inside the array
+  metajit_kernel(buffers, 6, 35);   // whole vectors, then a partial one (at every width)
+  for (int i = 0; i < 40; ++i) printf("%.9g\n", output[i]);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target", [["-march=native"], ["-mavx2", "-mfma", "-mno-avx512f"], []],
+                         ids=["native", "avx2", "sse"])
+def test_partial_vectors_at_every_width(tmp_path, target):
+    # The JIT only runs the host's width; the partial-vector loads and stores of the other widths (a plain lane
+    # loop) run here through clang++, on ranges that start and end inside vectors; nothing outside is written.
+    compiler = shutil.which("clang++-14")
+    assert compiler, "clang++-14 (installed by tools/install_dependencies.sh) is needed for this check"
+    kernel = mj.inspect(mj.array(np.ones(40, np.float32)).exp() * 0.5)[0]
+    assert "mj_store_lanes(" in kernel.source
+    (tmp_path / "partial.cc").write_text(kernel.full_source + PARTIAL_CHECK)
+    binary = tmp_path / "partial"
+    subprocess.run([compiler, "-O2", "-ffp-contract=fast", *target, str(tmp_path / "partial.cc"), "-o", str(binary)],
+                   check=True, capture_output=True)
+    output = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
+                      dtype=np.float64)
+    inputs = np.arange(40) * 0.25 - 5.0
+    index = np.arange(40)
+    expected = np.where(((index >= 3) & (index < 5)) | ((index >= 6) & (index < 35)), np.exp(inputs) * 0.5, -7.0)
+    np.testing.assert_allclose(output, expected, rtol=2e-6)
 
 
 EXP_CHECK = r"""
