@@ -207,20 +207,20 @@ static inline bool mj_any_lane(mj_mask_vector mask) {
 };
 
 // Every piece in prelude order: one selection over all of them, so any piece can name one before it.
-const std::vector<PreludePiece>& all_pieces() {
-  static const std::vector<PreludePiece> pieces = [] {
-    std::vector<PreludePiece> joined(std::begin(kCppBefore), std::end(kCppBefore));
-    joined.insert(joined.end(), kPortablePieces, kPortablePieces + kPortablePieceCount);
-    joined.insert(joined.end(), std::begin(kCppAfter), std::end(kCppAfter));
-    return joined;
+const PreludeSelector& selector() {
+  static const PreludeSelector* selector = [] {
+    std::vector<PreludePiece> pieces(std::begin(kCppBefore), std::end(kCppBefore));
+    pieces.insert(pieces.end(), kPortablePieces, kPortablePieces + kPortablePieceCount);
+    pieces.insert(pieces.end(), std::begin(kCppAfter), std::end(kCppAfter));
+    return new PreludeSelector(pieces.data(), pieces.size());  // leaked: kernels may render during exit
   }();
-  return pieces;
+  return *selector;
 }
 }  // namespace
 
 std::string cpp_prelude_for(const std::string& body) {
-  return std::string(kIntegerTypes) + "// ---- metajit prelude ----\n" +
-         select_prelude_pieces(all_pieces().data(), all_pieces().size(), body) + "// ---- end of prelude ----\n";
+  return std::string(kIntegerTypes) + "// ---- metajit prelude ----\n" + selector().select(body) +
+         "// ---- end of prelude ----\n";
 }
 
 }  // namespace metajit

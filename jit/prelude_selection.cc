@@ -29,33 +29,44 @@ void add_identifiers(std::string_view text, std::unordered_set<std::string_view>
   }
 }
 
-bool defines_any(const PreludePiece& piece, const std::unordered_set<std::string_view>& identifiers) {
-  std::unordered_set<std::string_view> names;
-  add_identifiers(piece.names, names);
-  for (std::string_view name : names)
-    if (identifiers.count(name)) return true;
-  return false;
-}
-
 }  // namespace
 
-std::string select_prelude_pieces(const PreludePiece* pieces, size_t count, const std::string& body) {
-  std::unordered_set<std::string_view> needed;
-  add_identifiers(body, needed);
-  std::vector<bool> chosen(count, false);
-  // A chosen piece may name pieces before it, so repeat until nothing more is chosen.
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t index = 0; index < count; ++index) {
-      if (chosen[index] || !defines_any(pieces[index], needed)) continue;
-      chosen[index] = true;
-      add_identifiers(pieces[index].text, needed);
-      changed = true;
+PreludeSelector::PreludeSelector(const PreludePiece* pieces, size_t count) {
+  for (size_t index = 0; index < count; ++index) {
+    std::unordered_set<std::string_view> names;
+    add_identifiers(pieces[index].names, names);
+    for (std::string_view name : names) pieces_by_name_[name].push_back(index);
+    entries_.push_back(Entry{pieces[index].text, {}});
+  }
+  for (Entry& entry : entries_) {
+    std::unordered_set<std::string_view> named;
+    add_identifiers(entry.text, named);
+    for (std::string_view name : named) {
+      auto found = pieces_by_name_.find(name);
+      if (found != pieces_by_name_.end()) entry.needs.insert(entry.needs.end(), found->second.begin(), found->second.end());
     }
   }
+}
+
+std::string PreludeSelector::select(const std::string& body) const {
+  std::unordered_set<std::string_view> named;
+  add_identifiers(body, named);
+  std::vector<bool> chosen(entries_.size(), false);
+  std::vector<size_t> pending;
+  for (std::string_view name : named) {
+    auto found = pieces_by_name_.find(name);
+    if (found != pieces_by_name_.end()) pending.insert(pending.end(), found->second.begin(), found->second.end());
+  }
+  while (!pending.empty()) {
+    size_t index = pending.back();
+    pending.pop_back();
+    if (chosen[index]) continue;
+    chosen[index] = true;
+    pending.insert(pending.end(), entries_[index].needs.begin(), entries_[index].needs.end());
+  }
   std::string prelude;
-  for (size_t index = 0; index < count; ++index)
-    if (chosen[index]) prelude += pieces[index].text;
+  for (size_t index = 0; index < entries_.size(); ++index)
+    if (chosen[index]) prelude += entries_[index].text;
   return prelude;
 }
 

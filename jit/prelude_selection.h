@@ -1,10 +1,13 @@
 // Which prelude helpers a generated kernel needs. A prelude is a list of pieces, each defining a few named helpers;
 // a kernel gets the pieces its body names, the pieces those name, and so on, in the prelude's order. Parsing
-// every helper for every kernel cost about 3 ms of a 10 ms compile (docs/design.md, "Kernels carry only the
+// every helper for every kernel cost about 1.8 ms of a 10 ms compile (docs/design.md, "Kernels carry only the
 // prelude they use").
 #pragma once
 #include <cstddef>
 #include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
 
 namespace metajit {
 
@@ -13,8 +16,23 @@ struct PreludePiece {
   const char* text;   // C++ (or CUDA) source, ending in a newline
 };
 
-// The pieces of pieces[0, count) that `body` needs, directly or through other pieces, concatenated in order.
-std::string select_prelude_pieces(const PreludePiece* pieces, size_t count, const std::string& body);
+// Chooses pieces for kernel bodies. Built once per prelude: what each piece defines and names is found up front,
+// so a choice only scans the body (planning a kernel happens on every new graph, also for a cache hit).
+class PreludeSelector {
+ public:
+  PreludeSelector(const PreludePiece* pieces, size_t count);
+  // The pieces `body` needs, directly or through other pieces, concatenated in prelude order.
+  std::string select(const std::string& body) const;
+
+ private:
+  struct Entry {
+    const char* text;
+    std::vector<size_t> needs;  // the pieces its text names
+  };
+  std::vector<Entry> entries_;
+  // Keys point into the pieces' names, which must outlive the selector (string literals do).
+  std::unordered_map<std::string_view, std::vector<size_t>> pieces_by_name_;
+};
 
 // All of them, concatenated in order.
 std::string join_prelude_pieces(const PreludePiece* pieces, size_t count);

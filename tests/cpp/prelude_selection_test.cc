@@ -20,16 +20,16 @@ const PreludePiece kPieces[] = {
 constexpr size_t kCount = sizeof(kPieces) / sizeof(kPieces[0]);
 
 TEST(PreludeSelectionTest, TakesWhatTheBodyNamesTransitivelyInOrder) {
-  EXPECT_EQ(select_prelude_pieces(kPieces, kCount, "x = delta();"),
+  EXPECT_EQ(PreludeSelector(kPieces, kCount).select("x = delta();"),
             "int alpha() { return 1; }\nint beta() { return alpha() + 1; }\nint delta() { return beta(); }\n");
-  EXPECT_EQ(select_prelude_pieces(kPieces, kCount, "no helpers here"), "");
+  EXPECT_EQ(PreludeSelector(kPieces, kCount).select("no helpers here"), "");
   // a piece may name one that comes after it
-  EXPECT_EQ(select_prelude_pieces(kPieces, kCount, "uses_later()"), "int uses_later() { return later(); }\nint later();\n");
+  EXPECT_EQ(PreludeSelector(kPieces, kCount).select("uses_later()"), "int uses_later() { return later(); }\nint later();\n");
 }
 
 TEST(PreludeSelectionTest, NumberSuffixesAndLongerNamesAreNotNames) {
   // 1.5f and 0x7fu carry the letters f and u; gammas and alpha_2 only contain a piece's name
-  EXPECT_EQ(select_prelude_pieces(kPieces, kCount, "y = 1.5f + 0x7fu + 2e5f; gammas(); alpha_2();"), "");
+  EXPECT_EQ(PreludeSelector(kPieces, kCount).select("y = 1.5f + 0x7fu + 2e5f; gammas(); alpha_2();"), "");
   EXPECT_EQ(join_prelude_pieces(kPieces, 2), "int uses_later() { return later(); }\nint alpha() { return 1; }\n");
 }
 
