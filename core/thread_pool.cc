@@ -16,7 +16,6 @@
 namespace metajit {
 namespace {
 
-thread_local bool inside_parallel_region = false;
 constexpr int64_t kChunksPerThread = 4;
 
 int default_thread_count() {
@@ -52,7 +51,7 @@ void parallel_for(int64_t total, int64_t grain, const std::function<void(int64_t
   // idle at the end of a kernel.
   int64_t chunks = std::min<int64_t>(requested == 1 ? 1 : int64_t(requested) * kChunksPerThread,
                                      std::max<int64_t>(1, total / std::max<int64_t>(grain, 1)));
-  if (chunks <= 1 || inside_parallel_region || omp_in_parallel()) {
+  if (chunks <= 1 || omp_in_parallel()) {  // nested in a kernel's chunk (or a library's loop): run inline
     if (total > 0) body(0, total);
     return;
   }
@@ -66,11 +65,8 @@ void parallel_for(int64_t total, int64_t grain, const std::function<void(int64_t
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     int64_t begin = total * chunk / chunks, end = total * (chunk + 1) / chunks;
     try {  // an exception must not leave an OpenMP region
-      inside_parallel_region = true;
       body(begin, end);
-      inside_parallel_region = false;
     } catch (...) {
-      inside_parallel_region = false;
       std::lock_guard<std::mutex> lock(failure_mutex);
       if (!failure) failure = std::current_exception();
     }
