@@ -4,7 +4,10 @@
 // pick up the next generated kernel within a microsecond instead (see docs/design.md, "One thread team").
 #include "core/thread_pool.h"
 
+#include "core/log.h"
+
 #include <omp.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -31,17 +34,42 @@ std::atomic<int>& requested_threads() {
   return requested;
 }
 
+// libgomp keeps its worker threads for the life of the process, and a child made by fork() has none of them: a
+// parallel region in the child waits for them forever. So once a team may exist, a forked child runs everything
+// on its calling thread (the fork handler below), and set_thread_count there warns instead of hanging later.
+std::atomic<bool> team_may_exist{false};
+std::atomic<bool> forked_after_team{false};
+
+void on_fork_in_child() {
+  if (!team_may_exist.load()) return;
+  forked_after_team = true;
+  requested_threads() = 1;
+}
+
+void note_team_may_start() {
+  if (team_may_exist.exchange(true)) return;
+  static const int registered = pthread_atfork(nullptr, nullptr, on_fork_in_child);
+  (void)registered;
+}
+
 }  // namespace
 
 int thread_count() { return requested_threads().load(); }
 
 void set_thread_count(int count) {
+  if (forked_after_team.load() && count > 1) {
+    log_warning("num_threads stays 1 in this process: it was forked after running parallel kernels, and the "
+                "OpenMP threads of the parent do not exist in a forked child (the 'spawn' or 'forkserver' start "
+                "methods of multiprocessing give workers their own threads)");
+    count = 1;
+  }
   requested_threads() = std::max(1, count);
   use_thread_count_in_libraries();
 }
 
 void use_thread_count_in_libraries() {
   // OpenMP keeps the team size per calling thread; library calls (oneDNN) read it from there.
+  if (thread_count() > 1) note_team_may_start();
   if (omp_get_max_threads() != thread_count()) omp_set_num_threads(thread_count());
 }
 
@@ -61,6 +89,7 @@ void parallel_for(int64_t total, int64_t grain, const std::function<void(int64_t
   std::exception_ptr failure;
   std::mutex failure_mutex;
   int threads = int(std::min<int64_t>(chunks, requested));
+  note_team_may_start();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     int64_t begin = total * chunk / chunks, end = total * (chunk + 1) / chunks;

@@ -140,3 +140,50 @@ def test_thread_count_setting_does_not_change_results(rng):
                          atol=1e-4)
     finally:
         mj.flags.num_threads = previous
+
+
+def test_forked_child_runs_kernels_on_one_thread():
+    """libgomp's worker threads do not exist in a child made by fork(): a parallel region there used to wait for
+    them forever. The child now runs kernels and oneDNN calls on its own thread, and refuses more threads."""
+    import os
+    import time
+    previous = mj.flags.num_threads
+    mj.flags.num_threads = 2
+    rng = np.random.default_rng(11)
+    data = rng.standard_normal((512, 256)).astype(np.float32)
+    left = rng.standard_normal((96, 80)).astype(np.float32)
+    right = rng.standard_normal((80, 72)).astype(np.float32)
+    try:
+        x = mj.array(data)
+        assert_close((x * 2.0 + 1.0).exp().numpy(), np.exp(data.astype(np.float64) * 2 + 1), rtol=1e-5)
+        assert_close((mj.array(left) @ mj.array(right)).numpy(), left.astype(np.float64) @ right, rtol=1e-4, atol=1e-4)
+        child = os.fork()
+        if child == 0:  # the child must never return into pytest
+            status = 1
+            try:
+                threads_after_fork = mj.flags.num_threads
+                mj.flags.num_threads = 2
+                doubled = (x * 3.0 - 0.5).sigmoid().numpy()
+                product = (mj.array(left) @ mj.array(right) + 1.0).numpy()
+                expected = 1 / (1 + np.exp(-(data.astype(np.float64) * 3 - 0.5)))
+                good = (threads_after_fork == 1 and mj.flags.num_threads == 1
+                        and np.allclose(doubled, expected, rtol=1e-5, atol=1e-6)
+                        and np.allclose(product, left.astype(np.float64) @ right + 1, rtol=1e-4, atol=1e-4))
+                status = 0 if good else 3
+            finally:
+                os._exit(status)
+        deadline = time.monotonic() + 120
+        while True:
+            finished, status = os.waitpid(child, os.WNOHANG)
+            if finished:
+                break
+            if time.monotonic() > deadline:
+                os.kill(child, 9)
+                os.waitpid(child, 0)
+                pytest.fail("the forked child hung running kernels")
+            time.sleep(0.05)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, \
+            f"forked child failed (status {status}: 3 means wrong results or thread count)"
+        assert mj.flags.num_threads == 2  # the parent keeps its threads
+    finally:
+        mj.flags.num_threads = previous
