@@ -47,7 +47,8 @@ void on_fork_in_child() {
 }
 
 void note_team_may_start() {
-  if (team_may_exist.exchange(true)) return;
+  // A plain load first: this runs before every parallel loop and library call.
+  if (team_may_exist.load(std::memory_order_relaxed) || team_may_exist.exchange(true)) return;
   static const int registered = pthread_atfork(nullptr, nullptr, on_fork_in_child);
   (void)registered;
 }
