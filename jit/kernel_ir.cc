@@ -1,6 +1,8 @@
 // Constructors, constant folding of index arithmetic, range analysis and canonical keys for the kernel IR.
 #include "jit/kernel_ir.h"
 
+#include "jit/index_sums.h"
+
 #include <cstdio>
 
 #include <limits>
@@ -125,27 +127,8 @@ IrExprPtr ir_index(IndexOperator op, IrExprPtr left, IrExprPtr right) {
     case IndexOperator::Add: {
       if (left_constant && a == 0) return right;
       if (right_constant && b == 0) return left;
-      // With floor semantics and c, d > 0: x % c + (x / c) * c == x, and x % c + ((x / c) % d) * c == x % (c * d).
-      // Indices split for a merged loop (lower_group) join again into the merged index.
-      auto is_binary_by_constant = [](const IrExprPtr& expression, IndexOperator op, int64_t* constant) {
-        return expression->kind == IrKind::IndexBinary && IndexOperator(expression->op) == op &&
-               is_int_constant(expression->args[1], constant) && *constant > 0;
-      };
-      for (int side = 0; side < 2; ++side) {
-        const IrExprPtr& remainder = side == 0 ? left : right;
-        const IrExprPtr& product = side == 0 ? right : left;
-        int64_t divisor, factor, inner_divisor, modulus = 0;
-        if (!is_binary_by_constant(remainder, IndexOperator::FloorModulo, &divisor) ||
-            !is_binary_by_constant(product, IndexOperator::Multiply, &factor) || factor != divisor)
-          continue;
-        IrExprPtr quotient = product->args[0];
-        if (is_binary_by_constant(quotient, IndexOperator::FloorModulo, &modulus)) quotient = quotient->args[0];
-        if (!is_binary_by_constant(quotient, IndexOperator::FloorDivide, &inner_divisor) || inner_divisor != divisor ||
-            ir_key(quotient->args[0]) != ir_key(remainder->args[0]))
-          continue;
-        const IrExprPtr& x = remainder->args[0];
-        return modulus ? ir_index(IndexOperator::FloorModulo, x, ir_int(divisor * modulus)) : x;
-      }
+      // Sums whose terms cancel (the pieces of a flattened and split index) join again.
+      if (IrExprPtr combined = combine_index_sum(left, right)) return combined;
       break;
     }
     case IndexOperator::Subtract:
@@ -163,21 +146,13 @@ IrExprPtr ir_index(IndexOperator op, IrExprPtr left, IrExprPtr right) {
       if (b == 1) return divide ? left : ir_int(0);
       IrRange range = ir_range(left);
       if (range.low >= 0 && range.high < b) return divide ? ir_int(0) : left;
-      // (x * c + rest) / d == x * (c / d) + rest / d and (x * c + rest) % d == rest % d when d divides c:
-      // this undoes the flatten/unflatten pairs that reshapes produce.
-      if (left->kind == IrKind::IndexBinary && IndexOperator(left->op) == IndexOperator::Add) {
-        for (int side = 0; side < 2; ++side) {
-          const IrExprPtr& product = left->args[side];
-          const IrExprPtr& rest = left->args[1 - side];
-          int64_t factor;
-          if (product->kind == IrKind::IndexBinary && IndexOperator(product->op) == IndexOperator::Multiply &&
-              is_int_constant(product->args[1], &factor) && factor % b == 0) {
-            if (!divide) return ir_index(op, rest, right);
-            return ir_index(IndexOperator::Add, ir_index(IndexOperator::Multiply, product->args[0], ir_int(factor / b)),
-                            ir_index(op, rest, right));
-          }
-        }
-      }
+      // (x / a) / b == x / (a * b) for positive a and b.
+      int64_t inner_divisor, joined_divisor;
+      if (divide && left->kind == IrKind::IndexBinary && IndexOperator(left->op) == IndexOperator::FloorDivide &&
+          is_int_constant(left->args[1], &inner_divisor) && inner_divisor > 0 &&
+          !__builtin_mul_overflow(inner_divisor, b, &joined_divisor))
+        return ir_index(IndexOperator::FloorDivide, left->args[0], ir_int(joined_divisor));
+      if (IrExprPtr divided = divide_index_sum(op, left, b)) return divided;
       break;
     }
     case IndexOperator::LogicalAnd:
