@@ -224,13 +224,31 @@ class Matcher {
     }
     if (origin->buffer >= 0) {
       access->buffer = origin->buffer;
-      return coordinates(origin->indices, origin->node->shape, {}, false, access) && !access->any_guarded();
+      if (coordinates(origin->indices, origin->node->shape, {}, false, access) && !access->any_guarded()) return true;
+      return view_operand(*origin, access, materialize);
     }
     if (!materializable(origin->node, materialize)) return false;
     if (coordinates(origin->indices, origin->node->shape, {}, false, access) && !access->any_guarded()) return true;
     // Read through a reshape: once materialised, the reshape reads the buffer at its own (affine) indices.
-    return origin->reshape && coordinates(origin->reshape_indices, origin->reshape->shape, {}, false, access) &&
-           !access->any_guarded();
+    if (origin->views.empty() || origin->views.front().node->kind != NodeKind::Reshape) return false;
+    const ValueOrigin::View& reshape = origin->views.front();
+    return coordinates(reshape.indices, reshape.node->shape, {}, false, access) && !access->any_guarded();
+  }
+
+  // A buffer read at split indices (a permute, then a reshape that merges the permuted dims: attention's heads
+  // joined again) is no strided matrix. The innermost view that reads at plain indices is: it becomes a buffer
+  // of its own (one copy, no larger than the source) and the library reads that.
+  bool view_operand(const ValueOrigin& origin, TensorAccess* access, std::vector<Node*>* materialize) const {
+    for (const ValueOrigin::View& view : origin.views) {
+      if (view.node->dtype != DType::Float32 || view.node->numel() > origin.node->numel()) continue;
+      TensorAccess candidate;
+      candidate.buffer = -1;
+      if (!coordinates(view.indices, view.node->shape, {}, false, &candidate) || candidate.any_guarded()) continue;
+      *access = std::move(candidate);
+      materialize->push_back(view.node);
+      return true;
+    }
+    return false;
   }
 
   // Elementwise producers only: a reduction has its own kernel already, and materialising a reindex (a patch

@@ -212,16 +212,19 @@ class Lowerer {
     return value;
   }
 
-  // The innermost node of a view chain registers first and keeps the name.
+  // The innermost node of a view chain registers first and keeps the name; each node around it that passes the
+  // value on (its input being the chain's outermost so far) is one more view of it.
   void record_origin(const std::string& name, Node* node, const std::vector<IrExprPtr>& indices, int buffer) {
     auto& origins = result_->lowered.origins;
     auto found = origins.find(name);
     if (found == origins.end()) {
-      origins[name] = {node, indices, buffer, nullptr, {}};
-    } else if (node->kind == NodeKind::Reshape && node->inputs[0].get() == found->second.node && !found->second.reshape) {
-      found->second.reshape = node;
-      found->second.reshape_indices = indices;
+      origins[name] = {node, indices, buffer, {}};
+      return;
     }
+    ValueOrigin& origin = found->second;
+    Node* outermost = origin.views.empty() ? origin.node : origin.views.back().node;
+    if (node != outermost && !node->inputs.empty() && node->inputs[0].get() == outermost)
+      origin.views.push_back({node, indices});
   }
 
   IrExprPtr compute_value(const NodePtr& node, const std::vector<IrExprPtr>& indices, bool is_root) {

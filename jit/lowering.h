@@ -19,10 +19,14 @@ struct ValueOrigin {
   Node* node = nullptr;            // the node whose value this is
   std::vector<IrExprPtr> indices;  // one per dimension of node->shape, over the kernel's loop variables
   int buffer = -1;                 // >= 0: the value is a plain load of this buffer, laid out row-major in node->shape
-  // A reshape of a pending `node` reads it at flattened-and-split (non-affine) indices; the reshape's own indices
-  // say how the value is read once `node` is a buffer.
-  Node* reshape = nullptr;
-  std::vector<IrExprPtr> reshape_indices;
+  // Views of `node` (reshapes, permutes, slices, broadcasts) that pass this value on unchanged, innermost first,
+  // each at its own indices. A reshape reads `node` at flattened-and-split (non-affine) indices where the
+  // reshape's own indices are plain; once a view is a buffer, a library call can read it at those.
+  struct View {
+    Node* node;
+    std::vector<IrExprPtr> indices;
+  };
+  std::vector<View> views;
 };
 
 struct LoweredKernel {
