@@ -205,3 +205,37 @@ def test_full_reductions_of_large_tensors(size, rng):
     factors = np.ones(size, np.float32)
     factors[rng.choice(size, 15, replace=False)] = [2.0] * 10 + [0.5] * 5  # exact in float32: product 32
     assert_close(mj.array(factors).prod(), np.float32(32), rtol=0)
+
+
+@pytest.mark.parametrize("shape,dims", [
+    ((6, 7, 1030), (0, 1)),   # more columns than one tile (1024): two tiles, the second partial
+    ((300, 5), (0,)),         # few columns
+    ((4, 50, 33), (1,)),      # a middle dim: a column sum for each outer index
+    ((3, 2, 4, 40), (0, 2)),  # reduced dims on both sides of a kept one
+], ids=str)
+def test_column_sums_match_numpy(shape, dims, rng):
+    """Sums over outer dims run as column sums (the reduction loops outside, a tile of columns side by side):
+    the same values, for every split of the columns between threads."""
+    data = rng.uniform(-1, 1, size=shape).astype(np.float32)
+    x = mj.array(data)
+    assert_close(x.sum(list(dims)), data.astype(np.float64).sum(dims), rtol=1e-5, atol=1e-5)
+    assert_close(x.mean(list(dims), keepdim=True), data.astype(np.float64).mean(dims, keepdims=True), rtol=1e-5,
+                 atol=1e-6)
+    doubles = rng.uniform(-1, 1, size=shape)
+    assert_close(mj.array(doubles).sum(list(dims)), doubles.sum(dims), rtol=1e-12, atol=1e-12)
+
+
+def test_column_sum_of_computed_terms_and_its_kernel(rng):
+    """A layer-norm weight gradient: sum over rows of dy * (x - mean_row) * rstd_row. Its kernel is a column sum
+    (accumulators per column, the row loop outside); a sum over the last dim stays a row loop."""
+    dy, x = (rng.standard_normal((96, 256)).astype(np.float32) for _ in range(2))
+    mean = x.mean(1, keepdims=True)
+    rstd = 1 / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+    a, b, m, r = (mj.array(v) for v in (dy, x, mean, rstd))
+    gradient = (a * ((b - m) * r)).sum(0)
+    kernel, = mj.inspect(gradient)
+    assert "sum_0_columns[" in kernel.source, kernel.source
+    expected = (dy.astype(np.float64) * ((x - mean) * rstd)).sum(0)
+    assert_close(gradient, expected, rtol=1e-4, atol=1e-4)
+    row_kernel, = mj.inspect(b.sum(1))
+    assert "_columns[" not in row_kernel.source, row_kernel.source
