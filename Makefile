@@ -72,10 +72,10 @@ demo: setup
 bench: setup
 	$(PY_ENV) $(PYTHON) bench/run_benchmarks.py
 	$(PY_ENV) $(PYTHON) bench/operator_benchmark.py
-	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn
+	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn,transformer
 
 bench-training: setup
-	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn,resnet18 --steps 2
+	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn,resnet18,transformer --steps 2
 
 # Differential fuzzing against numpy for as long as asked (FUZZ_SECONDS); make test runs a bounded set.
 FUZZ_SECONDS ?= 600

@@ -1,11 +1,11 @@
 """Training-step benchmark: metajit against PyTorch eager on the same machine, in the same run.
 
-Models: the small CNN (batch 64, 1x28x28, SGD with momentum) and ResNet-18 with the CIFAR stem (batch 32,
-3x32x32). For each: the steady training-step time (forward, cross-entropy, backward, update) of both
+Models: the small CNN (batch 64, 1x28x28, SGD with momentum), ResNet-18 with the CIFAR stem (batch 32,
+3x32x32) and a small transformer language model (2 pre-norm encoder blocks, 16 sequences of 128 tokens). For each: the steady training-step time (forward, cross-entropy, backward, update) of both
 frameworks, and metajit's first step in a fresh process with a cold kernel cache (everything compiled) and
 with a warm one (everything loaded from disk). Writes bench/TRAINING.md.
 
-    python bench/training_benchmark.py [--steps N] [--models small_cnn,resnet18]
+    python bench/training_benchmark.py [--steps N] [--models small_cnn,resnet18,transformer]
 """
 import argparse
 import json
@@ -26,13 +26,48 @@ MODELS = {
     # name: (batch, input shape, description)
     "small_cnn": (64, (1, 28, 28), "SmallCNN (2 conv 3x3 + ReLU + max-pool stages, 2 linear), batch 64, 1x28x28"),
     "resnet18": (32, (3, 32, 32), "ResNet-18, CIFAR stem, batch 32, 3x32x32"),
+    "transformer": (16, (128,), "Transformer LM (2 pre-norm blocks: 4-head attention, GELU MLP; width 256, "
+                                "vocabulary 1000), batch 16 x 128 tokens"),
 }
+VOCABULARY, WIDTH, HEADS, BLOCKS = 1000, 256, 4, 2
 
 
 def batch_for(name, seed=0):
     batch, shape, _ = MODELS[name]
     rng = np.random.default_rng(seed)
+    if name == "transformer":  # next-token targets: one label per position
+        tokens = rng.integers(0, VOCABULARY, (batch,) + shape).astype(np.int64)
+        return tokens, rng.integers(0, VOCABULARY, batch * shape[0]).astype(np.int64)
     return rng.standard_normal((batch,) + shape).astype(np.float32), rng.integers(0, 10, batch).astype(np.int64)
+
+
+def transformer_model(nn, F):
+    """The same model in either framework: `nn` and `F` are metajit's or PyTorch's."""
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention_norm, self.mlp_norm = nn.LayerNorm(WIDTH), nn.LayerNorm(WIDTH)
+            self.attention = nn.MultiheadAttention(WIDTH, HEADS, batch_first=True)
+            self.expand, self.project = nn.Linear(WIDTH, 4 * WIDTH), nn.Linear(4 * WIDTH, WIDTH)
+
+        def forward(self, x):
+            normed = self.attention_norm(x)
+            x = x + self.attention(normed, normed, normed, need_weights=False)[0]
+            return x + self.project(F.gelu(self.expand(self.mlp_norm(x))))
+
+    class TransformerLM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding = nn.Embedding(VOCABULARY, WIDTH)
+            self.blocks = nn.ModuleList([Block() for _ in range(BLOCKS)])
+            self.head = nn.Linear(WIDTH, VOCABULARY)
+
+        def forward(self, tokens):
+            x = self.embedding(tokens)
+            for block in self.blocks:
+                x = block(x)
+            return self.head(x).reshape(-1, VOCABULARY)
+    return TransformerLM()
 
 
 def metajit_step_function(name):
@@ -41,8 +76,12 @@ def metajit_step_function(name):
     from metajit import optim
     from metajit.models import SmallCNN, resnet18
     mj.seed(0)
-    model = SmallCNN(in_channels=1, num_classes=10, input_size=28) if name == "small_cnn" else \
-        resnet18(num_classes=10, stem="cifar")
+    if name == "transformer":
+        model = transformer_model(mj.nn, F)
+    elif name == "small_cnn":
+        model = SmallCNN(in_channels=1, num_classes=10, input_size=28)
+    else:
+        model = resnet18(num_classes=10, stem="cifar")
     optimizer = optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     images, labels = batch_for(name)
     images, labels = mj.array(images), mj.array(labels)
@@ -59,7 +98,9 @@ def metajit_step_function(name):
 def torch_step_function(name, torch):
     import torch.nn as tnn
     torch.manual_seed(0)
-    if name == "small_cnn":
+    if name == "transformer":
+        model = transformer_model(tnn, torch.nn.functional)
+    elif name == "small_cnn":
         model = tnn.Sequential(tnn.Conv2d(1, 16, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2),
                                tnn.Conv2d(16, 32, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Flatten(),
                                tnn.Linear(32 * 7 * 7, 128), tnn.ReLU(), tnn.Linear(128, 10))
@@ -112,7 +153,7 @@ def first_step(name, cache_dir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=10, help="timed steady steps per model and framework")
-    parser.add_argument("--models", default="small_cnn,resnet18")
+    parser.add_argument("--models", default="small_cnn,resnet18,transformer")
     parser.add_argument("--output", default=os.path.join(HERE, "TRAINING.md"))
     parser.add_argument("--first-step-worker", nargs=2, metavar=("MODEL", "CACHE_DIR"), help=argparse.SUPPRESS)
     arguments = parser.parse_args()
