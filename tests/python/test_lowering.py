@@ -168,6 +168,39 @@ def test_convolution_forward_and_both_gradients_are_lowered(rng, options):
     assert calls == 3, "forward, backward data and backward weights must each be one library call"
 
 
+TRANSPOSED_CONVOLUTIONS = [
+    dict(stride=2, padding=1, output_padding=1),
+    dict(stride=1, padding=0),
+    dict(stride=2, padding=1, dilation=2),
+    dict(stride=(2, 3), padding=(0, 1), output_padding=(1, 2)),
+]
+
+
+@pytest.mark.parametrize("options", TRANSPOSED_CONVOLUTIONS,
+                         ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_transposed_convolution_and_its_gradients_are_lowered(rng, options):
+    """conv_transpose2d is written as a convolution's data-gradient scatter, so oneDNN runs it (backward data)
+    and its two gradients (a convolution forward and a weight gradient)."""
+    x, w = floats(rng, 3, 12, 7, 9), floats(rng, 12, 8, 3, 3)
+    reference = torch.nn.functional.conv_transpose2d(torch.from_numpy(x), torch.from_numpy(w), **options)
+    upstream = floats(rng, *reference.shape)
+
+    def build(x, w, g):
+        x.requires_grad = True
+        w.requires_grad = True
+        y = F.conv_transpose2d(x, w, **options)
+        gx, gw = mj.grad((y * g).sum(), [x, w])
+        return y, gx, gw
+    (y, gx, gw), calls = both_ways(build, x, w, upstream)
+    tx, tw = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
+    ty = torch.nn.functional.conv_transpose2d(tx, tw, **options)
+    (ty * torch.from_numpy(upstream)).sum().backward()
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=RTOL, atol=1e-3)
+    np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=RTOL, atol=1e-3)
+    assert calls == 3, "the transposed convolution and both its gradients must each be one library call"
+
+
 def test_one_by_one_convolution_is_lowered(rng):
     x, w = floats(rng, 4, 16, 9, 9), floats(rng, 24, 16, 1, 1)
     for stride in (1, 2):

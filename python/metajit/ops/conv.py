@@ -7,9 +7,11 @@ the last 1 + spatial dimensions. The fuser inlines the reindex and the multiply 
 patch buffer is ever written, and the gradients come from the meta-ops' rules (reindex <-> scatter-add,
 broadcast <-> sum).
 
-A transposed convolution is computed as a gather too (each output position reads the input positions whose
-kernel window covers it), so it needs no scatter in the forward pass: output o reads input i = (o + padding -
-k * dilation) / stride wherever that division is exact."""
+A transposed convolution is the scatter form of a convolution's data gradient: every input position adds
+x * w at output i * stride - padding + k * dilation. A gather instead (output o reading input (o + padding -
+k * dilation) / stride where that division is exact) evaluated every kernel tap at every output and kept one
+in stride^2 of them, and no library takes it: a stride-2 4x4 transposed convolution took 463 ms where the
+scatter, lowered to oneDNN, takes a few."""
 import numbers
 
 import numpy as np
@@ -209,31 +211,22 @@ def _transposed_convolution(input, weight, bias, stride, padding, output_padding
                              "padding is too large for this input")
         sizes.append(size)
 
-    # Weight as [O, C/groups, *kernel], the layout of a direct convolution; a transpose when groups == 1.
-    if groups == 1:
-        weight = _core.transpose(weight, 0, 1)
-    else:
-        weight = _core.reindex(weight, [out_channels, group_channels] + kernel,
-                               [f"(i0/{group_outputs})*{group_channels}+i1", f"i0%{group_outputs}"]
-                               + [f"i{2 + d}" for d in range(spatial)], 0.0, [], [])
-
-    # Output o reads input (o + padding - k*dilation) / stride when the division is exact; others read 0.
+    # Every input position adds x * w under its kernel window, at output (i * stride - padding + k * dilation):
+    # the scatter form of a convolution's data gradient, which the library lowering runs as one (oneDNN's
+    # backward-data convolution) and whose own gradients are a convolution and a weight gradient. Products over
+    # [N, C, *input, O/groups, *kernel]; window positions outside the output (the cropping by padding) are
+    # dropped, and output_padding's extra positions receive nothing (0).
+    shape = [batch, channels] + list(input.shape[2:]) + [group_outputs] + kernel
+    reduced = list(range(2 + spatial, 3 + 2 * spatial))
+    products = (_core.broadcast(input, shape, reduced) *
+                _core.broadcast(weight, shape, [0] + list(range(2, 2 + spatial))))
     channel_index = f"i{2 + spatial}"
     if groups > 1:
-        channel_index = f"(i1/{group_outputs})*{group_channels}+{channel_index}"
+        channel_index = f"(i1/{group_channels})*{group_outputs}+{channel_index}"
     indexes = ["i0", channel_index]
-    conditions = []
     for d in range(spatial):
-        position = _affine((1, f"i{2 + d}"), (-dilation[d], f"i{3 + spatial + d}"), padding[d])
-        if stride[d] == 1:
-            indexes.append(position)
-        else:
-            indexes.append(f"({position})/{stride[d]}")
-            conditions.append(f"({position})%{stride[d]}!=0")
-    shape = [batch, out_channels] + sizes + [group_channels] + kernel
-    patches = _core.reindex(input, shape, indexes, 0.0, conditions, [])
-    weights = _core.broadcast(weight, shape, [0] + list(range(2, 2 + spatial)))
-    output = (patches * weights).sum(list(range(2 + spatial, 3 + 2 * spatial)))
+        indexes.append(_affine((stride[d], f"i{2 + d}"), (dilation[d], f"i{3 + spatial + d}"), -padding[d]))
+    output = _core.reindex_reduce(products, "add", [batch, out_channels] + sizes, indexes, [], [])
     output = _add_bias(output, bias, spatial)
     return output.reshape(output.shape[1:]) if unbatched else output
 
