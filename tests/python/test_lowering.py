@@ -146,25 +146,32 @@ CONVOLUTIONS = [
 ]
 
 
-@pytest.mark.parametrize("options", CONVOLUTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
-def test_convolution_forward_and_both_gradients_are_lowered(rng, options):
-    x, w, upstream_shape = floats(rng, 3, 8, 11, 13), floats(rng, 12, 8, 3, 3), None
-    reference = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), **options)
-    upstream = floats(rng, *reference.shape)
+def check_forward_and_both_gradients(function, torch_function, x, w, options):
+    """y = function(x, w, **options) and its gradients (against a random upstream) match PyTorch with lowering on
+    and off; returns how many library calls the lowered run made."""
+    reference = torch_function(torch.from_numpy(x), torch.from_numpy(w), **options)
+    upstream = floats(np.random.default_rng(1), *reference.shape)
 
     def build(x, w, g):
         x.requires_grad = True
         w.requires_grad = True
-        y = F.conv2d(x, w, **options)
+        y = function(x, w, **options)
         gx, gw = mj.grad((y * g).sum(), [x, w])
         return y, gx, gw
     (y, gx, gw), calls = both_ways(build, x, w, upstream)
     tx, tw = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
-    ty = torch.nn.functional.conv2d(tx, tw, **options)
+    ty = torch_function(tx, tw, **options)
     (ty * torch.from_numpy(upstream)).sum().backward()
     np.testing.assert_allclose(y, ty.detach().numpy(), rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=RTOL, atol=1e-3)
     np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=RTOL, atol=1e-3)
+    return calls
+
+
+@pytest.mark.parametrize("options", CONVOLUTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_convolution_forward_and_both_gradients_are_lowered(rng, options):
+    calls = check_forward_and_both_gradients(F.conv2d, torch.nn.functional.conv2d, floats(rng, 3, 8, 11, 13),
+                                             floats(rng, 12, 8, 3, 3), options)
     assert calls == 3, "forward, backward data and backward weights must each be one library call"
 
 
@@ -181,23 +188,8 @@ TRANSPOSED_CONVOLUTIONS = [
 def test_transposed_convolution_and_its_gradients_are_lowered(rng, options):
     """conv_transpose2d is written as a convolution's data-gradient scatter, so oneDNN runs it (backward data)
     and its two gradients (a convolution forward and a weight gradient)."""
-    x, w = floats(rng, 3, 12, 7, 9), floats(rng, 12, 8, 3, 3)
-    reference = torch.nn.functional.conv_transpose2d(torch.from_numpy(x), torch.from_numpy(w), **options)
-    upstream = floats(rng, *reference.shape)
-
-    def build(x, w, g):
-        x.requires_grad = True
-        w.requires_grad = True
-        y = F.conv_transpose2d(x, w, **options)
-        gx, gw = mj.grad((y * g).sum(), [x, w])
-        return y, gx, gw
-    (y, gx, gw), calls = both_ways(build, x, w, upstream)
-    tx, tw = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
-    ty = torch.nn.functional.conv_transpose2d(tx, tw, **options)
-    (ty * torch.from_numpy(upstream)).sum().backward()
-    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=RTOL, atol=ATOL)
-    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=RTOL, atol=1e-3)
-    np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=RTOL, atol=1e-3)
+    calls = check_forward_and_both_gradients(F.conv_transpose2d, torch.nn.functional.conv_transpose2d,
+                                             floats(rng, 3, 12, 7, 9), floats(rng, 12, 8, 3, 3), options)
     assert calls == 3, "the transposed convolution and both its gradients must each be one library call"
 
 
