@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -51,6 +53,7 @@ class Matcher {
     if (!kernel_.row_body.empty()) return match;  // per-row reductions are not a library's business
     for (size_t dim = 0; dim < kernel_.domain.size(); ++dim) extents_["i" + std::to_string(dim)] = kernel_.domain[dim];
     collect_lets(kernel_.body);
+    find_split_variables();
     if (kernel_.buffers[0].dtype != DType::Float32) return match;
     Contraction contraction;
     contraction.dtype = DType::Float32;
@@ -67,9 +70,16 @@ class Matcher {
     if (!operand(resolved->args[0], &contraction.left, &match.materialize) ||
         !operand(resolved->args[1], &contraction.right, &match.materialize))
       return {};
-    for (const auto& [name, extent] : extents_)
-      if (extent > 1) contraction.extents[name] = extent;
-      else if (extent <= 0) return {};
+    for (const auto& [name, extent] : extents_) {
+      if (extent <= 0) return {};
+      auto split = split_factors_.find(name);
+      if (split != split_factors_.end()) {
+        contraction.extents[group_name(name)] = extent / split->second;
+        contraction.extents[member_name(name)] = split->second;
+      } else if (extent > 1) {
+        contraction.extents[name] = extent;
+      }
+    }
     match.contraction = std::move(contraction);
     return match;
   }
@@ -83,6 +93,88 @@ class Matcher {
         collect_lets(statement.body);
       }
     }
+  }
+
+  // A loop variable read only as v / k (never v % k or v / j for another j) is split into v / k and v % k: a
+  // grouped convolution reads its image channel (o / Og) * Cg + c, which is affine in the group o / Og and in
+  // c, and writes its output channel o = Og * (o / Og) + o % Og. Variables also read modulo something are left
+  // alone: those are reshapes of split dims (attention's heads), which view_operand materialises instead.
+  void find_split_variables() {
+    std::unordered_map<std::string, std::set<int64_t>> divisors;
+    std::set<std::string> unsplittable;
+    std::set<const IrExpr*> seen;
+    std::function<void(const IrExprPtr&)> scan = [&](const IrExprPtr& expression) {
+      if (!expression || !seen.insert(expression.get()).second) return;
+      if (expression->kind == IrKind::IndexBinary &&
+          (is_index_op(expression, IndexOperator::FloorDivide) || is_index_op(expression, IndexOperator::FloorModulo))) {
+        IrExprPtr dividend = resolve_variable(expression->args[0]);
+        int64_t divisor;
+        if (dividend->kind == IrKind::Variable && extents_.count(dividend->name)) {
+          if (is_index_op(expression, IndexOperator::FloorDivide) && int_constant(expression->args[1], &divisor))
+            divisors[dividend->name].insert(divisor);
+          else
+            unsplittable.insert(dividend->name);
+        }
+      }
+      if (expression->kind == IrKind::Variable && !extents_.count(expression->name)) {
+        auto let = lets_.find(expression->name);
+        if (let != lets_.end()) scan(let->second);
+      }
+      for (const IrExprPtr& argument : expression->args) scan(argument);
+    };
+    std::function<void(const std::vector<IrStatement>&)> scan_statements = [&](const std::vector<IrStatement>& body) {
+      for (const IrStatement& statement : body) {
+        scan(statement.value);
+        scan(statement.offset);
+        scan(statement.condition);
+        scan_statements(statement.body);
+      }
+    };
+    scan_statements(kernel_.body);
+    for (const auto& [name, origin] : lowered_.origins) {
+      for (const IrExprPtr& index : origin.indices) scan(index);
+      for (const ValueOrigin::View& view : origin.views)
+        for (const IrExprPtr& index : view.indices) scan(index);
+    }
+    for (const IrExprPtr& index : lowered_.scatter_target) scan(index);
+    for (const auto& [name, factors] : divisors) {
+      int64_t extent = extents_.at(name), factor = *factors.begin();
+      if (factors.size() == 1 && !unsplittable.count(name) && factor > 1 && factor < extent && extent % factor == 0)
+        split_factors_[name] = factor;
+    }
+  }
+  static std::string group_name(const std::string& variable) { return variable + "/"; }
+  static std::string member_name(const std::string& variable) { return variable + "%"; }
+
+  // A loop variable as an affine index: itself, or k * (v / k) + v % k when it is split.
+  AffineIndex variable_index(const std::string& name, int64_t extent) const {
+    AffineIndex index;
+    auto split = split_factors_.find(name);
+    if (split != split_factors_.end()) {
+      index.terms[group_name(name)] = split->second;
+      index.terms[member_name(name)] = 1;
+    } else if (extent > 1) {
+      index.terms[name] = 1;
+    }
+    return index;
+  }
+
+  int64_t term_extent(const std::string& term) const {
+    for (const auto& [name, factor] : split_factors_) {
+      if (term == group_name(name)) return extents_.at(name) / factor;
+      if (term == member_name(name)) return factor;
+    }
+    return extents_.at(term);
+  }
+
+  // Whether an affine index stays in [0, size) over all its variables' ranges.
+  bool always_within(const AffineIndex& index, int64_t size) const {
+    int64_t low = index.constant, high = index.constant;
+    for (const auto& [term, coefficient] : index.terms) {
+      int64_t reach = coefficient * (term_extent(term) - 1);
+      (reach < 0 ? low : high) += reach;
+    }
+    return low >= 0 && high < size;
   }
 
   // Follows variables that name lets (not loop variables) to their values.
@@ -115,11 +207,20 @@ class Matcher {
     if (expression->kind == IrKind::Variable) {
       auto found = extents_.find(expression->name);
       if (found == extents_.end()) return false;
-      if (found->second > 1) result->terms[expression->name] = 1;
+      *result = variable_index(found->first, found->second);
       return true;
     }
     if (expression->kind != IrKind::IndexBinary) return false;
     IndexOperator op = IndexOperator(expression->op);
+    if (op == IndexOperator::FloorDivide) {  // only a split variable's group, v / k
+      IrExprPtr dividend = resolve_variable(expression->args[0]);
+      auto split = dividend->kind == IrKind::Variable ? split_factors_.find(dividend->name) : split_factors_.end();
+      int64_t divisor;
+      if (split == split_factors_.end() || !int_constant(expression->args[1], &divisor) || divisor != split->second)
+        return false;
+      result->terms[group_name(dividend->name)] = 1;
+      return true;
+    }
     AffineIndex left, right;
     if (!affine(expression->args[0], &left) || !affine(expression->args[1], &right)) return false;
     if (op == IndexOperator::Add || op == IndexOperator::Subtract) {
@@ -192,6 +293,8 @@ class Matcher {
         tests.erase(test);
       }
       if (!affine(index, &access->coordinates[dim])) return false;
+      // A test the index always passes guards nothing (a grouped convolution's scattered channel, Cg * g + c).
+      if (access->guarded[dim] && always_within(access->coordinates[dim], shape[dim])) access->guarded[dim] = false;
     }
     return tests.empty();
   }
@@ -280,9 +383,7 @@ class Matcher {
     output.buffer = 0;
     output.shape = kernel_.domain;
     for (size_t dim = 0; dim < kernel_.domain.size(); ++dim) {
-      AffineIndex index;
-      if (kernel_.domain[dim] > 1) index.terms["i" + std::to_string(dim)] = 1;
-      output.coordinates.push_back(index);
+      output.coordinates.push_back(variable_index("i" + std::to_string(dim), kernel_.domain[dim]));
       output.guarded.push_back(false);
     }
     bool direct = store.value->kind == IrKind::Variable && store.value->name == loop->name;
@@ -329,6 +430,7 @@ class Matcher {
   const IrKernel& kernel_;
   std::unordered_map<std::string, int64_t> extents_;
   std::unordered_map<std::string, IrExprPtr> lets_;
+  std::unordered_map<std::string, int64_t> split_factors_;  // loop variable -> k, read as v / k (see above)
 };
 
 }  // namespace

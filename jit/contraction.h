@@ -37,7 +37,9 @@ struct TensorAccess {
 };
 
 struct Contraction {
-  std::map<std::string, int64_t> extents;  // every loop variable with an extent above 1
+  // Every loop variable with an extent above 1. A loop variable v that the kernel reads only as v / k (a grouped
+  // convolution's channel group) appears as two: "v/" (extent / k) and "v%" (k), so its indices stay affine.
+  std::map<std::string, int64_t> extents;
   TensorAccess output, left, right;
   DType dtype = DType::Float32;            // of all three tensors
   std::string describe() const;            // for logs and tests

@@ -28,22 +28,28 @@ void fill_unit_strides(TensorLayout* layout) {
     if (layout->dims[dim] == 1) layout->strides[dim] = span;
 }
 
-// The output must be written exactly once per element: each dimension is one variable (or 0 for a size-1
-// dimension), all different, covering the dimension.
+// Whether dimension `dim` of `access` visits each of its positions exactly once: one variable (or 0 for a
+// size-1 dimension) covering it, or a split variable's k * (v / k) + v % k: variables that nest like digits, the
+// smallest with coefficient 1. The variables go into `seen`; false if one is there already.
+bool covers_dimension(const Contraction& contraction, const TensorAccess& access, size_t dim, std::set<std::string>* seen) {
+  const AffineIndex& index = access.coordinates[dim];
+  if (access.guarded[dim] || index.constant != 0) return false;
+  std::vector<std::pair<int64_t, std::string>> digits;
+  for (const auto& [variable, coefficient] : index.terms) digits.emplace_back(coefficient, variable);
+  std::sort(digits.begin(), digits.end());
+  int64_t covered = 1;
+  for (const auto& [coefficient, variable] : digits) {
+    if (coefficient != covered || !seen->insert(variable).second) return false;
+    covered *= extent_of(contraction, variable);
+  }
+  return covered == access.shape[dim];
+}
+
+// The output must be written exactly once per element: every dimension covered, by different variables.
 bool covers_output_once(const Contraction& contraction) {
   std::set<std::string> seen;
-  const TensorAccess& output = contraction.output;
-  for (size_t dim = 0; dim < output.shape.size(); ++dim) {
-    const AffineIndex& index = output.coordinates[dim];
-    if (output.guarded[dim]) return false;
-    if (index.terms.empty()) {
-      if (index.constant != 0 || output.shape[dim] != 1) return false;
-      continue;
-    }
-    std::string variable = index.single_variable();
-    if (variable.empty() || !seen.insert(variable).second || extent_of(contraction, variable) != output.shape[dim])
-      return false;
-  }
+  for (size_t dim = 0; dim < contraction.output.shape.size(); ++dim)
+    if (!covers_dimension(contraction, contraction.output, dim, &seen)) return false;
   return true;
 }
 
@@ -107,6 +113,149 @@ bool plain_dimension(const TensorAccess& access, size_t dim, std::string* variab
   return index.constant >= 0;
 }
 
+// The convolution with tensor `image` (0 output, 1 left, 2 right) as its image, if it is one.
+std::optional<ConvolutionProblem> convolution_with_image(const Contraction& contraction, int image) {
+  const TensorAccess* tensors[3] = {&contraction.output, &contraction.left, &contraction.right};
+  const TensorAccess& source = *tensors[image];
+  size_t rank = source.shape.size();
+  if (rank < 3 || rank > 5) return std::nullopt;
+  size_t spatial = rank - 2;
+  std::string batch_variable;
+  int64_t batch_offset;
+  if (!plain_dimension(source, 0, &batch_variable, &batch_offset)) return std::nullopt;
+  // The other two are read through their flat offsets, so any layout (and a dropped size-1 dimension) works.
+  int first = (image + 1) % 3, second = (image + 2) % 3;
+  if (tensors[first]->any_guarded() || tensors[second]->any_guarded()) return std::nullopt;
+  AffineIndex flats[3] = {tensors[0]->flat_offset(), tensors[1]->flat_offset(), tensors[2]->flat_offset()};
+  // The image's channel is c, its channel within a group (also indexing the weight), plus Cg * g in a grouped
+  // convolution, where the group g also indexes the weight and the output side; depthwise is g alone (Cg = 1).
+  std::string channel_variable, group_variable;
+  const AffineIndex& channel_index = source.coordinates[1];
+  int64_t channel_offset = channel_index.constant, group_step = 0;
+  if (source.guarded[1] || channel_offset < 0) return std::nullopt;
+  for (const auto& [variable, coefficient] : channel_index.terms) {
+    if (flats[first].uses(variable) && flats[second].uses(variable)) {
+      if (!group_variable.empty()) return std::nullopt;
+      group_variable = variable;
+      group_step = coefficient;
+    } else {
+      if (!channel_variable.empty() || coefficient != 1) return std::nullopt;
+      channel_variable = variable;
+    }
+  }
+  int64_t groups = extent_of(contraction, group_variable), channels = extent_of(contraction, channel_variable);
+  if (!group_variable.empty() && group_step != channels) return std::nullopt;
+  // The weight is indexed by the image's channel and not by its batch; the other is the output side.
+  int weight = -1;
+  if (flats[first].uses(channel_variable) || flats[second].uses(batch_variable)) weight = first;
+  if (flats[second].uses(channel_variable) || flats[first].uses(batch_variable)) {
+    if (weight == first) return std::nullopt;
+    weight = second;
+  }
+  if (weight < 0) return std::nullopt;
+  int result = weight == first ? second : first;
+  const AffineIndex& weight_flat = flats[weight];
+  const AffineIndex& result_flat = flats[result];
+  if (weight_flat.constant < 0 || result_flat.constant < 0) return std::nullopt;
+  if (result_flat.uses(channel_variable) || weight_flat.uses(batch_variable)) return std::nullopt;
+
+  // The output channel (within its group): the variable other than the group shared by the weight and the
+  // output side (none when there is one channel per group).
+  std::string out_channel;
+  for (const auto& [variable, coefficient] : weight_flat.terms) {
+    if (!result_flat.uses(variable) || variable == group_variable) continue;
+    if (!out_channel.empty()) return std::nullopt;
+    out_channel = variable;
+  }
+  std::set<std::string> weight_variables{channel_variable, out_channel, group_variable},
+      result_variables{batch_variable, out_channel, group_variable};
+  auto stride = [](const AffineIndex& flat, const std::string& variable) {
+    auto found = flat.terms.find(variable);
+    return found == flat.terms.end() ? int64_t(0) : found->second;
+  };
+  ConvolutionProblem problem;
+  problem.pass = image == 0 ? ConvolutionPass::BackwardData
+                            : (weight == 0 ? ConvolutionPass::BackwardWeights : ConvolutionPass::Forward);
+  std::vector<int64_t> source_strides = source.row_major_strides();
+  int64_t batch = extent_of(contraction, batch_variable), out_channels = extent_of(contraction, out_channel);
+  // The output side's channels: group-major, one stride for all of them (oneDNN's grouped layouts).
+  int64_t result_channel_stride = out_channels > 1 ? stride(result_flat, out_channel) : stride(result_flat, group_variable);
+  if (groups > 1 && out_channels > 1 && stride(result_flat, group_variable) != out_channels * result_channel_stride)
+    return std::nullopt;
+  problem.groups = groups;
+  problem.source = {source.buffer, batch_offset * source_strides[0] + channel_offset * source_strides[1],
+                    {batch, groups * channels}, {source_strides[0], source_strides[1]}};
+  problem.weights = {tensors[weight]->buffer, weight_flat.constant, {out_channels, channels},
+                     {stride(weight_flat, out_channel), stride(weight_flat, channel_variable)}};
+  if (groups > 1) {  // [G, O/G, C/G, kernel...]
+    problem.weights.dims.insert(problem.weights.dims.begin(), groups);
+    problem.weights.strides.insert(problem.weights.strides.begin(), stride(weight_flat, group_variable));
+  }
+  problem.destination = {tensors[result]->buffer, result_flat.constant, {batch, groups * out_channels},
+                         {stride(result_flat, batch_variable), result_channel_stride}};
+  bool partial_output = false;
+  for (size_t j = 0; j < spatial; ++j) {
+    size_t dim = 2 + j;
+    const AffineIndex& index = source.coordinates[dim];
+    std::string kernel_variable, output_variable;
+    int64_t step = 1, dilation = 1;
+    for (const auto& [variable, coefficient] : index.terms) {
+      if (coefficient <= 0) return std::nullopt;
+      bool in_weight = weight_flat.uses(variable), in_result = result_flat.uses(variable);
+      if (in_result && !in_weight && output_variable.empty()) {
+        output_variable = variable;
+        step = coefficient;
+      } else if (in_weight && !in_result && kernel_variable.empty()) {
+        kernel_variable = variable;
+        dilation = coefficient;
+      } else {
+        return std::nullopt;
+      }
+    }
+    weight_variables.insert(kernel_variable);
+    result_variables.insert(output_variable);
+    int64_t outputs = extent_of(contraction, output_variable), kernel = extent_of(contraction, kernel_variable);
+    // The image rows this dimension touches, [low, high]; outside the tensor they read zero.
+    int64_t low = index.constant;
+    int64_t high = low + step * (outputs - 1) + dilation * (kernel - 1);
+    int64_t first_row = std::max<int64_t>(low, 0), last_row = std::min<int64_t>(high, source.shape[dim] - 1);
+    if (last_row < first_row) return std::nullopt;
+    if (!source.guarded[dim] && (low < 0 || high >= source.shape[dim])) return std::nullopt;
+    if (first_row > 0 || last_row < source.shape[dim] - 1) partial_output = true;
+    problem.source.offset += first_row * source_strides[dim];
+    problem.source.dims.push_back(last_row - first_row + 1);
+    problem.source.strides.push_back(source_strides[dim]);
+    problem.weights.dims.push_back(kernel);
+    problem.weights.strides.push_back(stride(weight_flat, kernel_variable));
+    problem.destination.dims.push_back(outputs);
+    problem.destination.strides.push_back(stride(result_flat, output_variable));
+    problem.stride.push_back(step);
+    problem.dilation.push_back(dilation);
+    problem.padding_before.push_back(first_row - low);
+    problem.padding_after.push_back(high - last_row);
+  }
+  // Every variable has its role, and the weight and output side use no others (a further sum, a diagonal).
+  std::set<std::string> accounted{batch_variable, channel_variable, group_variable};
+  accounted.insert(weight_variables.begin(), weight_variables.end());
+  accounted.insert(result_variables.begin(), result_variables.end());
+  accounted.erase("");
+  for (const auto& [variable, extent] : contraction.extents)
+    if (!accounted.count(variable)) return std::nullopt;
+  for (const auto& [variable, coefficient] : weight_flat.terms)
+    if (!weight_variables.count(variable)) return std::nullopt;
+  for (const auto& [variable, coefficient] : result_flat.terms)
+    if (!result_variables.count(variable)) return std::nullopt;
+  // A generated kernel's output is written once per element; backward data may cover a window of the image
+  // (zero elsewhere).
+  if (problem.pass != ConvolutionPass::BackwardData && !covers_output_once(contraction)) return std::nullopt;
+  int64_t covered = 1;
+  for (int64_t extent : problem.source.dims) covered *= extent;
+  if (covered != shape_numel(source.shape)) partial_output = true;
+  problem.zero_output_first = problem.pass == ConvolutionPass::BackwardData && partial_output;
+  for (TensorLayout* layout : {&problem.source, &problem.weights, &problem.destination}) fill_unit_strides(layout);
+  return problem;
+}
+
 }  // namespace
 
 std::string TensorLayout::describe() const { return layout_key(*this); }
@@ -125,7 +274,7 @@ const char* convolution_pass_name(ConvolutionPass pass) {
 }
 
 std::string ConvolutionProblem::key() const {
-  return std::string("convolution|") + convolution_pass_name(pass) + "|" + layout_key(source) + "|" + layout_key(weights) +
+  return std::string("convolution|") + convolution_pass_name(pass) + "|g" + std::to_string(groups) + "|" + layout_key(source) + "|" + layout_key(weights) +
          "|" + layout_key(destination) + "|" + list_key(stride) + "|" + list_key(dilation) + "|" + list_key(padding_before) +
          "|" + list_key(padding_after) + (zero_output_first ? "|zero" : "");
 }
@@ -217,130 +366,34 @@ std::optional<MatmulProblem> as_matmul(const Contraction& contraction) {
 
 std::optional<ConvolutionProblem> as_convolution(const Contraction& contraction) {
   const TensorAccess* tensors[3] = {&contraction.output, &contraction.left, &contraction.right};
-  // The image: the one tensor with a dimension that is not a plain variable.
+  // The image: the one tensor with a dimension that is not a plain variable (or a split one, like a grouped
+  // convolution's output channel).
   int image = -1;
   for (int tensor = 0; tensor < 3; ++tensor) {
     for (size_t dim = 0; dim < tensors[tensor]->shape.size(); ++dim) {
-      std::string variable;
-      int64_t offset;
-      if (plain_dimension(*tensors[tensor], dim, &variable, &offset) && offset == 0) continue;
+      std::set<std::string> seen;
+      if (covers_dimension(contraction, *tensors[tensor], dim, &seen)) continue;
       if (image >= 0 && image != tensor) return std::nullopt;
       image = tensor;
     }
   }
   if (image < 0) return std::nullopt;
-  const TensorAccess& source = *tensors[image];
-  size_t rank = source.shape.size();
-  if (rank < 3 || rank > 5) return std::nullopt;
-  size_t spatial = rank - 2;
-  std::string batch_variable, channel_variable;
-  int64_t batch_offset, channel_offset;
-  if (!plain_dimension(source, 0, &batch_variable, &batch_offset) ||
-      !plain_dimension(source, 1, &channel_variable, &channel_offset))
-    return std::nullopt;
-  // The other two are read through their flat offsets, so any layout (and a dropped size-1 dimension) works.
-  int first = (image + 1) % 3, second = (image + 2) % 3;
-  if (tensors[first]->any_guarded() || tensors[second]->any_guarded()) return std::nullopt;
-  AffineIndex flats[3] = {tensors[0]->flat_offset(), tensors[1]->flat_offset(), tensors[2]->flat_offset()};
-  // The weight is indexed by the image's channel and not by its batch; the other is the output side.
-  int weight = -1;
-  if (flats[first].uses(channel_variable) || flats[second].uses(batch_variable)) weight = first;
-  if (flats[second].uses(channel_variable) || flats[first].uses(batch_variable)) {
-    if (weight == first) return std::nullopt;
-    weight = second;
-  }
-  if (weight < 0) return std::nullopt;
-  int result = weight == first ? second : first;
-  const AffineIndex& weight_flat = flats[weight];
-  const AffineIndex& result_flat = flats[result];
-  if (weight_flat.constant < 0 || result_flat.constant < 0) return std::nullopt;
-  if (result_flat.uses(channel_variable) || weight_flat.uses(batch_variable)) return std::nullopt;
+  return convolution_with_image(contraction, image);
+}
 
-  // The output channel: the variable shared by the weight and the output side (none when there is one channel).
-  std::string out_channel;
-  for (const auto& [variable, coefficient] : weight_flat.terms) {
-    if (!result_flat.uses(variable)) continue;
-    if (!out_channel.empty()) return std::nullopt;
-    out_channel = variable;
+std::optional<ConvolutionProblem> as_pointwise_weight_gradient(const Contraction& contraction) {
+  // Either operand can play the image ([N, C, ...] against [N, O, ...]); reading the output as [O, C] in its own
+  // row-major order is the natural one (the other sees the weight transposed, which costs a reorder).
+  std::optional<ConvolutionProblem> found;
+  for (int image : {1, 2}) {
+    std::optional<ConvolutionProblem> problem = convolution_with_image(contraction, image);
+    if (!problem || problem->pass != ConvolutionPass::BackwardWeights) continue;
+    const TensorLayout& weights = problem->weights;
+    size_t out_channel_dim = problem->groups > 1 ? 1 : 0;  // [G,] O/G, C/G, kernel...
+    if (weights.strides[out_channel_dim] >= weights.strides[out_channel_dim + 1]) return problem;
+    if (!found) found = problem;
   }
-  std::set<std::string> weight_variables{channel_variable, out_channel}, result_variables{batch_variable, out_channel};
-  auto stride = [](const AffineIndex& flat, const std::string& variable) {
-    auto found = flat.terms.find(variable);
-    return found == flat.terms.end() ? int64_t(0) : found->second;
-  };
-  ConvolutionProblem problem;
-  problem.pass = image == 0 ? ConvolutionPass::BackwardData
-                            : (weight == 0 ? ConvolutionPass::BackwardWeights : ConvolutionPass::Forward);
-  std::vector<int64_t> source_strides = source.row_major_strides();
-  int64_t batch = extent_of(contraction, batch_variable), channels = extent_of(contraction, channel_variable);
-  int64_t out_channels = extent_of(contraction, out_channel);
-  problem.source = {source.buffer, batch_offset * source_strides[0] + channel_offset * source_strides[1], {batch, channels},
-                    {source_strides[0], source_strides[1]}};
-  problem.weights = {tensors[weight]->buffer, weight_flat.constant, {out_channels, channels},
-                     {stride(weight_flat, out_channel), stride(weight_flat, channel_variable)}};
-  problem.destination = {tensors[result]->buffer, result_flat.constant, {batch, out_channels},
-                         {stride(result_flat, batch_variable), stride(result_flat, out_channel)}};
-  bool partial_output = false;
-  for (size_t j = 0; j < spatial; ++j) {
-    size_t dim = 2 + j;
-    const AffineIndex& index = source.coordinates[dim];
-    std::string kernel_variable, output_variable;
-    int64_t step = 1, dilation = 1;
-    for (const auto& [variable, coefficient] : index.terms) {
-      if (coefficient <= 0) return std::nullopt;
-      bool in_weight = weight_flat.uses(variable), in_result = result_flat.uses(variable);
-      if (in_result && !in_weight && output_variable.empty()) {
-        output_variable = variable;
-        step = coefficient;
-      } else if (in_weight && !in_result && kernel_variable.empty()) {
-        kernel_variable = variable;
-        dilation = coefficient;
-      } else {
-        return std::nullopt;
-      }
-    }
-    weight_variables.insert(kernel_variable);
-    result_variables.insert(output_variable);
-    int64_t outputs = extent_of(contraction, output_variable), kernel = extent_of(contraction, kernel_variable);
-    // The image rows this dimension touches, [low, high]; outside the tensor they read zero.
-    int64_t low = index.constant;
-    int64_t high = low + step * (outputs - 1) + dilation * (kernel - 1);
-    int64_t first_row = std::max<int64_t>(low, 0), last_row = std::min<int64_t>(high, source.shape[dim] - 1);
-    if (last_row < first_row) return std::nullopt;
-    if (!source.guarded[dim] && (low < 0 || high >= source.shape[dim])) return std::nullopt;
-    if (first_row > 0 || last_row < source.shape[dim] - 1) partial_output = true;
-    problem.source.offset += first_row * source_strides[dim];
-    problem.source.dims.push_back(last_row - first_row + 1);
-    problem.source.strides.push_back(source_strides[dim]);
-    problem.weights.dims.push_back(kernel);
-    problem.weights.strides.push_back(stride(weight_flat, kernel_variable));
-    problem.destination.dims.push_back(outputs);
-    problem.destination.strides.push_back(stride(result_flat, output_variable));
-    problem.stride.push_back(step);
-    problem.dilation.push_back(dilation);
-    problem.padding_before.push_back(first_row - low);
-    problem.padding_after.push_back(high - last_row);
-  }
-  // Every variable has its role, and the weight and output side use no others (a further sum, a diagonal).
-  std::set<std::string> accounted{batch_variable, channel_variable};
-  accounted.insert(weight_variables.begin(), weight_variables.end());
-  accounted.insert(result_variables.begin(), result_variables.end());
-  accounted.erase("");
-  for (const auto& [variable, extent] : contraction.extents)
-    if (!accounted.count(variable)) return std::nullopt;
-  for (const auto& [variable, coefficient] : weight_flat.terms)
-    if (!weight_variables.count(variable)) return std::nullopt;
-  for (const auto& [variable, coefficient] : result_flat.terms)
-    if (!result_variables.count(variable)) return std::nullopt;
-  // A generated kernel's output is written once per element; backward data may cover a window of the image
-  // (zero elsewhere).
-  if (problem.pass != ConvolutionPass::BackwardData && !covers_output_once(contraction)) return std::nullopt;
-  int64_t covered = 1;
-  for (int64_t extent : problem.source.dims) covered *= extent;
-  if (covered != shape_numel(source.shape)) partial_output = true;
-  problem.zero_output_first = problem.pass == ConvolutionPass::BackwardData && partial_output;
-  for (TensorLayout* layout : {&problem.source, &problem.weights, &problem.destination}) fill_unit_strides(layout);
-  return problem;
+  return found;
 }
 
 }  // namespace metajit

@@ -30,9 +30,11 @@ enum class ConvolutionPass { Forward, BackwardData, BackwardWeights };
 const char* convolution_pass_name(ConvolutionPass pass);
 
 // A convolution in NC* terms (cross-correlation, as in PyTorch): destination [N, O, out...] from source
-// [N, C, in...] and weights [O, C, kernel...]. `pass` says which of the three tensors the kernel writes.
+// [N, C, in...] and weights [O, C, kernel...], or [G, O/G, C/G, kernel...] with groups G > 1 (each group of
+// C/G source channels makes O/G destination channels). `pass` says which of the three tensors the kernel writes.
 struct ConvolutionProblem {
   ConvolutionPass pass = ConvolutionPass::Forward;
+  int64_t groups = 1;
   TensorLayout source, weights, destination;
   std::vector<int64_t> stride, dilation, padding_before, padding_after;  // per spatial dim; dilation 1 = dense
   bool zero_output_first = false;  // the written tensor is only partly covered (backward data, a cropped window)
@@ -41,5 +43,9 @@ struct ConvolutionProblem {
 
 std::optional<MatmulProblem> as_matmul(const Contraction& contraction);
 std::optional<ConvolutionProblem> as_convolution(const Contraction& contraction);
+// A 1x1, stride-1 convolution's weight gradient, dW[o, c] = sum over n and the pixels of dy[n, o, p] * x[n, c, p]:
+// no tensor has a window index to mark it as the image, and the inner dims (n, p) do not merge into one matrix
+// dimension, so neither of the above takes it.
+std::optional<ConvolutionProblem> as_pointwise_weight_gradient(const Contraction& contraction);
 
 }  // namespace metajit

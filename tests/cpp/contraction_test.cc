@@ -98,16 +98,21 @@ class ContractionTest : public ::testing::Test {
     return text;
   }
 
-  // conv2d forward (no bias, groups 1) as python/metajit/ops/conv.py builds it: x [N, C, H, W], w [O, C, KH, KW].
+  // conv2d forward (no bias) as python/metajit/ops/conv.py builds it: x [N, C, H, W], w [O, C/groups, KH, KW];
+  // a grouped one reads image channel (o / (O/groups)) * (C/groups) + c.
   static NodePtr convolution_2d(const NodePtr& input, const NodePtr& weight, int64_t stride, int64_t padding,
-                                int64_t dilation, const std::vector<std::string>& overflow_conditions = {}) {
-    int64_t batch = input->shape[0], channels = input->shape[1], height = input->shape[2], width = input->shape[3];
+                                int64_t dilation, const std::vector<std::string>& overflow_conditions = {},
+                                int64_t groups = 1) {
+    int64_t batch = input->shape[0], height = input->shape[2], width = input->shape[3];
+    int64_t channels = weight->shape[1];  // per group
     int64_t out_channels = weight->shape[0], kernel_height = weight->shape[2], kernel_width = weight->shape[3];
     int64_t out_height = (height + 2 * padding - dilation * (kernel_height - 1) - 1) / stride + 1;
     int64_t out_width = (width + 2 * padding - dilation * (kernel_width - 1) - 1) / stride + 1;
     Shape patch_shape{batch, out_channels, out_height, out_width, channels, kernel_height, kernel_width};
+    std::string channel = groups == 1 ? "i4"
+                                      : "(i1/" + std::to_string(out_channels / groups) + ")*" + std::to_string(channels) + "+i4";
     NodePtr patches = reindex(input, patch_shape,
-                              {"i0", "i4", window_index(2, 5, stride, dilation, padding),
+                              {"i0", channel, window_index(2, 5, stride, dilation, padding),
                                window_index(3, 6, stride, dilation, padding)},
                               0.0, overflow_conditions, {});
     NodePtr weights = broadcast(weight, patch_shape, {0, 2, 3});
@@ -249,6 +254,45 @@ TEST_F(ContractionTest, StridedPaddedConvolutionIsForward) {
   EXPECT_EQ(problem->destination.dims, (std::vector<int64_t>{2, 4, 5, 5}));
   EXPECT_EQ(problem->destination.strides, (std::vector<int64_t>{100, 25, 5, 1}));
   EXPECT_EQ(problem->destination.offset, 0);
+}
+
+TEST_F(ContractionTest, GroupedConvolutionSplitsTheOutputChannelIntoGroups) {
+  // x [2, 4, 6, 6], w [6, 2, 3, 3], groups 2: each group of 2 image channels makes 3 output channels. The
+  // output channel o is read as o / 3 (its group), so the matcher splits it into o / 3 and o % 3.
+  NodePtr input = filled({2, 4, 6, 6}, 9), weight = filled({6, 2, 3, 3}, 10);
+  NodePtr output = convolution_2d(input, weight, 1, 1, 1, {}, 2);
+  ASSERT_EQ(output->shape, (Shape{2, 6, 6, 6}));
+  LoweredKernel lowered;
+  ContractionMatch match = match_single_kernel(output, &lowered);
+  ASSERT_TRUE(match.contraction.has_value());
+  const Contraction& contraction = *match.contraction;
+  EXPECT_EQ(contraction.extents.count("i1"), 0u) << contraction.describe();
+  EXPECT_EQ(contraction.extents.at("i1/"), 2) << contraction.describe();
+  EXPECT_EQ(contraction.extents.at("i1%"), 3) << contraction.describe();
+
+  std::optional<ConvolutionProblem> problem = as_convolution(contraction);
+  ASSERT_TRUE(problem.has_value()) << contraction.describe();
+  EXPECT_EQ(problem->pass, ConvolutionPass::Forward);
+  EXPECT_EQ(problem->groups, 2);
+  EXPECT_EQ(problem->source.dims, (std::vector<int64_t>{2, 4, 6, 6}));
+  EXPECT_EQ(problem->source.strides, (std::vector<int64_t>{144, 36, 6, 1}));
+  // [G, O/G, C/G, KH, KW] over w's row-major [6, 2, 3, 3]: group g starts at output channel 3g.
+  EXPECT_EQ(problem->weights.dims, (std::vector<int64_t>{2, 3, 2, 3, 3}));
+  EXPECT_EQ(problem->weights.strides, (std::vector<int64_t>{54, 18, 9, 3, 1}));
+  EXPECT_EQ(problem->destination.dims, (std::vector<int64_t>{2, 6, 6, 6}));
+  EXPECT_EQ(problem->destination.strides, (std::vector<int64_t>{216, 36, 6, 1}));
+  EXPECT_EQ(problem->padding_before, (std::vector<int64_t>{1, 1}));
+}
+
+TEST_F(ContractionTest, VariableDividedTwoWaysIsNotSplit) {
+  // The image channel (o / 3) * 2 + c is read next to a weight at o / 2: no single split makes both affine.
+  NodePtr input = filled({2, 4, 6, 6}, 11), weight = filled({3, 2, 3, 3}, 12);
+  Shape patch_shape{2, 6, 4, 4, 2, 3, 3};
+  NodePtr patches = reindex(input, patch_shape, {"i0", "(i1/3)*2+i4", "i2+i5", "i3+i6"}, 0.0, {}, {});
+  NodePtr weights = reindex(weight, patch_shape, {"i1/2", "i4", "i5", "i6"}, 0.0, {}, {});
+  NodePtr output = reduce(binary(BinaryOp::Multiply, patches, weights), ReduceOp::Add, {4, 5, 6}, false);
+  ContractionMatch match = match_single_kernel(output);
+  EXPECT_FALSE(match.contraction.has_value()) << match.contraction->describe();
 }
 
 TEST_F(ContractionTest, ReindexWithOverflowConditionIsNotConvolution) {

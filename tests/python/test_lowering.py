@@ -193,13 +193,13 @@ def test_transposed_convolution_and_its_gradients_are_lowered(rng, options):
     assert calls == 3, "the transposed convolution and both its gradients must each be one library call"
 
 
-def test_one_by_one_convolution_is_lowered(rng):
-    x, w = floats(rng, 4, 16, 9, 9), floats(rng, 24, 16, 1, 1)
-    for stride in (1, 2):
-        (y,), calls = both_ways(lambda x, w: F.conv2d(x, w, stride=stride), x, w)
-        expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), stride=stride).numpy()
-        np.testing.assert_allclose(y, expected, rtol=RTOL, atol=ATOL)
-        assert calls == 1
+@pytest.mark.parametrize("stride", [1, 2])
+def test_one_by_one_convolution_and_its_gradients_are_lowered(rng, stride):
+    """Stride 1: the forward and data gradient are matrix products; the weight gradient sums over the batch and
+    the pixels, which do not merge into one matrix dim, so it runs as a convolution's weight gradient."""
+    calls = check_forward_and_both_gradients(F.conv2d, torch.nn.functional.conv2d, floats(rng, 4, 16, 9, 9),
+                                             floats(rng, 24, 16, 1, 1), dict(stride=stride))
+    assert calls == 3
 
 
 def test_convolution_with_bias_relu_and_a_computed_input(rng):
@@ -239,13 +239,40 @@ def test_conv1d_and_conv3d_are_lowered(rng, spatial):
     assert calls == 1
 
 
-def test_grouped_convolution_is_correct(rng):
-    """Groups and depthwise convolutions give the right values whether or not they are lowered."""
-    for groups, channels in ((2, 8), (8, 8)):
-        x, w = floats(rng, 2, channels, 9, 9), floats(rng, channels, channels // groups, 3, 3)
-        (y,), _ = both_ways(lambda x, w: F.conv2d(x, w, padding=1, groups=groups), x, w)
-        expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1, groups=groups)
-        np.testing.assert_allclose(y, expected.numpy(), rtol=RTOL, atol=ATOL)
+GROUPED_CONVOLUTIONS = [  # (input shape, weight shape, options)
+    ((2, 8, 9, 9), (12, 4, 3, 3), dict(groups=2, padding=1)),                  # 4 channels -> 6 per group
+    ((3, 12, 11, 10), (8, 3, 3, 3), dict(groups=4, stride=2, padding=1)),
+    ((2, 8, 12, 12), (8, 2, 3, 3), dict(groups=4, padding=2, dilation=2)),
+    ((2, 8, 9, 9), (8, 1, 3, 3), dict(groups=8, padding=1)),                   # depthwise
+    ((2, 8, 9, 9), (16, 1, 3, 3), dict(groups=8, padding=1)),                  # depthwise, 2 outputs per channel
+    ((4, 6, 9, 9), (12, 2, 1, 1), dict(groups=3)),                             # 1x1
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,options", GROUPED_CONVOLUTIONS,
+                         ids=lambda v: ",".join(f"{k}={o}" for k, o in v.items()) if isinstance(v, dict) else None)
+def test_grouped_convolution_and_its_gradients_are_lowered(rng, x_shape, w_shape, options):
+    """A grouped convolution reads image channel (o / (O/g)) * (C/g) + c: the matcher splits o into its group and
+    its place in the group, and oneDNN runs all three passes with grouped weights."""
+    calls = check_forward_and_both_gradients(F.conv2d, torch.nn.functional.conv2d, floats(rng, *x_shape),
+                                             floats(rng, *w_shape), options)
+    assert calls == 3, "forward, backward data and backward weights must each be one library call"
+
+
+@pytest.mark.parametrize("spatial", [1, 3])
+def test_grouped_conv1d_and_conv3d_are_lowered(rng, spatial):
+    x = floats(rng, *((4, 6) + ((64,) if spatial == 1 else (6, 6, 6))))
+    w = floats(rng, *((9, 2) + (3,) * spatial))
+    function = {1: (F.conv1d, torch.nn.functional.conv1d), 3: (F.conv3d, torch.nn.functional.conv3d)}[spatial]
+    calls = check_forward_and_both_gradients(function[0], function[1], x, w, dict(groups=3, padding=1))
+    assert calls == 3
+
+
+def test_grouped_transposed_convolution_and_its_gradients_are_lowered(rng):
+    calls = check_forward_and_both_gradients(F.conv_transpose2d, torch.nn.functional.conv_transpose2d,
+                                             floats(rng, 2, 12, 7, 8), floats(rng, 12, 2, 4, 4),
+                                             dict(groups=3, stride=2, padding=1, output_padding=1))
+    assert calls == 3
 
 
 def test_training_step_gradients_match_with_and_without_lowering(rng):
