@@ -154,7 +154,7 @@ NodePtr as_node(py::handle value) {
   if (py::isinstance<Node>(value)) return value.cast<NodePtr>();
   if (py::isinstance<py::array>(value)) return from_numpy(value.cast<py::array>());
   throw py::type_error("expected a metajit Var, a numpy array or a Python number, got " +
-                       std::string(py::str(value.get_type().attr("__name__"))));
+                       std::string(py::str(py::type::handle_of(value).attr("__name__"))));
 }
 
 // An integer-like Python value (int, bool, numpy integer) as an exact int64: false for anything else (floats);
