@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <iomanip>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -81,6 +82,7 @@ class Matcher {
       }
     }
     match.contraction = std::move(contraction);
+    if (match.epilogue) fold_post_ops(&match);
     return match;
   }
 
@@ -388,28 +390,146 @@ class Matcher {
     }
     bool direct = store.value->kind == IrKind::Variable && store.value->name == loop->name;
     if (!direct) {
-      IrKernel epilogue = kernel_;
-      int buffer = int(epilogue.buffers.size());
-      epilogue.buffers.push_back({"in" + std::to_string(buffer - 1), DType::Float32, kernel_.domain, false});
-      IrExprPtr offset = ir_int(0);
-      int64_t stride = 1;
-      for (int dim = int(kernel_.domain.size()) - 1; dim >= 0; --dim) {
-        if (kernel_.domain[dim] != 1)
-          offset = ir_index(IndexOperator::Add, offset,
-                            ir_index(IndexOperator::Multiply, ir_loop_variable("i" + std::to_string(dim), kernel_.domain[dim]),
-                                     ir_int(stride)));
-        stride *= kernel_.domain[dim];
-      }
-      IrStatement replacement;
-      replacement.kind = IrStatement::Kind::Let;
-      replacement.name = loop->name;
-      replacement.dtype = DType::Float32;
-      replacement.value = ir_load(buffer, DType::Float32, offset);
-      epilogue.body[loop_position] = std::move(replacement);
-      epilogue.inner_work = 1;
-      match->epilogue = std::move(epilogue);
+      match->epilogue = epilogue_reading_result(loop_position, loop->name, {});
+      loop_position_ = loop_position;
     }
     return true;
+  }
+
+  // The kernel with its sum replaced by a load of one more input buffer, which holds the library's result: the
+  // let `name` (the sum, or the last post-op folded into the call) reads it, in place of the loop, and the lets
+  // in `dropped` (the folded post-ops before it) go.
+  IrKernel epilogue_reading_result(size_t loop_position, const std::string& name, const std::set<std::string>& dropped) const {
+    IrKernel epilogue = kernel_;
+    int buffer = int(epilogue.buffers.size());
+    epilogue.buffers.push_back({"in" + std::to_string(buffer - 1), DType::Float32, kernel_.domain, false});
+    IrExprPtr offset = ir_int(0);
+    int64_t stride = 1;
+    for (int dim = int(kernel_.domain.size()) - 1; dim >= 0; --dim) {
+      if (kernel_.domain[dim] != 1)
+        offset = ir_index(IndexOperator::Add, offset,
+                          ir_index(IndexOperator::Multiply, ir_loop_variable("i" + std::to_string(dim), kernel_.domain[dim]),
+                                   ir_int(stride)));
+      stride *= kernel_.domain[dim];
+    }
+    IrStatement replacement;
+    replacement.kind = IrStatement::Kind::Let;
+    replacement.name = name;
+    replacement.dtype = DType::Float32;
+    replacement.value = ir_load(buffer, DType::Float32, offset);
+    epilogue.body.clear();
+    for (size_t position = 0; position < kernel_.body.size(); ++position) {
+      const IrStatement& statement = kernel_.body[position];
+      if (position == loop_position) epilogue.body.push_back(replacement);
+      else if (statement.kind != IrStatement::Kind::Let || !dropped.count(statement.name)) epilogue.body.push_back(statement);
+    }
+    epilogue.inner_work = 1;
+    return epilogue;
+  }
+
+  // Element-wise work after the sum that a library can apply itself: starting from the sum, each let that is
+  // the only user of the previous value and adds a bias (a buffer, first only), applies ReLU, or scales and
+  // shifts by constants. Sets match->folded when there is at least one.
+  void fold_post_ops(ContractionMatch* match) const {
+    const std::vector<IrStatement>& body = kernel_.body;
+    std::unordered_map<std::string, int> uses;
+    std::function<void(const IrExprPtr&)> count = [&](const IrExprPtr& expression) {
+      if (!expression) return;
+      if (expression->kind == IrKind::Variable) uses[expression->name]++;
+      for (const IrExprPtr& argument : expression->args) count(argument);
+    };
+    for (size_t position = loop_position_ + 1; position < body.size(); ++position) {
+      count(body[position].value);
+      count(body[position].offset);
+      count(body[position].condition);
+    }
+    std::vector<PostOp> post_ops;
+    std::set<std::string> folded;
+    std::string current = body[loop_position_].name;
+    for (size_t position = loop_position_ + 1; position < body.size() && uses[current] == 1; ++position) {
+      const IrStatement& statement = body[position];
+      if (statement.kind != IrStatement::Kind::Let || !statement.value) continue;
+      bool reads_current = false;
+      for (const IrExprPtr& argument : statement.value->args)
+        reads_current |= argument->kind == IrKind::Variable && argument->name == current;
+      if (!reads_current) continue;
+      PostOp op;
+      if (statement.dtype != DType::Float32 || !post_op(statement.value, current, post_ops.empty(), &op)) break;
+      if (op.kind == PostOp::Kind::Linear && !post_ops.empty() && post_ops.back().kind == PostOp::Kind::Linear) {
+        PostOp& previous = post_ops.back();  // (x * a + b) * c + d = x * (a * c) + (b * c + d)
+        previous.shift = previous.shift * op.scale + op.shift;
+        previous.scale *= op.scale;
+      } else {
+        post_ops.push_back(op);
+      }
+      folded.insert(statement.name);
+      current = statement.name;
+    }
+    if (post_ops.empty()) return;
+    ContractionMatch::Folded result{*match->contraction, std::nullopt};
+    result.contraction.post_ops = std::move(post_ops);
+    const IrStatement& store = body.back();
+    bool whole = store.value->kind == IrKind::Variable && store.value->name == current;
+    if (!whole) result.epilogue = epilogue_reading_result(loop_position_, current, folded);
+    match->folded = std::move(result);
+  }
+
+  // One post-op applied to the variable `current`, if `value` is one a library has.
+  bool post_op(const IrExprPtr& value, const std::string& current, bool first, PostOp* op) const {
+    auto is_current = [&](const IrExprPtr& argument) {
+      return argument->kind == IrKind::Variable && argument->name == current;
+    };
+    auto constant = [&](const IrExprPtr& argument, double* number) {
+      IrExprPtr resolved = resolve_variable(argument);
+      if (resolved->kind != IrKind::FloatConstant) return false;
+      *number = resolved->floating;
+      return true;
+    };
+    double number;
+    if (value->kind == IrKind::Unary && UnaryOp(value->op) == UnaryOp::Relu && is_current(value->args[0])) {
+      op->kind = PostOp::Kind::Relu;
+      return true;
+    }
+    if (value->kind != IrKind::Binary) return false;
+    BinaryOp binary = BinaryOp(value->op);
+    const IrExprPtr& left = value->args[0];
+    const IrExprPtr& right = value->args[1];
+    const IrExprPtr& other = is_current(left) ? right : left;
+    op->kind = PostOp::Kind::Linear;
+    switch (binary) {
+      case BinaryOp::Add:
+        if (constant(other, &number)) {
+          op->shift = number;
+          return true;
+        }
+        if (!first || !bias(other, &op->bias)) return false;
+        op->kind = PostOp::Kind::Bias;
+        return true;
+      case BinaryOp::Subtract:
+        if (!constant(other, &number)) return false;
+        if (is_current(left)) op->shift = -number;
+        else op->scale = -1, op->shift = number;
+        return true;
+      case BinaryOp::Multiply:
+        if (!constant(other, &number)) return false;
+        op->scale = number;
+        return true;
+      case BinaryOp::Divide:
+        if (!is_current(left) || !constant(right, &number) || number == 0) return false;
+        op->scale = 1 / number;
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // A plain float32 load of an input buffer, at affine indices: what a library takes as a bias.
+  bool bias(const IrExprPtr& value, TensorAccess* access) const {
+    const ValueOrigin* origin = nullptr;
+    if (!plain_origin(value, &origin) || origin->buffer <= 0 || kernel_.buffers[origin->buffer].dtype != DType::Float32)
+      return false;
+    access->buffer = origin->buffer;
+    return coordinates(origin->indices, origin->node->shape, {}, false, access) && !access->any_guarded();
   }
 
   bool match_scatter(Contraction* contraction, IrExprPtr* product) {
@@ -431,6 +551,7 @@ class Matcher {
   std::unordered_map<std::string, int64_t> extents_;
   std::unordered_map<std::string, IrExprPtr> lets_;
   std::unordered_map<std::string, int64_t> split_factors_;  // loop variable -> k, read as v / k (see above)
+  size_t loop_position_ = 0;  // of the sum in the kernel's body, when there is an epilogue
 };
 
 }  // namespace
@@ -468,25 +589,42 @@ AffineIndex TensorAccess::flat_offset() const {
   return flat;
 }
 
+namespace {
+
+void describe_access(std::ostringstream& text, const char* name, const TensorAccess& tensor) {
+  text << name << "#" << tensor.buffer << shape_to_string(tensor.shape) << "[";
+  for (size_t dim = 0; dim < tensor.coordinates.size(); ++dim) {
+    if (dim) text << ", ";
+    const AffineIndex& index = tensor.coordinates[dim];
+    bool first = true;
+    for (const auto& [variable, coefficient] : index.terms) {
+      if (!first) text << "+";
+      first = false;
+      if (coefficient != 1) text << coefficient << "*";
+      text << variable;
+    }
+    if (index.constant != 0 || first) text << (index.constant >= 0 && !first ? "+" : "") << index.constant;
+    if (tensor.guarded[dim]) text << "?";
+  }
+  text << "]";
+}
+
+}  // namespace
+
+std::string PostOp::describe() const {
+  std::ostringstream text;
+  switch (kind) {
+    case Kind::Bias: describe_access(text, "bias", bias); break;
+    case Kind::Relu: text << "relu"; break;
+    // Every digit: the description is the key the backend caches calls under.
+    case Kind::Linear: text << std::setprecision(17) << "linear(" << scale << ", " << shift << ")"; break;
+  }
+  return text.str();
+}
+
 std::string Contraction::describe() const {
   std::ostringstream text;
-  auto access = [&](const char* name, const TensorAccess& tensor) {
-    text << name << "#" << tensor.buffer << shape_to_string(tensor.shape) << "[";
-    for (size_t dim = 0; dim < tensor.coordinates.size(); ++dim) {
-      if (dim) text << ", ";
-      const AffineIndex& index = tensor.coordinates[dim];
-      bool first = true;
-      for (const auto& [variable, coefficient] : index.terms) {
-        if (!first) text << "+";
-        first = false;
-        if (coefficient != 1) text << coefficient << "*";
-        text << variable;
-      }
-      if (index.constant != 0 || first) text << (index.constant >= 0 && !first ? "+" : "") << index.constant;
-      if (tensor.guarded[dim]) text << "?";
-    }
-    text << "]";
-  };
+  auto access = [&](const char* name, const TensorAccess& tensor) { describe_access(text, name, tensor); };
   access("out", output);
   text << " += ";
   access("left", left);
@@ -494,6 +632,10 @@ std::string Contraction::describe() const {
   access("right", right);
   text << " over";
   for (const auto& [name, extent] : extents) text << " " << name << "<" << extent;
+  if (!post_ops.empty()) {
+    text << " then";
+    for (const PostOp& op : post_ops) text << " " << op.describe();
+  }
   return text.str();
 }
 

@@ -36,12 +36,23 @@ struct TensorAccess {
   AffineIndex flat_offset() const;  // sum of coordinate * stride (meaningful when nothing is guarded)
 };
 
+// Element-wise work right after the sum that a library applies to each result before writing it, in order:
+// out = post_ops[n-1](...post_ops[0](sum)). A bias is only ever first (libraries add it before the rest).
+struct PostOp {
+  enum class Kind { Bias, Relu, Linear };
+  Kind kind = Kind::Relu;
+  TensorAccess bias;               // Bias: a buffer read at each output element's loop variables
+  double scale = 1, shift = 0;     // Linear: x * scale + shift
+  std::string describe() const;
+};
+
 struct Contraction {
   // Every loop variable with an extent above 1. A loop variable v that the kernel reads only as v / k (a grouped
   // convolution's channel group) appears as two: "v/" (extent / k) and "v%" (k), so its indices stay affine.
   std::map<std::string, int64_t> extents;
   TensorAccess output, left, right;
   DType dtype = DType::Float32;            // of all three tensors
+  std::vector<PostOp> post_ops;            // empty: the library writes the sum itself
   std::string describe() const;            // for logs and tests
 };
 
@@ -92,6 +103,14 @@ struct ContractionMatch {
   // Set when the kernel does more than the contraction (a bias, an activation): the same kernel with the
   // reduction replaced by a load of one more input buffer, holding the contraction's result.
   std::optional<IrKernel> epilogue;
+  // The same match with the start of that work (a bias, ReLU, a constant scale or shift) folded into the call
+  // as post-ops: `epilogue` is what is left, none when nothing is. Set only when there is something to fold; the
+  // planner offers it to the backend first and falls back to the plain contraction and epilogue above.
+  struct Folded {
+    Contraction contraction;
+    std::optional<IrKernel> epilogue;
+  };
+  std::optional<Folded> folded;
 };
 
 ContractionMatch match_contraction(const LoweredKernel& lowered);

@@ -335,12 +335,19 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, boo
       continue;
     }
     ContractionMatch& match = matches[index];
+    std::optional<IrKernel>* epilogue = &match.epilogue;
     if (match.contraction) {
-      planned.library = backend(*match.contraction);
-      planned.contraction = match.contraction->describe();
+      // Post-ops folded into the call first; a backend that cannot run them gets the plain sum and the epilogue.
+      if (match.folded && (planned.library = backend(match.folded->contraction))) {
+        planned.contraction = match.folded->contraction.describe();
+        epilogue = &match.folded->epilogue;
+      } else {
+        planned.library = backend(*match.contraction);
+        planned.contraction = match.contraction->describe();
+      }
     }
-    if (planned.library && match.epilogue) lowered[index].kernel = std::move(*match.epilogue);
-    if (!planned.library || match.epilogue) {
+    if (planned.library && *epilogue) lowered[index].kernel = std::move(**epilogue);
+    if (!planned.library || *epilogue) {
       merge_reduce_loops(lowered[index].kernel);
       hoist_row_reciprocals(lowered[index].kernel);
       planned.rendered = render_cpp(lowered[index].kernel);

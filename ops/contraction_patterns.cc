@@ -30,8 +30,10 @@ void fill_unit_strides(TensorLayout* layout) {
 
 // Whether dimension `dim` of `access` visits each of its positions exactly once: one variable (or 0 for a
 // size-1 dimension) covering it, or a split variable's k * (v / k) + v % k: variables that nest like digits, the
-// smallest with coefficient 1. The variables go into `seen`; false if one is there already.
-bool covers_dimension(const Contraction& contraction, const TensorAccess& access, size_t dim, std::set<std::string>* seen) {
+// smallest with coefficient 1. The variables go into `seen`; false if one is there already. With `whole` false,
+// a leading part of the dimension (a slice) is enough.
+bool covers_dimension(const Contraction& contraction, const TensorAccess& access, size_t dim, std::set<std::string>* seen,
+                      bool whole = true) {
   const AffineIndex& index = access.coordinates[dim];
   if (access.guarded[dim] || index.constant != 0) return false;
   std::vector<std::pair<int64_t, std::string>> digits;
@@ -42,7 +44,7 @@ bool covers_dimension(const Contraction& contraction, const TensorAccess& access
     if (coefficient != covered || !seen->insert(variable).second) return false;
     covered *= extent_of(contraction, variable);
   }
-  return covered == access.shape[dim];
+  return whole ? covered == access.shape[dim] : covered <= access.shape[dim];
 }
 
 // The output must be written exactly once per element: every dimension covered, by different variables.
@@ -92,6 +94,27 @@ std::string layout_key(const TensorLayout& layout) {
   text << layout.buffer << "+" << layout.offset << ":";
   for (size_t dim = 0; dim < layout.dims.size(); ++dim) text << layout.dims[dim] << "/" << layout.strides[dim] << ",";
   return text.str();
+}
+
+std::string post_ops_key(const std::optional<TensorLayout>& bias, const std::vector<PostOp>& activations) {
+  std::string text = bias ? "|bias " + layout_key(*bias) : "";
+  for (const PostOp& op : activations) text += "|" + op.describe();
+  return text;
+}
+
+// The contraction's post-ops as a bias (when the first is one) and the activations after it; false when a bias
+// comes later (libraries add theirs first).
+bool split_post_ops(const Contraction& contraction, const PostOp** bias, std::vector<PostOp>* activations) {
+  *bias = nullptr;
+  for (const PostOp& op : contraction.post_ops) {
+    if (op.kind != PostOp::Kind::Bias) {
+      activations->push_back(op);
+      continue;
+    }
+    if (*bias || !activations->empty()) return false;
+    *bias = &op;
+  }
+  return true;
 }
 
 std::string list_key(const std::vector<int64_t>& values) {
@@ -253,6 +276,24 @@ std::optional<ConvolutionProblem> convolution_with_image(const Contraction& cont
   if (covered != shape_numel(source.shape)) partial_output = true;
   problem.zero_output_first = problem.pass == ConvolutionPass::BackwardData && partial_output;
   for (TensorLayout* layout : {&problem.source, &problem.weights, &problem.destination}) fill_unit_strides(layout);
+  if (!contraction.post_ops.empty()) {
+    const PostOp* bias = nullptr;
+    if (problem.pass != ConvolutionPass::Forward || !split_post_ops(contraction, &bias, &problem.activations))
+      return std::nullopt;
+    if (bias) {
+      // One value per output channel, contiguous: channel o' of group g at g * (O/G) + o'.
+      AffineIndex flat = bias->bias.flat_offset();
+      if (flat.constant < 0) return std::nullopt;
+      for (const auto& [variable, coefficient] : flat.terms) {
+        bool channel = variable == out_channel && coefficient == 1;
+        bool group = variable == group_variable && coefficient == out_channels;
+        if (!channel && !group) return std::nullopt;
+      }
+      if ((out_channels > 1 && !flat.uses(out_channel)) || (groups > 1 && !flat.uses(group_variable)))
+        return std::nullopt;
+      problem.bias = TensorLayout{bias->bias.buffer, flat.constant, {groups * out_channels}, {1}};
+    }
+  }
   return problem;
 }
 
@@ -261,7 +302,7 @@ std::optional<ConvolutionProblem> convolution_with_image(const Contraction& cont
 std::string TensorLayout::describe() const { return layout_key(*this); }
 
 std::string MatmulProblem::key() const {
-  return "matmul|" + layout_key(left) + "|" + layout_key(right) + "|" + layout_key(output);
+  return "matmul|" + layout_key(left) + "|" + layout_key(right) + "|" + layout_key(output) + post_ops_key(bias, activations);
 }
 
 const char* convolution_pass_name(ConvolutionPass pass) {
@@ -276,7 +317,7 @@ const char* convolution_pass_name(ConvolutionPass pass) {
 std::string ConvolutionProblem::key() const {
   return std::string("convolution|") + convolution_pass_name(pass) + "|g" + std::to_string(groups) + "|" + layout_key(source) + "|" + layout_key(weights) +
          "|" + layout_key(destination) + "|" + list_key(stride) + "|" + list_key(dilation) + "|" + list_key(padding_before) +
-         "|" + list_key(padding_after) + (zero_output_first ? "|zero" : "");
+         "|" + list_key(padding_after) + (zero_output_first ? "|zero" : "") + post_ops_key(bias, activations);
 }
 
 std::optional<MatmulProblem> as_matmul(const Contraction& contraction) {
@@ -361,6 +402,40 @@ std::optional<MatmulProblem> as_matmul(const Contraction& contraction) {
   append(&problem.left, 1, m, k);
   append(&problem.right, 2, k, n);
   for (TensorLayout* layout : {&problem.output, &problem.left, &problem.right}) fill_unit_strides(layout);
+  if (!contraction.post_ops.empty()) {
+    const PostOp* bias = nullptr;
+    if (!split_post_ops(contraction, &bias, &problem.activations)) return std::nullopt;
+    // A bias along the library's columns only (a Linear layer's): laid out like the output along them.
+    if (bias) {
+      const std::vector<std::string>& library_columns = transpose ? rows : columns;
+      AffineIndex flat = bias->bias.flat_offset();
+      auto in = [](const std::vector<std::string>& group, const std::string& variable) {
+        return std::find(group.begin(), group.end(), variable) != group.end();
+      };
+      // Each column variable's step in the bias is its step in the output, in units of the innermost column
+      // (output stride n.strides[0]), times the bias's own stride along the columns.
+      int64_t output_stride = n.strides[0], bias_stride = 0;
+      if (flat.constant < 0 || output_stride <= 0) return std::nullopt;
+      for (const auto& [variable, coefficient] : flat.terms) {
+        if (!in(library_columns, variable) || in(batch, variable)) return std::nullopt;
+        if (flats[0]->terms.at(variable) == output_stride) bias_stride = coefficient;
+      }
+      if (n.extent > 1 && bias_stride <= 0) return std::nullopt;
+      for (const std::string& variable : library_columns) {
+        if (in(batch, variable)) continue;
+        int64_t step = flats[0]->terms.at(variable);
+        if (step % output_stride != 0 || !flat.uses(variable) ||
+            flat.terms.at(variable) != step / output_stride * bias_stride)
+          return std::nullopt;
+      }
+      TensorLayout layout{bias->bias.buffer, flat.constant, std::vector<int64_t>(problem.output.dims.size(), 1),
+                          std::vector<int64_t>(problem.output.dims.size(), 0)};
+      layout.dims.back() = n.extent;
+      layout.strides.back() = std::max<int64_t>(bias_stride, 1);
+      fill_unit_strides(&layout);
+      problem.bias = layout;
+    }
+  }
   return problem;
 }
 
@@ -372,7 +447,7 @@ std::optional<ConvolutionProblem> as_convolution(const Contraction& contraction)
   for (int tensor = 0; tensor < 3; ++tensor) {
     for (size_t dim = 0; dim < tensors[tensor]->shape.size(); ++dim) {
       std::set<std::string> seen;
-      if (covers_dimension(contraction, *tensors[tensor], dim, &seen)) continue;
+      if (covers_dimension(contraction, *tensors[tensor], dim, &seen, false)) continue;  // a slice is no window
       if (image >= 0 && image != tensor) return std::nullopt;
       image = tensor;
     }

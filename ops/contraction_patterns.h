@@ -23,6 +23,8 @@ struct TensorLayout {
 // out[b..., m, n] = sum_k left[b..., m, k] * right[b..., k, n]; a batch extent of 1 in an operand broadcasts it.
 struct MatmulProblem {
   TensorLayout left, right, output;  // dims [batch..., rows, inner], [batch..., inner, columns], [batch..., rows, columns]
+  std::optional<TensorLayout> bias;  // dims [1..., 1, columns]: added to every row
+  std::vector<PostOp> activations;   // then these, in order (ReLU, scale and shift; never a bias)
   std::string key() const;
 };
 
@@ -38,6 +40,8 @@ struct ConvolutionProblem {
   TensorLayout source, weights, destination;
   std::vector<int64_t> stride, dilation, padding_before, padding_after;  // per spatial dim; dilation 1 = dense
   bool zero_output_first = false;  // the written tensor is only partly covered (backward data, a cropped window)
+  std::optional<TensorLayout> bias;  // forward only: one value per output channel, dims [O]
+  std::vector<PostOp> activations;   // forward only: applied after the bias, in order
   std::string key() const;
 };
 

@@ -90,6 +90,59 @@ def test_linear_with_bias_and_activation_keeps_the_epilogue_fused(rng):
     assert calls == 1
 
 
+def planned_kernels(build, *arrays):
+    """(kind, library name) of each kernel computing build(*arrays), with lowering on."""
+    results = build(*[mj.array(a) for a in arrays])
+    return [(kernel.kind, kernel.library) for kernel in mj.inspect(results)]
+
+
+POST_OP_CASES = [  # (name, metajit build, numpy reference, input shapes, the one kernel's kind, words in its name)
+    ("linear + bias + relu", lambda x, w, b: F.relu(F.linear(x, w, b)),
+     lambda x, w, b: np.maximum(x @ w.T + b, 0), ((32, 64), (48, 64), (48,)), "library", ("+ bias", "+ relu")),
+    ("scale and shift", lambda x, w, b: (x @ w.T) * 0.5 - 2.0,
+     lambda x, w, b: (x @ w.T) * 0.5 - 2.0, ((32, 64), (48, 64), (48,)), "library", ("+ scale",)),
+    ("constant minus product, then relu", lambda x, w, b: F.relu(3.0 - (x @ w.T) / 4.0),
+     lambda x, w, b: np.maximum(3.0 - (x @ w.T) / 4.0, 0), ((32, 64), (48, 64), (48,)), "library",
+     ("+ scale", "+ relu")),
+    ("batched linear + bias", lambda x, w, b: F.linear(x, w, b),
+     lambda x, w, b: x @ w.T + b, ((4, 8, 64), (48, 64), (48,)), "library", ("+ bias",)),
+    # one bias value per row: oneDNN's matmul adds a bias along columns, so the call is the plain product
+    ("bias per row", lambda x, w, b: (w @ x.T) + b.reshape(48, 1),
+     lambda x, w, b: w @ x.T + b.reshape(48, 1), ((32, 64), (48, 64), (48,)), "library+epilogue", ("(sgemm)",)),
+    # the bias comes after the ReLU: only the ReLU is folded, the bias stays in the epilogue
+    ("relu, then bias", lambda x, w, b: F.relu(x @ w.T) + b,
+     lambda x, w, b: np.maximum(x @ w.T, 0) + b, ((32, 64), (48, 64), (48,)), "library+epilogue", ("+ relu",)),
+    # the biased product is read twice (x * sigmoid(x)): only the bias is folded
+    ("swish", lambda x, w, b: F.silu(F.linear(x, w, b)),
+     lambda x, w, b: (x @ w.T + b) / (1 + np.exp(-(x @ w.T + b))), ((32, 64), (48, 64), (48,)), "library+epilogue",
+     ("+ bias",)),
+    ("conv + bias + relu", lambda x, w, b: F.relu(F.conv2d(x, w, b, padding=1)),
+     lambda x, w, b: np.maximum(torch.nn.functional.conv2d(*map(torch.from_numpy, (x, w, b)), padding=1).numpy(), 0),
+     ((2, 8, 10, 10), (12, 8, 3, 3), (12,)), "library", ("convolution forward + bias + relu",)),
+    ("grouped conv + bias", lambda x, w, b: F.conv2d(x, w, b, padding=1, groups=4),
+     lambda x, w, b: torch.nn.functional.conv2d(*map(torch.from_numpy, (x, w, b)), padding=1, groups=4).numpy(),
+     ((2, 8, 10, 10), (12, 2, 3, 3), (12,)), "library", ("+ bias",)),
+    ("conv + bias, then a residual", lambda x, w, b: F.conv2d(x, w, b, padding=1) + x,
+     lambda x, w, b: torch.nn.functional.conv2d(*map(torch.from_numpy, (x, w, b)), padding=1).numpy() + x,
+     ((2, 8, 10, 10), (8, 8, 3, 3), (8,)), "library+epilogue", ("+ bias",)),
+]
+
+
+@pytest.mark.parametrize("case", POST_OP_CASES, ids=lambda case: case[0])
+def test_elementwise_work_after_the_sum_is_folded_into_the_library_call(rng, case):
+    """A bias, ReLU and constant scales or shifts right after the sum are oneDNN post-ops: the call writes the
+    final values (no epilogue kernel) or leaves only the rest to the epilogue."""
+    name, build, reference, shapes, kind, words = case
+    arrays = [floats(rng, *shape) for shape in shapes]
+    (result,), calls = both_ways(build, *arrays)
+    np.testing.assert_allclose(result, reference(*arrays), rtol=RTOL, atol=ATOL)
+    assert calls == 1
+    ((planned_kind, library),) = planned_kernels(build, *arrays)
+    assert planned_kind == kind, library
+    for word in words:
+        assert word in library, library
+
+
 def test_matmul_of_a_computed_operand_materialises_it(rng):
     a, b = floats(rng, 32, 40), floats(rng, 40, 24)
     (result,), calls = both_ways(lambda x, y: x.exp() @ (y * 2), a, b)

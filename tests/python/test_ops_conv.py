@@ -59,8 +59,16 @@ def test_conv2d_forward_is_one_kernel(rng):
     image = mj.array(rng.standard_normal((2, 3, 8, 8)).astype(np.float32))
     weight = mj.array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
     bias = mj.array(rng.standard_normal(4).astype(np.float32))
-    _, kernels = launched(lambda: F.conv2d(image, weight, bias, padding=1).relu().numpy())
-    assert kernels == 1  # patches, product, sum, bias and the relu epilogue fuse
+    previous = mj.flags.lowering
+    mj.flags.lowering = False  # generated: patches, product, sum, bias and the relu epilogue fuse
+    try:
+        _, kernels = launched(lambda: F.conv2d(image, weight, bias, padding=1).relu().numpy())
+    finally:
+        mj.flags.lowering = previous
+    assert kernels == 1
+    if mj.flags.lowering:  # lowered: one oneDNN call with the bias and the relu as post-ops, no kernel
+        _, kernels = launched(lambda: F.conv2d(image, weight, bias, padding=1).relu().numpy())
+        assert kernels == 0 and mj.stats()["library_calls"] == 1
 
 
 def test_conv2d_finite_differences(rng):
