@@ -109,6 +109,10 @@ POST_OP_CASES = [  # (name, metajit build, numpy reference, input shapes, the on
     # one bias value per row: oneDNN's matmul adds a bias along columns, so the call is the plain product
     ("bias per row", lambda x, w, b: (w @ x.T) + b.reshape(48, 1),
      lambda x, w, b: w @ x.T + b.reshape(48, 1), ((32, 64), (48, 64), (48,)), "library+epilogue", ("(sgemm)",)),
+    # two scale-and-shifts apart: oneDNN 2.6 gets such a chain wrong, so only the first one and the ReLU are folded
+    ("two separate scales", lambda x, w, b: F.relu(F.relu(x @ w.T + 1.0) - 3.0),
+     lambda x, w, b: np.maximum(np.maximum(x @ w.T + 1.0, 0) - 3.0, 0), ((32, 64), (48, 64), (48,)),
+     "library+epilogue", ("+ scale + relu (",)),
     # the bias comes after the ReLU: only the ReLU is folded, the bias stays in the epilogue
     ("relu, then bias", lambda x, w, b: F.relu(x @ w.T) + b,
      lambda x, w, b: np.maximum(x @ w.T, 0) + b, ((32, 64), (48, 64), (48,)), "library+epilogue", ("+ relu",)),
