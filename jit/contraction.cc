@@ -399,7 +399,8 @@ class Matcher {
   // The kernel with its sum replaced by a load of one more input buffer, which holds the library's result: the
   // let `name` (the sum, or the last post-op folded into the call) reads it, in place of the loop, and the lets
   // in `dropped` (the folded post-ops before it) go.
-  IrKernel epilogue_reading_result(size_t loop_position, const std::string& name, const std::set<std::string>& dropped) const {
+  IrKernel epilogue_reading_result(size_t loop_position, const std::string& name,
+                                   const std::set<std::string>& dropped) const {
     IrKernel epilogue = kernel_;
     int buffer = int(epilogue.buffers.size());
     epilogue.buffers.push_back({"in" + std::to_string(buffer - 1), DType::Float32, kernel_.domain, false});
@@ -408,8 +409,8 @@ class Matcher {
     for (int dim = int(kernel_.domain.size()) - 1; dim >= 0; --dim) {
       if (kernel_.domain[dim] != 1)
         offset = ir_index(IndexOperator::Add, offset,
-                          ir_index(IndexOperator::Multiply, ir_loop_variable("i" + std::to_string(dim), kernel_.domain[dim]),
-                                   ir_int(stride)));
+                          ir_index(IndexOperator::Multiply,
+                                   ir_loop_variable("i" + std::to_string(dim), kernel_.domain[dim]), ir_int(stride)));
       stride *= kernel_.domain[dim];
     }
     IrStatement replacement;
@@ -421,7 +422,8 @@ class Matcher {
     for (size_t position = 0; position < kernel_.body.size(); ++position) {
       const IrStatement& statement = kernel_.body[position];
       if (position == loop_position) epilogue.body.push_back(replacement);
-      else if (statement.kind != IrStatement::Kind::Let || !dropped.count(statement.name)) epilogue.body.push_back(statement);
+      else if (statement.kind != IrStatement::Kind::Let || !dropped.count(statement.name))
+        epilogue.body.push_back(statement);
     }
     epilogue.inner_work = 1;
     return epilogue;

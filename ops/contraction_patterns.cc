@@ -315,9 +315,10 @@ const char* convolution_pass_name(ConvolutionPass pass) {
 }
 
 std::string ConvolutionProblem::key() const {
-  return std::string("convolution|") + convolution_pass_name(pass) + "|g" + std::to_string(groups) + "|" + layout_key(source) + "|" + layout_key(weights) +
-         "|" + layout_key(destination) + "|" + list_key(stride) + "|" + list_key(dilation) + "|" + list_key(padding_before) +
-         "|" + list_key(padding_after) + (zero_output_first ? "|zero" : "") + post_ops_key(bias, activations);
+  return std::string("convolution|") + convolution_pass_name(pass) + "|g" + std::to_string(groups) + "|" +
+         layout_key(source) + "|" + layout_key(weights) + "|" + layout_key(destination) + "|" + list_key(stride) + "|" +
+         list_key(dilation) + "|" + list_key(padding_before) + "|" + list_key(padding_after) +
+         (zero_output_first ? "|zero" : "") + post_ops_key(bias, activations);
 }
 
 std::optional<MatmulProblem> as_matmul(const Contraction& contraction) {
