@@ -430,8 +430,8 @@ class Matcher {
   }
 
   // Element-wise work after the sum that a library can apply itself: starting from the sum, each let that is
-  // the only user of the previous value and adds a bias (a buffer, first only), applies ReLU, or scales and
-  // shifts by constants. Sets match->folded when there is at least one.
+  // the only user of the previous value and adds, subtracts or multiplies by a tensor (a buffer), applies ReLU,
+  // or scales and shifts by constants. Adds a fold to match->folds for each prefix of that chain, longest first.
   void fold_post_ops(ContractionMatch* match) const {
     const std::vector<IrStatement>& body = kernel_.body;
     std::unordered_map<std::string, int> uses;
@@ -449,6 +449,12 @@ class Matcher {
     bool has_linear = false;
     std::set<std::string> folded;
     std::string current = body[loop_position_].name;
+    struct Prefix {
+      std::vector<PostOp> post_ops;
+      std::string last;                 // the let holding the library's result
+      std::set<std::string> folded;     // the lets it replaces
+    };
+    std::vector<Prefix> prefixes;
     for (size_t position = loop_position_ + 1; position < body.size() && uses[current] == 1; ++position) {
       const IrStatement& statement = body[position];
       if (statement.kind != IrStatement::Kind::Let || !statement.value) continue;
@@ -457,7 +463,7 @@ class Matcher {
         reads_current |= argument->kind == IrKind::Variable && argument->name == current;
       if (!reads_current) continue;
       PostOp op;
-      if (statement.dtype != DType::Float32 || !post_op(statement.value, current, post_ops.empty(), &op)) break;
+      if (statement.dtype != DType::Float32 || !post_op(statement.value, current, &op)) break;
       if (op.kind == PostOp::Kind::Linear && !post_ops.empty() && post_ops.back().kind == PostOp::Kind::Linear) {
         PostOp& previous = post_ops.back();  // (x * a + b) * c + d = x * (a * c) + (b * c + d)
         previous.shift = previous.shift * op.scale + op.shift;
@@ -472,18 +478,20 @@ class Matcher {
       has_linear |= op.kind == PostOp::Kind::Linear;
       folded.insert(statement.name);
       current = statement.name;
+      prefixes.push_back({post_ops, current, folded});
     }
-    if (post_ops.empty()) return;
-    ContractionMatch::Folded result{*match->contraction, std::nullopt};
-    result.contraction.post_ops = std::move(post_ops);
     const IrStatement& store = body.back();
-    bool whole = store.value->kind == IrKind::Variable && store.value->name == current;
-    if (!whole) result.epilogue = epilogue_reading_result(loop_position_, current, folded);
-    match->folded = std::move(result);
+    for (auto prefix = prefixes.rbegin(); prefix != prefixes.rend(); ++prefix) {
+      ContractionMatch::Folded result{*match->contraction, std::nullopt};
+      result.contraction.post_ops = prefix->post_ops;
+      bool whole = store.value->kind == IrKind::Variable && store.value->name == prefix->last;
+      if (!whole) result.epilogue = epilogue_reading_result(loop_position_, prefix->last, prefix->folded);
+      match->folds.push_back(std::move(result));
+    }
   }
 
   // One post-op applied to the variable `current`, if `value` is one a library has.
-  bool post_op(const IrExprPtr& value, const std::string& current, bool first, PostOp* op) const {
+  bool post_op(const IrExprPtr& value, const std::string& current, PostOp* op) const {
     auto is_current = [&](const IrExprPtr& argument) {
       return argument->kind == IrKind::Variable && argument->name == current;
     };
@@ -510,18 +518,23 @@ class Matcher {
           op->shift = number;
           return true;
         }
-        if (!first || !bias(other, &op->bias)) return false;
-        op->kind = PostOp::Kind::Bias;
-        return true;
+        op->kind = PostOp::Kind::Add;
+        return tensor_operand(other, &op->operand);
       case BinaryOp::Subtract:
-        if (!constant(other, &number)) return false;
-        if (is_current(left)) op->shift = -number;
-        else op->scale = -1, op->shift = number;
-        return true;
+        if (constant(other, &number)) {
+          if (is_current(left)) op->shift = -number;
+          else op->scale = -1, op->shift = number;
+          return true;
+        }
+        op->kind = PostOp::Kind::Subtract;  // libraries subtract the operand from the result, not the other way
+        return is_current(left) && tensor_operand(other, &op->operand);
       case BinaryOp::Multiply:
-        if (!constant(other, &number)) return false;
-        op->scale = number;
-        return true;
+        if (constant(other, &number)) {
+          op->scale = number;
+          return true;
+        }
+        op->kind = PostOp::Kind::Multiply;
+        return tensor_operand(other, &op->operand);
       case BinaryOp::Divide:
         if (!is_current(left) || !constant(right, &number) || number == 0) return false;
         op->scale = 1 / number;
@@ -531,8 +544,9 @@ class Matcher {
     }
   }
 
-  // A plain float32 load of an input buffer, at affine indices: what a library takes as a bias.
-  bool bias(const IrExprPtr& value, TensorAccess* access) const {
+  // A plain float32 load of an input buffer at affine, unguarded indices: what a library takes as a post-op's
+  // tensor (a bias, a residual).
+  bool tensor_operand(const IrExprPtr& value, TensorAccess* access) const {
     const ValueOrigin* origin = nullptr;
     if (!plain_origin(value, &origin) || origin->buffer <= 0 || kernel_.buffers[origin->buffer].dtype != DType::Float32)
       return false;
@@ -622,7 +636,9 @@ void describe_access(std::ostringstream& text, const char* name, const TensorAcc
 std::string PostOp::describe() const {
   std::ostringstream text;
   switch (kind) {
-    case Kind::Bias: describe_access(text, "bias", bias); break;
+    case Kind::Add: describe_access(text, "add", operand); break;
+    case Kind::Subtract: describe_access(text, "subtract", operand); break;
+    case Kind::Multiply: describe_access(text, "multiply", operand); break;
     case Kind::Relu: text << "relu"; break;
     // Every digit: the description is the key the backend caches calls under.
     case Kind::Linear: text << std::setprecision(17) << "linear(" << scale << ", " << shift << ")"; break;

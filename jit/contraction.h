@@ -37,12 +37,14 @@ struct TensorAccess {
 };
 
 // Element-wise work right after the sum that a library applies to each result before writing it, in order:
-// out = post_ops[n-1](...post_ops[0](sum)). A bias is only ever first (libraries add it before the rest).
+// out = post_ops[n-1](...post_ops[0](sum)). A tensor operand (a bias, a residual, a per-channel scale) is read at
+// each result's own loop variables; the backend decides which broadcasts it can take.
 struct PostOp {
-  enum class Kind { Bias, Relu, Linear };
+  enum class Kind { Add, Subtract, Multiply, Relu, Linear };  // Add, Subtract, Multiply: x op operand
   Kind kind = Kind::Relu;
-  TensorAccess bias;               // Bias: a buffer read at each output element's loop variables
+  TensorAccess operand;            // Add, Subtract, Multiply: a buffer read at the output element's loop variables
   double scale = 1, shift = 0;     // Linear: x * scale + shift
+  bool reads_tensor() const { return kind == Kind::Add || kind == Kind::Subtract || kind == Kind::Multiply; }
   std::string describe() const;
 };
 
@@ -103,14 +105,15 @@ struct ContractionMatch {
   // Set when the kernel does more than the contraction (a bias, an activation): the same kernel with the
   // reduction replaced by a load of one more input buffer, holding the contraction's result.
   std::optional<IrKernel> epilogue;
-  // The same match with the start of that work (a bias, ReLU, a constant scale or shift) folded into the call
-  // as post-ops: `epilogue` is what is left, none when nothing is. Set only when there is something to fold; the
-  // planner offers it to the backend first and falls back to the plain contraction and epilogue above.
+  // The same match with the start of that work (adding, subtracting or multiplying by a tensor, ReLU, a constant
+  // scale or shift) folded into the call as post-ops: `epilogue` is what is left, none when nothing is. One per
+  // foldable prefix of that work, longest first; the planner offers them to the backend in turn and falls back to
+  // the plain contraction and epilogue above.
   struct Folded {
     Contraction contraction;
     std::optional<IrKernel> epilogue;
   };
-  std::optional<Folded> folded;
+  std::vector<Folded> folds;
 };
 
 ContractionMatch match_contraction(const LoweredKernel& lowered);

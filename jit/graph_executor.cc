@@ -337,11 +337,14 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, boo
     ContractionMatch& match = matches[index];
     std::optional<IrKernel>* epilogue = &match.epilogue;
     if (match.contraction) {
-      // Post-ops folded into the call first; a backend that cannot run them gets the plain sum and the epilogue.
-      if (match.folded && (planned.library = backend(match.folded->contraction))) {
-        planned.contraction = match.folded->contraction.describe();
-        epilogue = &match.folded->epilogue;
-      } else {
+      // The most post-ops folded into the call that the backend takes; else the plain sum and the epilogue.
+      for (ContractionMatch::Folded& fold : match.folds) {
+        if (!(planned.library = backend(fold.contraction))) continue;
+        planned.contraction = fold.contraction.describe();
+        epilogue = &fold.epilogue;
+        break;
+      }
+      if (!planned.library) {
         planned.library = backend(*match.contraction);
         planned.contraction = match.contraction->describe();
       }

@@ -96,23 +96,76 @@ std::string layout_key(const TensorLayout& layout) {
   return text.str();
 }
 
-std::string post_ops_key(const std::optional<TensorLayout>& bias, const std::vector<PostOp>& activations) {
+std::string post_ops_key(const std::optional<TensorLayout>& bias, const std::vector<LibraryPostOp>& post_ops) {
   std::string text = bias ? "|bias " + layout_key(*bias) : "";
-  for (const PostOp& op : activations) text += "|" + op.describe();
+  for (const LibraryPostOp& op : post_ops) {
+    text += "|" + op.op.describe();
+    if (op.operand) text += " as " + layout_key(*op.operand);
+  }
   return text;
 }
 
-// The contraction's post-ops as a bias (when the first is one) and the activations after it; false when a bias
-// comes later (libraries add theirs first).
-bool split_post_ops(const Contraction& contraction, const PostOp** bias, std::vector<PostOp>* activations) {
-  *bias = nullptr;
-  for (const PostOp& op : contraction.post_ops) {
-    if (op.kind != PostOp::Kind::Bias) {
-      activations->push_back(op);
-      continue;
+int64_t coefficient_of(const AffineIndex& flat, const std::string& variable) {
+  auto found = flat.terms.find(variable);
+  return found == flat.terms.end() ? 0 : found->second;
+}
+
+// A post-op's tensor laid out along the library's destination dims. `dims` lists each dim's loop variables,
+// outermost first, nesting as they do in the output (flat offset `output`). Along each dim the tensor must step
+// in proportion to the output (one stride for the whole dim), or not at all (it broadcasts: extent 1); null
+// otherwise, or when it reads a variable the output does not.
+std::optional<TensorLayout> operand_layout(const Contraction& contraction, const TensorAccess& operand,
+                                           const AffineIndex& output,
+                                           const std::vector<std::vector<std::string>>& dims) {
+  AffineIndex flat = operand.flat_offset();
+  if (flat.constant < 0) return std::nullopt;
+  TensorLayout layout{operand.buffer, flat.constant, std::vector<int64_t>(dims.size(), 1),
+                      std::vector<int64_t>(dims.size(), 0)};
+  std::set<std::string> placed;
+  for (size_t dim = 0; dim < dims.size(); ++dim) {
+    std::vector<std::string> variables;
+    for (const std::string& variable : dims[dim])
+      if (output.uses(variable)) variables.push_back(variable);
+    if (variables.empty()) continue;
+    int64_t unit = output.terms.at(variables.back()), stride = coefficient_of(flat, variables.back()), extent = 1;
+    if (stride < 0) return std::nullopt;
+    for (const std::string& variable : variables) {
+      int64_t step = output.terms.at(variable);
+      if (step % unit != 0 || coefficient_of(flat, variable) != step / unit * stride) return std::nullopt;
+      extent *= extent_of(contraction, variable);
+      placed.insert(variable);
     }
-    if (*bias || !activations->empty()) return false;
-    *bias = &op;
+    if (stride > 0) {
+      layout.dims[dim] = extent;
+      layout.strides[dim] = stride;
+    }
+  }
+  for (const auto& [variable, coefficient] : flat.terms)
+    if (!placed.count(variable)) return std::nullopt;
+  fill_unit_strides(&layout);
+  return layout;
+}
+
+// The contraction's post-ops as the library takes them (see operand_layout for `output` and `dims`). A first Add
+// whose operand varies along dim `bias_dim` alone, with unit stride when `bias_contiguous`, becomes the library's
+// bias, laid out by `as_bias`. False when a post-op's tensor does not fit.
+template <typename AsBias>
+bool library_post_ops(const Contraction& contraction, const AffineIndex& output,
+                      const std::vector<std::vector<std::string>>& dims, size_t bias_dim, AsBias as_bias,
+                      std::optional<TensorLayout>* bias, std::vector<LibraryPostOp>* post_ops) {
+  for (const PostOp& op : contraction.post_ops) {
+    LibraryPostOp library{op, std::nullopt};
+    if (op.reads_tensor()) {
+      library.operand = operand_layout(contraction, op.operand, output, dims);
+      if (!library.operand) return false;
+    }
+    if (op.kind == PostOp::Kind::Add && post_ops->empty() && !*bias) {
+      bool along_bias_dim_only = true;
+      for (size_t dim = 0; dim < dims.size(); ++dim)
+        along_bias_dim_only &= dim == bias_dim || library.operand->dims[dim] == 1;
+      if (along_bias_dim_only && (*bias = as_bias(*library.operand))) continue;
+    }
+    post_ops->push_back(library);
   }
   return true;
 }
@@ -217,6 +270,7 @@ std::optional<ConvolutionProblem> convolution_with_image(const Contraction& cont
   problem.destination = {tensors[result]->buffer, result_flat.constant, {batch, groups * out_channels},
                          {stride(result_flat, batch_variable), result_channel_stride}};
   bool partial_output = false;
+  std::vector<std::string> spatial_outputs;  // the output-side variable of each spatial dim
   for (size_t j = 0; j < spatial; ++j) {
     size_t dim = 2 + j;
     const AffineIndex& index = source.coordinates[dim];
@@ -237,6 +291,7 @@ std::optional<ConvolutionProblem> convolution_with_image(const Contraction& cont
     }
     weight_variables.insert(kernel_variable);
     result_variables.insert(output_variable);
+    spatial_outputs.push_back(output_variable);
     int64_t outputs = extent_of(contraction, output_variable), kernel = extent_of(contraction, kernel_variable);
     // The image rows this dimension touches, [low, high]; outside the tensor they read zero.
     int64_t low = index.constant;
@@ -277,22 +332,18 @@ std::optional<ConvolutionProblem> convolution_with_image(const Contraction& cont
   problem.zero_output_first = problem.pass == ConvolutionPass::BackwardData && partial_output;
   for (TensorLayout* layout : {&problem.source, &problem.weights, &problem.destination}) fill_unit_strides(layout);
   if (!contraction.post_ops.empty()) {
-    const PostOp* bias = nullptr;
-    if (problem.pass != ConvolutionPass::Forward || !split_post_ops(contraction, &bias, &problem.activations))
+    if (problem.pass != ConvolutionPass::Forward) return std::nullopt;
+    // Destination dims [N, G * O/G, spatial...]: the group is the channel's outer digit.
+    std::vector<std::vector<std::string>> dims{{batch_variable}, {group_variable, out_channel}};
+    for (const std::string& variable : spatial_outputs) dims.push_back({variable});
+    int64_t all_out_channels = groups * out_channels;
+    auto as_bias = [&](const TensorLayout& operand) -> std::optional<TensorLayout> {
+      // oneDNN takes a dense [O] bias
+      if (operand.dims[1] != all_out_channels || operand.strides[1] != 1) return std::nullopt;
+      return TensorLayout{operand.buffer, operand.offset, {operand.dims[1]}, {1}};
+    };
+    if (!library_post_ops(contraction, result_flat, dims, 1, as_bias, &problem.bias, &problem.post_ops))
       return std::nullopt;
-    if (bias) {
-      // One value per output channel, contiguous: channel o' of group g at g * (O/G) + o'.
-      AffineIndex flat = bias->bias.flat_offset();
-      if (flat.constant < 0) return std::nullopt;
-      for (const auto& [variable, coefficient] : flat.terms) {
-        bool channel = variable == out_channel && coefficient == 1;
-        bool group = variable == group_variable && coefficient == out_channels;
-        if (!channel && !group) return std::nullopt;
-      }
-      if ((out_channels > 1 && !flat.uses(out_channel)) || (groups > 1 && !flat.uses(group_variable)))
-        return std::nullopt;
-      problem.bias = TensorLayout{bias->bias.buffer, flat.constant, {groups * out_channels}, {1}};
-    }
   }
   return problem;
 }
@@ -302,7 +353,8 @@ std::optional<ConvolutionProblem> convolution_with_image(const Contraction& cont
 std::string TensorLayout::describe() const { return layout_key(*this); }
 
 std::string MatmulProblem::key() const {
-  return "matmul|" + layout_key(left) + "|" + layout_key(right) + "|" + layout_key(output) + post_ops_key(bias, activations);
+  return "matmul|" + layout_key(left) + "|" + layout_key(right) + "|" + layout_key(output) +
+         post_ops_key(bias, post_ops);
 }
 
 const char* convolution_pass_name(ConvolutionPass pass) {
@@ -318,7 +370,7 @@ std::string ConvolutionProblem::key() const {
   return std::string("convolution|") + convolution_pass_name(pass) + "|g" + std::to_string(groups) + "|" +
          layout_key(source) + "|" + layout_key(weights) + "|" + layout_key(destination) + "|" + list_key(stride) + "|" +
          list_key(dilation) + "|" + list_key(padding_before) + "|" + list_key(padding_after) +
-         (zero_output_first ? "|zero" : "") + post_ops_key(bias, activations);
+         (zero_output_first ? "|zero" : "") + post_ops_key(bias, post_ops);
 }
 
 std::optional<MatmulProblem> as_matmul(const Contraction& contraction) {
@@ -344,20 +396,23 @@ std::optional<MatmulProblem> as_matmul(const Contraction& contraction) {
   if (!merge(contraction, inner, flats, 1, &k)) return std::nullopt;
   // Rows (and columns) are the innermost variables of their group that nest; outer ones that do not (x[n] @ w,
   // a 1x1 convolution's w @ x[n]) become batch dimensions the other operand broadcasts over.
-  auto split = [&](std::vector<std::string> group, MergedDimension* merged) {
+  // Each library dimension's variables, outermost first (for post-op tensors).
+  std::vector<std::string> m_variables, n_variables;
+  auto split = [&](std::vector<std::string> group, MergedDimension* merged, std::vector<std::string>* variables) {
     std::sort(group.begin(), group.end(), [&](const std::string& a, const std::string& c) {
       return flats[0]->terms.at(a) > flats[0]->terms.at(c);
     });
     for (size_t first = 0; first <= group.size(); ++first) {
       *merged = MergedDimension();
-      if (merge(contraction, std::vector<std::string>(group.begin() + first, group.end()), flats, 0, merged)) {
+      *variables = std::vector<std::string>(group.begin() + first, group.end());
+      if (merge(contraction, *variables, flats, 0, merged)) {
         batch.insert(batch.end(), group.begin(), group.begin() + first);
         return;
       }
     }
   };
-  split(rows, &m);
-  split(columns, &n);
+  split(rows, &m, &m_variables);
+  split(columns, &n, &n_variables);
   // Batched dot products are a plain reduction: memory-bound, and the generated kernel fuses around them.
   if (m.extent == 1 && n.extent == 1) return std::nullopt;
   std::sort(batch.begin(), batch.end(), [&](const std::string& a, const std::string& c) {
@@ -365,6 +420,7 @@ std::optional<MatmulProblem> as_matmul(const Contraction& contraction) {
   });
   // Adjacent batch variables that nest in all three tensors are one dimension.
   std::vector<MergedDimension> batches;
+  std::vector<std::vector<std::string>> dimension_variables;
   for (size_t first = 0; first < batch.size();) {
     size_t last = batch.size();
     MergedDimension merged;
@@ -373,6 +429,7 @@ std::optional<MatmulProblem> as_matmul(const Contraction& contraction) {
       --last;
     }
     batches.push_back(merged);
+    dimension_variables.emplace_back(batch.begin() + first, batch.begin() + last);
     first = last;
   }
   if (batches.size() + 2 > 12) return std::nullopt;  // oneDNN's dimension limit
@@ -396,6 +453,7 @@ std::optional<MatmulProblem> as_matmul(const Contraction& contraction) {
   bool transpose = n.extent > 1 && m.extent > 1 && m.strides[0] < n.strides[0];
   if (transpose) {
     std::swap(m, n);
+    std::swap(m_variables, n_variables);
     std::swap(problem.left, problem.right);
     for (MergedDimension* dimension : {&m, &n, &k}) std::swap(dimension->strides[1], dimension->strides[2]);
   }
@@ -404,38 +462,13 @@ std::optional<MatmulProblem> as_matmul(const Contraction& contraction) {
   append(&problem.right, 2, k, n);
   for (TensorLayout* layout : {&problem.output, &problem.left, &problem.right}) fill_unit_strides(layout);
   if (!contraction.post_ops.empty()) {
-    const PostOp* bias = nullptr;
-    if (!split_post_ops(contraction, &bias, &problem.activations)) return std::nullopt;
-    // A bias along the library's columns only (a Linear layer's): laid out like the output along them.
-    if (bias) {
-      const std::vector<std::string>& library_columns = transpose ? rows : columns;
-      AffineIndex flat = bias->bias.flat_offset();
-      auto in = [](const std::vector<std::string>& group, const std::string& variable) {
-        return std::find(group.begin(), group.end(), variable) != group.end();
-      };
-      // Each column variable's step in the bias is its step in the output, in units of the innermost column
-      // (output stride n.strides[0]), times the bias's own stride along the columns.
-      int64_t output_stride = n.strides[0], bias_stride = 0;
-      if (flat.constant < 0 || output_stride <= 0) return std::nullopt;
-      for (const auto& [variable, coefficient] : flat.terms) {
-        if (!in(library_columns, variable) || in(batch, variable)) return std::nullopt;
-        if (flats[0]->terms.at(variable) == output_stride) bias_stride = coefficient;
-      }
-      if (n.extent > 1 && bias_stride <= 0) return std::nullopt;
-      for (const std::string& variable : library_columns) {
-        if (in(batch, variable)) continue;
-        int64_t step = flats[0]->terms.at(variable);
-        if (step % output_stride != 0 || !flat.uses(variable) ||
-            flat.terms.at(variable) != step / output_stride * bias_stride)
-          return std::nullopt;
-      }
-      TensorLayout layout{bias->bias.buffer, flat.constant, std::vector<int64_t>(problem.output.dims.size(), 1),
-                          std::vector<int64_t>(problem.output.dims.size(), 0)};
-      layout.dims.back() = n.extent;
-      layout.strides.back() = std::max<int64_t>(bias_stride, 1);
-      fill_unit_strides(&layout);
-      problem.bias = layout;
-    }
+    dimension_variables.push_back(m_variables);
+    dimension_variables.push_back(n_variables);
+    // A bias along the library's columns alone (a Linear layer's), with any stride along them.
+    auto as_bias = [](const TensorLayout& operand) { return std::optional<TensorLayout>(operand); };
+    if (!library_post_ops(contraction, *flats[0], dimension_variables, dimension_variables.size() - 1, as_bias,
+                          &problem.bias, &problem.post_ops))
+      return std::nullopt;
   }
   return problem;
 }

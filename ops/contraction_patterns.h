@@ -20,11 +20,18 @@ struct TensorLayout {
   std::string describe() const;
 };
 
+// A post-op as the library applies it, with its tensor operand (Add, Subtract, Multiply) laid out along the
+// library's destination dims: extent 1 where it broadcasts.
+struct LibraryPostOp {
+  PostOp op;
+  std::optional<TensorLayout> operand;
+};
+
 // out[b..., m, n] = sum_k left[b..., m, k] * right[b..., k, n]; a batch extent of 1 in an operand broadcasts it.
 struct MatmulProblem {
   TensorLayout left, right, output;  // dims [batch..., rows, inner], [batch..., inner, columns], [batch..., rows, columns]
   std::optional<TensorLayout> bias;  // dims [1..., 1, columns]: added to every row
-  std::vector<PostOp> activations;   // then these, in order (ReLU, scale and shift; never a bias)
+  std::vector<LibraryPostOp> post_ops;  // then these, in order
   std::string key() const;
 };
 
@@ -41,7 +48,7 @@ struct ConvolutionProblem {
   std::vector<int64_t> stride, dilation, padding_before, padding_after;  // per spatial dim; dilation 1 = dense
   bool zero_output_first = false;  // the written tensor is only partly covered (backward data, a cropped window)
   std::optional<TensorLayout> bias;  // forward only: one value per output channel, dims [O]
-  std::vector<PostOp> activations;   // forward only: applied after the bias, in order
+  std::vector<LibraryPostOp> post_ops;  // forward only: applied after the bias, in order
   std::string key() const;
 };
 

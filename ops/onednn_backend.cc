@@ -53,27 +53,55 @@ dnnl::primitive_attr user_scratchpad() {
 
 bool is_reference(const std::string& implementation) { return implementation.find("ref") != std::string::npos; }
 
-// Scratchpad in user mode plus the problem's activations as oneDNN post-ops (ReLU; x * scale + shift).
-dnnl::primitive_attr call_attributes(const std::vector<PostOp>& activations) {
+// Scratchpad in user mode plus the problem's post-ops (ReLU; x * scale + shift; adding, subtracting or
+// multiplying by a tensor, which oneDNN reads in the user's layout at execution).
+dnnl::primitive_attr call_attributes(const std::vector<LibraryPostOp>& library_post_ops) {
   dnnl::primitive_attr attributes = user_scratchpad();
-  if (activations.empty()) return attributes;
+  if (library_post_ops.empty()) return attributes;
   dnnl::post_ops post_ops;
-  for (const PostOp& op : activations) {
-    if (op.kind == PostOp::Kind::Relu)
-      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    else if (op.kind == PostOp::Kind::Linear)
-      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, float(op.scale), float(op.shift));
-    else
-      throw std::logic_error("a bias is not an activation post-op");
+  for (const LibraryPostOp& library : library_post_ops) {
+    const PostOp& op = library.op;
+    switch (op.kind) {
+      case PostOp::Kind::Relu: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f); break;
+      case PostOp::Kind::Linear:
+        post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, float(op.scale), float(op.shift));
+        break;
+      case PostOp::Kind::Add: post_ops.append_binary(dnnl::algorithm::binary_add, user_desc(*library.operand)); break;
+      case PostOp::Kind::Subtract:
+        post_ops.append_binary(dnnl::algorithm::binary_sub, user_desc(*library.operand));
+        break;
+      case PostOp::Kind::Multiply:
+        post_ops.append_binary(dnnl::algorithm::binary_mul, user_desc(*library.operand));
+        break;
+    }
   }
   attributes.set_post_ops(post_ops);
   return attributes;
 }
 
+// The tensors of a call's binary post-ops, as execution arguments over the kernel's buffers.
+void add_post_op_operands(const std::vector<LibraryPostOp>& post_ops, void* const* buffers,
+                          std::unordered_map<int, memory>* arguments) {
+  for (size_t position = 0; position < post_ops.size(); ++position) {
+    const std::optional<TensorLayout>& operand = post_ops[position].operand;
+    if (!operand) continue;
+    (*arguments)[DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(position)) | DNNL_ARG_SRC_1] =
+        memory(user_desc(*operand), cpu_engine(), address(buffers, *operand));
+  }
+}
+
 // " + bias + relu" for a call's name.
-std::string post_ops_text(bool bias, const std::vector<PostOp>& activations) {
+std::string post_ops_text(bool bias, const std::vector<LibraryPostOp>& post_ops) {
   std::string text = bias ? " + bias" : "";
-  for (const PostOp& op : activations) text += op.kind == PostOp::Kind::Relu ? " + relu" : " + scale";
+  for (const LibraryPostOp& library : post_ops) {
+    switch (library.op.kind) {
+      case PostOp::Kind::Relu: text += " + relu"; break;
+      case PostOp::Kind::Linear: text += " + scale"; break;
+      case PostOp::Kind::Add: text += " + add"; break;
+      case PostOp::Kind::Subtract: text += " + subtract"; break;
+      case PostOp::Kind::Multiply: text += " + multiply"; break;
+    }
+  }
   return text;
 }
 
@@ -103,7 +131,7 @@ bool blas_operand(const TensorLayout& layout, size_t rank, char* transpose, int6
 }
 
 std::optional<GemmShape> as_gemm(const MatmulProblem& problem) {
-  if (problem.bias || !problem.activations.empty()) return std::nullopt;  // sgemm has no post-ops
+  if (problem.bias || !problem.post_ops.empty()) return std::nullopt;  // sgemm has no post-ops
   size_t rank = problem.output.dims.size();
   for (size_t dim = 0; dim + 2 < rank; ++dim)
     if (problem.output.dims[dim] != 1) return std::nullopt;
@@ -132,7 +160,7 @@ class MatmulCall : public LibraryCall {
     if (problem.bias) bias_ = user_desc(*problem.bias);
     dnnl::matmul::desc description = problem.bias ? dnnl::matmul::desc(left_, right_, bias_, output_)
                                                    : dnnl::matmul::desc(left_, right_, output_);
-    descriptor_ = dnnl::matmul::primitive_desc(description, call_attributes(problem.activations), cpu_engine());
+    descriptor_ = dnnl::matmul::primitive_desc(description, call_attributes(problem.post_ops), cpu_engine());
     primitive_ = dnnl::matmul(descriptor_);
     implementation_ = descriptor_.impl_info_str();
   }
@@ -158,6 +186,7 @@ class MatmulCall : public LibraryCall {
         {DNNL_ARG_DST, memory(output_, cpu_engine(), address(buffers, problem_.output))},
         {DNNL_ARG_SCRATCHPAD, scratchpad}};
     if (problem_.bias) arguments[DNNL_ARG_BIAS] = memory(bias_, cpu_engine(), address(buffers, *problem_.bias));
+    add_post_op_operands(problem_.post_ops, buffers, &arguments);
     primitive_.execute(stream, arguments);
     stream.wait();
   }
@@ -168,7 +197,7 @@ class MatmulCall : public LibraryCall {
     std::string batch;
     for (size_t dim = 0; dim + 2 < rank; ++dim) batch += std::to_string(dims[dim]) + "x";
     return "onednn matmul " + batch + std::to_string(dims[rank - 2]) + "x" + std::to_string(problem_.left.dims[rank - 1]) +
-           "x" + std::to_string(dims[rank - 1]) + post_ops_text(problem_.bias.has_value(), problem_.activations) + " (" +
+           "x" + std::to_string(dims[rank - 1]) + post_ops_text(problem_.bias.has_value(), problem_.post_ops) + " (" +
            implementation_ + ")";
   }
 
@@ -244,6 +273,7 @@ class ConvolutionCall : public LibraryCall {
     }
     arguments[DNNL_ARG_SCRATCHPAD] = scratch_memory(scratchpad_, engine, owners);
     if (problem_.bias) arguments[DNNL_ARG_BIAS] = memory(bias_, engine, address(buffers, *problem_.bias));
+    add_post_op_operands(problem_.post_ops, buffers, &arguments);
     primitive_.execute(stream, arguments);
     if (library_written) {
       memory& converted = arguments[argument_[written_]];
@@ -255,7 +285,7 @@ class ConvolutionCall : public LibraryCall {
 
   std::string describe() const override {
     return std::string("onednn convolution ") + convolution_pass_name(problem_.pass) +
-           post_ops_text(problem_.bias.has_value(), problem_.activations) + " (" + implementation_ + ")";
+           post_ops_text(problem_.bias.has_value(), problem_.post_ops) + " (" + implementation_ + ")";
   }
 
   void set_output_bytes(size_t bytes) { output_bytes_ = bytes; }
@@ -278,7 +308,7 @@ class ConvolutionCall : public LibraryCall {
                                                        destination, strides, dilation, before, after)
                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, source, weights,
                                                        destination, strides, dilation, before, after);
-    dnnl::convolution_forward::primitive_desc forward_descriptor(forward, call_attributes(problem.activations),
+    dnnl::convolution_forward::primitive_desc forward_descriptor(forward, call_attributes(problem.post_ops),
                                                                  cpu_engine());
     switch (problem.pass) {
       case ConvolutionPass::Forward:
@@ -339,6 +369,19 @@ std::shared_ptr<const LibraryCall> convolution_call(const ConvolutionProblem& pr
   auto call = std::make_shared<ConvolutionCall>(problem, algorithm);
   call->set_output_bytes(size_t(shape_numel(contraction.output.shape)) * sizeof(float));
   if (is_reference(call->implementation())) return nullptr;
+  if (!contraction.post_ops.empty()) {
+    // Post-ops must not cost the convolution its fast kernels. A tensor post-op (a residual) in the user's plain
+    // layout next to the blocked destination oneDNN prefers sends it to the im2col + gemm implementation, 16x
+    // slower at [32, 64, 56, 56] than Winograd plus a separate add; then the plain call and the epilogue run.
+    Contraction plain = contraction;
+    plain.post_ops.clear();
+    auto plain_call = std::dynamic_pointer_cast<const ConvolutionCall>(onednn_library_call(plain));
+    if (plain_call && plain_call->implementation() != call->implementation()) {
+      log_message(LogLevel::Info, "not folding post-ops into " + call->describe() + ": without them oneDNN runs " +
+                                      plain_call->implementation());
+      return nullptr;
+    }
+  }
   return call;
 }
 

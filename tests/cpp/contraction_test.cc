@@ -284,6 +284,77 @@ TEST_F(ContractionTest, GroupedConvolutionSplitsTheOutputChannelIntoGroups) {
   EXPECT_EQ(problem->padding_before, (std::vector<int64_t>{1, 1}));
 }
 
+TEST_F(ContractionTest, TensorPostOpsAreLaidOutAlongTheLibraryDims) {
+  // relu((a @ b + bias) * scale) with bias [12] along the columns and scale read transposed from a [12, 8]
+  // buffer: three folds (longest first); the longest is a bias, a multiply by [8, 12] at strides (1, 8), a ReLU.
+  NodePtr left = filled({8, 16}, 13), right = filled({16, 12}, 14), bias = filled({12}, 15);
+  NodePtr scale_storage = filled({12, 8}, 16);
+  NodePtr biased = binary(BinaryOp::Add, matrix_product(left, right), broadcast(bias, {8, 12}, {0}));
+  NodePtr output = unary(UnaryOp::Relu, binary(BinaryOp::Multiply, biased, permute(scale_storage, {1, 0})));
+  LoweredKernel lowered;
+  ContractionMatch match = match_single_kernel(output, &lowered);
+  ASSERT_TRUE(match.contraction.has_value());
+  ASSERT_EQ(match.folds.size(), 3u);
+  EXPECT_FALSE(match.folds[0].epilogue.has_value());
+  EXPECT_TRUE(match.folds[2].epilogue.has_value());  // the bias alone: the epilogue multiplies and clamps
+  std::optional<MatmulProblem> problem = as_matmul(match.folds[0].contraction);
+  ASSERT_TRUE(problem.has_value()) << match.folds[0].contraction.describe();
+  ASSERT_TRUE(problem->bias.has_value());
+  EXPECT_EQ(problem->bias->buffer, buffer_of(lowered, bias));
+  EXPECT_EQ(problem->bias->dims, (std::vector<int64_t>{1, 12}));
+  EXPECT_EQ(problem->bias->strides[1], 1);
+  ASSERT_EQ(problem->post_ops.size(), 2u);
+  EXPECT_EQ(problem->post_ops[0].op.kind, PostOp::Kind::Multiply);
+  ASSERT_TRUE(problem->post_ops[0].operand.has_value());
+  EXPECT_EQ(problem->post_ops[0].operand->buffer, buffer_of(lowered, scale_storage));
+  EXPECT_EQ(problem->post_ops[0].operand->dims, (std::vector<int64_t>{8, 12}));
+  EXPECT_EQ(problem->post_ops[0].operand->strides, (std::vector<int64_t>{1, 8}));
+  EXPECT_EQ(problem->post_ops[1].op.kind, PostOp::Kind::Relu);
+
+  // A convolution's output times a per-channel scale, plus a residual shared by all channels ([2, 1, 6, 6]).
+  NodePtr input = filled({2, 3, 6, 6}, 17), weight = filled({4, 3, 3, 3}, 18), channel_scale = filled({4}, 19);
+  NodePtr residual = filled({2, 1, 6, 6}, 20);
+  NodePtr convolution = convolution_2d(input, weight, 1, 1, 1);
+  NodePtr scaled = binary(BinaryOp::Multiply, convolution, broadcast(channel_scale, {2, 4, 6, 6}, {0, 2, 3}));
+  NodePtr shifted = binary(BinaryOp::Add, scaled, broadcast(reshape(residual, {2, 6, 6}), {2, 4, 6, 6}, {1}));
+  ContractionMatch convolution_match = match_single_kernel(shifted, &lowered);
+  ASSERT_EQ(convolution_match.folds.size(), 2u);
+  std::optional<ConvolutionProblem> convolution_problem = as_convolution(convolution_match.folds[0].contraction);
+  ASSERT_TRUE(convolution_problem.has_value()) << convolution_match.folds[0].contraction.describe();
+  EXPECT_FALSE(convolution_problem->bias.has_value());  // a multiply comes first: the add is no bias
+  ASSERT_EQ(convolution_problem->post_ops.size(), 2u);
+  const std::optional<TensorLayout>& per_channel = convolution_problem->post_ops[0].operand;
+  ASSERT_TRUE(per_channel.has_value());
+  EXPECT_EQ(per_channel->buffer, buffer_of(lowered, channel_scale));
+  EXPECT_EQ(per_channel->dims, (std::vector<int64_t>{1, 4, 1, 1}));
+  EXPECT_EQ(per_channel->strides[1], 1);
+  const std::optional<TensorLayout>& shared = convolution_problem->post_ops[1].operand;
+  ASSERT_TRUE(shared.has_value());
+  EXPECT_EQ(convolution_problem->post_ops[1].op.kind, PostOp::Kind::Add);
+  EXPECT_EQ(shared->buffer, buffer_of(lowered, residual));
+  EXPECT_EQ(shared->dims, (std::vector<int64_t>{2, 1, 6, 6}));
+  EXPECT_EQ(shared->strides[0], 36);
+  EXPECT_EQ(shared->strides[2], 6);
+  EXPECT_EQ(shared->strides[3], 1);
+}
+
+TEST_F(ContractionTest, TensorThatDoesNotNestLikeTheOutputIsNoPostOp) {
+  // x [4, 8, 16] @ w [16, 12]: the library merges (batch, row) into 32 rows. A residual read as [8, 4, 12]
+  // transposed steps 48 along the inner row and 12 along the outer one, which no stride along the merged rows
+  // can say: the matcher still offers the fold, the classification refuses it, the plain product stays.
+  NodePtr left = filled({4, 8, 16}, 21), right = filled({16, 12}, 22), storage = filled({8, 4, 12}, 23);
+  NodePtr product = reduce(binary(BinaryOp::Multiply, reshape(left, {4, 8, 16, 1}), reshape(right, {1, 1, 16, 12})),
+                           ReduceOp::Add, {2}, false);
+  NodePtr output = binary(BinaryOp::Add, product, permute(storage, {1, 0, 2}));
+  ContractionMatch match = match_single_kernel(output);
+  ASSERT_TRUE(match.contraction.has_value());
+  ASSERT_EQ(match.folds.size(), 1u);
+  EXPECT_FALSE(as_matmul(match.folds[0].contraction).has_value()) << match.folds[0].contraction.describe();
+  std::optional<MatmulProblem> plain = as_matmul(*match.contraction);
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(plain->output.dims, (std::vector<int64_t>{32, 12}));
+}
+
 TEST_F(ContractionTest, VariableDividedTwoWaysIsNotSplit) {
   // The image channel (o / 3) * 2 + c is read next to a weight at o / 2: no single split makes both affine.
   NodePtr input = filled({2, 4, 6, 6}, 11), weight = filled({3, 2, 3, 3}, 12);
