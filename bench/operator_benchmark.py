@@ -2,10 +2,11 @@
 
 Operators (float32): softmax and layer norm over the last dim of [4096, 1024], a 1024^3 matmul, and a 3x3 conv2d
 (N=32, 64 -> 64 channels, 56x56, padding 1) forward and forward+backward; PyTorch convolutions both in its default
-NCHW layout and in channels_last. For each: the median wall time over several timed runs after warm-up, GFLOP/s
-or GB/s, metajit's time over PyTorch's, and the share of a machine limit measured in the same run (a large matmul
-for compute, a STREAM triad for bandwidth). metajit rows also say how many calls went to oneDNN
-(`library_calls`) and how long planning took. Results are checked against each other once per operator.
+NCHW layout and in channels_last; the matmul also against oneDNN's sgemm called directly. For each: the median
+wall time over several timed runs after warm-up, GFLOP/s or GB/s, metajit's time over the other's, and the share
+of a machine limit measured in the same run (a large matmul for compute, a STREAM triad for bandwidth). metajit
+rows also say how many calls went to oneDNN (`library_calls`) and how long planning took. Results are checked
+against each other once per operator, and the issue's operator targets are checked against the medians.
 
 Writes a markdown table to bench/OPERATORS.md and a bar chart of the time ratios to bench/operators.png.
 
@@ -75,12 +76,50 @@ class Operator:
     shape; PyTorch eager is synchronous on the CPU, so its compute returning is the end of the work."""
 
     def __init__(self, name, description, runs, metajit_inputs, metajit_compute, torch_variants=None,
-                 flops=None, traffic_bytes=None, numpy_reference=None):
+                 flops=None, traffic_bytes=None, numpy_reference=None, direct_variants=None):
         self.name, self.description, self.runs = name, description, runs
         self.metajit_inputs, self.metajit_compute = metajit_inputs, metajit_compute
         self.torch_variants = torch_variants or {}
+        # Like torch_variants, for a library called directly on numpy arrays (oneDNN's sgemm for the matmul).
+        self.direct_variants = direct_variants or {}
         self.flops, self.traffic_bytes = flops, traffic_bytes
         self.numpy_reference = numpy_reference  # the check when PyTorch is missing; None: no check then
+
+
+def onednn_sgemm():
+    """oneDNN's `dnnl_sgemm`, called directly through ctypes: the same shared library metajit's lowering calls
+    (Debian's libdnnl.so.2, already loaded by metajit), on the OpenMP team metajit sizes. None if it cannot be
+    found. Returns a function computing a @ b for C-contiguous float32 matrices into a fresh array."""
+    import ctypes
+    try:
+        library = ctypes.CDLL("libdnnl.so.2")
+    except OSError:
+        return None
+    sgemm = library.dnnl_sgemm
+    pointer, dim = ctypes.c_void_p, ctypes.c_int64
+    sgemm.argtypes = [ctypes.c_char, ctypes.c_char, dim, dim, dim, ctypes.c_float, pointer, dim, pointer, dim,
+                      ctypes.c_float, pointer, dim]
+    sgemm.restype = ctypes.c_int
+
+    def matmul(a, b):
+        rows, inner = a.shape
+        columns = b.shape[1]
+        out = np.empty((rows, columns), dtype=np.float32)
+        status = sgemm(b"N", b"N", rows, columns, inner, 1.0, a.ctypes.data, inner, b.ctypes.data, columns, 0.0,
+                       out.ctypes.data, columns)
+        if status != 0:
+            raise RuntimeError(f"dnnl_sgemm failed with status {status}")
+        return out
+    return matmul
+
+
+def aligned_copy(array):
+    """A copy of `array` starting on a 64-byte boundary, like metajit's and PyTorch's allocations."""
+    raw = np.empty(array.nbytes + 64, dtype=np.uint8)
+    start = (-raw.ctypes.data) % 64
+    copy = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy
 
 
 def torch_copy(torch, array):
@@ -122,12 +161,18 @@ def build_operators(torch, runs, backward_runs, rng):
     # Matmul: scaled so the products are about N(0, 1), which keeps the absolute tolerance of the check meaningful.
     left = rng.standard_normal((MATRIX, MATRIX), dtype=np.float32) / np.float32(np.sqrt(MATRIX))
     right = rng.standard_normal((MATRIX, MATRIX), dtype=np.float32)
+    direct = onednn_sgemm()
+    if direct is None:
+        print("libdnnl.so.2 not found: no oneDNN-direct row for the matmul")
     operators.append(Operator(
         "matmul", f"matmul {MATRIX}x{MATRIX} @ {MATRIX}x{MATRIX}", runs,
         lambda: (mj.array(left), mj.array(right)), lambda a, b: [a @ b],
         {} if torch is None else {"PyTorch": (lambda: (torch_copy(torch, left), torch_copy(torch, right)),
                                               lambda a, b: [torch.mm(a, b)])},
-        flops=2 * MATRIX ** 3, numpy_reference=lambda: [left @ right]))
+        flops=2 * MATRIX ** 3, numpy_reference=lambda: [left @ right],
+        direct_variants={} if direct is None else {
+            "oneDNN `dnnl_sgemm` called directly": (lambda: (aligned_copy(left), aligned_copy(right)),
+                                                    lambda a, b: [direct(a, b)])}))
 
     # Convolution. Scales chosen so the output and both gradients are all about N(0, 1): y ~ 24*sw*sx,
     # dx ~ 24*sw*sg, dw ~ sqrt(N*H*W)*sx*sg (24 = sqrt(C*3*3)).
@@ -211,19 +256,32 @@ def torch_runner(torch, operator, inputs, compute):
     return run_once
 
 
+def direct_runner(inputs, compute):
+    def run_once():
+        arguments = inputs()
+        start = time.perf_counter()
+        results = compute(*arguments)
+        return time.perf_counter() - start, results, None
+    return run_once
+
+
 def measure(torch, operator):
-    """Times metajit and every PyTorch variant of one operator, round-robin run by run, so drift on a shared
-    machine hits all of them alike; returns ({label: samples}, {label: result values of one untimed run})."""
+    """Times metajit and every PyTorch (and direct library) variant of one operator, round-robin run by run, so
+    drift on a shared machine hits all of them alike; returns ({label: samples}, {label: result values of one
+    untimed run})."""
     runners = {"metajit": metajit_runner(operator)}
     runners.update({label: torch_runner(torch, operator, inputs, compute)
                     for label, (inputs, compute) in operator.torch_variants.items()})
+    runners.update({label: direct_runner(inputs, compute)
+                    for label, (inputs, compute) in operator.direct_variants.items()})
     values = {}
     for label, run_once in runners.items():
         # Two warm-up runs: the first compiles kernels, the second settles the allocators' free lists.
         for _ in range(2):
             run_once()
         results = run_once()[1]
-        values[label] = [result.numpy() if label == "metajit" else result.detach().numpy() for result in results]
+        values[label] = [result if isinstance(result, np.ndarray) else
+                         result.numpy() if label == "metajit" else result.detach().numpy() for result in results]
         results = None
     samples = {label: {"times": [], "library_calls": [], "planning": []} for label in runners}
     for _ in range(operator.runs):
@@ -366,8 +424,10 @@ def build_report(arguments, torch, limits, measurements):
             lines.append(f"| | {label} | {reference * 1e3:.2f} | {min(result['times']) * 1e3:.2f} | "
                          f"{rate:.1f} {unit} | {limit_share(operator, rate, limits) * 100:.0f}% | "
                          f"**{mine / reference:.2f}x** | | |")
-    lines += ["", "\"metajit / this\" is metajit's median time over that PyTorch variant's: below 1 metajit is "
-              "faster. Softmax and layer norm count one read and one write of the tensor (32 MB); matmul "
+    lines += target_lines(measurements)
+    lines += ["", "\"metajit / this\" is metajit's median time over that variant's: below 1 metajit is "
+              "faster. oneDNN's `dnnl_sgemm` is called through ctypes on the same library and thread team metajit "
+              "uses, on 64-byte aligned numpy copies. Softmax and layer norm count one read and one write of the tensor (32 MB); matmul "
               "2·M·N·K flops, conv forward 2·N·O·C·H·W·9 and forward+backward three times that (the direct "
               "algorithm's count: metajit runs these 3x3 convolutions with Winograd F(4x4, 3x3), which does about "
               "half the multiplications, so its rate can pass the FMA peak; `mj.flags.conv_algorithm`). "
@@ -377,6 +437,33 @@ def build_report(arguments, torch, limits, measurements):
               "last-level cache of this host may hold the 64 MB triad arrays, so the bandwidth limit is partly "
               f"cache bandwidth. The limits are the best of {LIMIT_RUNS} runs, yet on a shared host a later median "
               "can still beat them (over 100%); single runs are noisy, so compare rows of one run."]
+    return lines
+
+
+# (operator, variant, the most metajit's time may be of the variant's, what the issue asks)
+TARGETS = [
+    ("softmax", "PyTorch", 0.5, "softmax at least 2x faster than PyTorch eager"),
+    ("matmul", "oneDNN `dnnl_sgemm` called directly", 1 / 0.9, "matmul at least 0.9x of oneDNN called directly"),
+    ("matmul", "PyTorch", 1.0, "matmul no slower than PyTorch"),
+    ("conv2d_backward", "PyTorch channels_last", 1.0,
+     "conv forward+backward no slower than PyTorch with channels_last"),
+]
+
+
+def target_lines(measurements):
+    """The issue's operator targets against this run's medians (and best runs, for the noise)."""
+    lines = ["", "| target | measured (median; best runs) | status |", "|---|---|---|"]
+    found = {(operator.name, label): (ours, result) for operator, ours, theirs in measurements
+             for label, result in theirs.items()}
+    for name, label, limit, text in TARGETS:
+        if (name, label) not in found:
+            lines.append(f"| {text} | not measured ({label} missing) | - |")
+            continue
+        ours, result = found[(name, label)]
+        ratio = statistics.median(ours["times"]) / statistics.median(result["times"])
+        best_ratio = min(ours["times"]) / min(result["times"])
+        lines.append(f"| {text} | metajit / {label}: {ratio:.2f}x; {best_ratio:.2f}x | "
+                     f"{'met' if ratio <= limit else 'not met'} (<= {limit:.2f}x) |")
     return lines
 
 
@@ -394,7 +481,9 @@ def write_chart(path, measurements):
     for operator, ours, theirs in measurements:
         for label, result in theirs.items():
             name = short_names.get(operator.name, operator.name)
-            if len(operator.torch_variants) > 1:  # say which PyTorch layout the bar is against
+            if label in operator.direct_variants:
+                name += "\nvs oneDNN direct"
+            elif len(operator.torch_variants) > 1:  # say which PyTorch layout the bar is against
                 name += "\nvs channels_last" if "channels_last" in label else "\nvs NCHW"
             labels.append(name)
             ratios.append(statistics.median(ours["times"]) / statistics.median(result["times"]))
@@ -407,8 +496,8 @@ def write_chart(path, measurements):
     axes.bar_label(bars, labels=[f"{ratio:.2f}x" for ratio in ratios])
     axes.axhline(1.0, color="black", linewidth=0.8)
     axes.set_xticks(range(len(ratios)), labels, fontsize=8)
-    axes.set_ylabel("metajit time / PyTorch time (lower is better)")
-    axes.set_title(f"metajit vs PyTorch eager, float32, {os.cpu_count()} cores")
+    axes.set_ylabel("metajit time / other time (lower is better)")
+    axes.set_title(f"metajit vs PyTorch eager (and oneDNN called directly), float32, {os.cpu_count()} cores")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     pyplot.close(figure)
