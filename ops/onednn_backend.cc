@@ -62,11 +62,15 @@ dnnl::primitive_attr call_attributes(const std::vector<LibraryPostOp>& library_p
   for (const LibraryPostOp& library : library_post_ops) {
     const PostOp& op = library.op;
     switch (op.kind) {
-      case PostOp::Kind::Relu: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f); break;
+      case PostOp::Kind::Relu:
+        post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        break;
       case PostOp::Kind::Linear:
         post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, float(op.scale), float(op.shift));
         break;
-      case PostOp::Kind::Add: post_ops.append_binary(dnnl::algorithm::binary_add, user_desc(*library.operand)); break;
+      case PostOp::Kind::Add:
+        post_ops.append_binary(dnnl::algorithm::binary_add, user_desc(*library.operand));
+        break;
       case PostOp::Kind::Subtract:
         post_ops.append_binary(dnnl::algorithm::binary_sub, user_desc(*library.operand));
         break;
