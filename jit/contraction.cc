@@ -514,11 +514,12 @@ class Matcher {
     op->kind = PostOp::Kind::Linear;
     switch (binary) {
       case BinaryOp::Add:
+      case BinaryOp::Multiply:  // by a constant: a shift or a scale; else by a tensor
         if (constant(other, &number)) {
-          op->shift = number;
+          (binary == BinaryOp::Add ? op->shift : op->scale) = number;
           return true;
         }
-        op->kind = PostOp::Kind::Add;
+        op->kind = binary == BinaryOp::Add ? PostOp::Kind::Add : PostOp::Kind::Multiply;
         return tensor_operand(other, &op->operand);
       case BinaryOp::Subtract:
         if (constant(other, &number)) {
@@ -528,13 +529,6 @@ class Matcher {
         }
         op->kind = PostOp::Kind::Subtract;  // libraries subtract the operand from the result, not the other way
         return is_current(left) && tensor_operand(other, &op->operand);
-      case BinaryOp::Multiply:
-        if (constant(other, &number)) {
-          op->scale = number;
-          return true;
-        }
-        op->kind = PostOp::Kind::Multiply;
-        return tensor_operand(other, &op->operand);
       case BinaryOp::Divide:
         if (!is_current(left) || !constant(right, &number) || number == 0) return false;
         op->scale = 1 / number;
