@@ -74,7 +74,7 @@ bench: setup
 	$(PY_ENV) $(PYTHON) bench/run_benchmarks.py
 	$(PY_ENV) $(PYTHON) bench/operator_benchmark.py
 	$(PY_ENV) $(PYTHON) bench/convolution_benchmark.py
-	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn,transformer
+	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn,resnet18,transformer
 
 bench-training: setup
 	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn,resnet18,transformer --steps 2
