@@ -1,8 +1,8 @@
 // Caching allocator: blocks are rounded up to a size class and kept on a per-class free list when released,
 // so a training loop that allocates the same shapes every step stops calling the system allocator.
-// Blocks of 2 MiB and more are mapped on their own, 2 MiB aligned and marked for transparent huge pages: a
-// kernel streaming through a 16 MB tensor then misses the TLB once per 2 MiB instead of once per 4 KiB, which
-// made the softmax and copy kernels about 3% faster here (docs/design.md, "Huge pages for large tensors").
+// With METAJIT_HUGE_PAGES=1, blocks of 2 MiB and more are mapped on their own, 2 MiB aligned and marked for
+// transparent huge pages: streaming kernels over large tensors get about 3% faster, but first touching a huge
+// page is slower here, so a cold first training step took 1.5 s longer; hence opt-in (docs/design.md, "Memory").
 #include "core/storage.h"
 
 #include <sys/mman.h>
@@ -25,20 +25,16 @@ constexpr size_t kAlignment = 64;
 constexpr size_t kMaxCachedBytes = size_t(4) << 30;  // beyond this, freed blocks go straight back to the system
 constexpr size_t kHugePageBytes = size_t(2) << 20;
 
-bool huge_pages_enabled() {
-  static const bool enabled = [] {
-    const char* value = std::getenv("METAJIT_HUGE_PAGES");
-    return !(value && std::string(value) == "0");
-  }();
-  return enabled;
+// Read at each large allocation (cheap next to one): each block remembers how it was made.
+bool huge_pages_requested() {
+  const char* value = std::getenv("METAJIT_HUGE_PAGES");
+  return value && std::string(value) == "1";
 }
 
 size_t whole_pages(size_t bytes) {
   static const size_t page = size_t(sysconf(_SC_PAGESIZE));
   return (bytes + page - 1) / page * page;
 }
-
-bool is_mapped_block(size_t rounded) { return rounded >= kHugePageBytes && huge_pages_enabled(); }
 
 // A fresh mapping with its start on a 2 MiB boundary: map 2 MiB more than needed, then unmap the unaligned head
 // and whatever lies past the block, so only 2 MiB ranges the block covers whole can become huge pages (a tail
@@ -56,12 +52,12 @@ void* map_aligned_block(size_t rounded) {
   return reinterpret_cast<void*>(start);
 }
 
-void* allocate_block(size_t rounded) {
-  return is_mapped_block(rounded) ? map_aligned_block(rounded) : std::aligned_alloc(kAlignment, rounded);
+void* allocate_block(size_t rounded, bool mapped) {
+  return mapped ? map_aligned_block(rounded) : std::aligned_alloc(kAlignment, rounded);
 }
 
-void free_block(void* block, size_t rounded) {
-  if (is_mapped_block(rounded))
+void free_block(void* block, size_t rounded, bool mapped) {
+  if (mapped)
     munmap(block, whole_pages(rounded));
   else
     std::free(block);
@@ -77,7 +73,7 @@ size_t size_class(size_t bytes) {
 
 struct FreeLists {
   std::mutex mutex;
-  std::unordered_map<size_t, std::vector<void*>> blocks_by_class;
+  std::unordered_map<size_t, std::vector<void*>> blocks_by_class[2];  // [0]: from malloc, [1]: own mappings
   size_t cached_bytes = 0;
 };
 
@@ -90,11 +86,13 @@ FreeLists& free_lists() {
 
 Storage::Storage(size_t bytes) : bytes_(bytes) {
   size_t rounded = size_class(bytes == 0 ? 1 : bytes);
+  mapped_ = rounded >= kHugePageBytes && huge_pages_requested();
   FreeLists& lists = free_lists();
   {
     std::lock_guard<std::mutex> lock(lists.mutex);
-    auto found = lists.blocks_by_class.find(rounded);
-    if (found != lists.blocks_by_class.end() && !found->second.empty()) {
+    auto& blocks_by_class = lists.blocks_by_class[mapped_];
+    auto found = blocks_by_class.find(rounded);
+    if (found != blocks_by_class.end() && !found->second.empty()) {
       data_ = found->second.back();
       found->second.pop_back();
       lists.cached_bytes -= rounded;
@@ -103,7 +101,7 @@ Storage::Storage(size_t bytes) : bytes_(bytes) {
       return;
     }
   }
-  data_ = allocate_block(rounded);
+  data_ = allocate_block(rounded, mapped_);
   if (!data_) throw AllocationError("cannot allocate " + std::to_string(bytes) + " bytes");
   stats().bytes_allocated += rounded;
 }
@@ -114,10 +112,10 @@ Storage::~Storage() {
   FreeLists& lists = free_lists();
   std::lock_guard<std::mutex> lock(lists.mutex);
   if (lists.cached_bytes + rounded > kMaxCachedBytes) {
-    free_block(data_, rounded);
+    free_block(data_, rounded, mapped_);
     return;
   }
-  lists.blocks_by_class[rounded].push_back(data_);
+  lists.blocks_by_class[mapped_][rounded].push_back(data_);
   lists.cached_bytes += rounded;
   stats().bytes_cached += rounded;
 }
@@ -125,9 +123,11 @@ Storage::~Storage() {
 void release_cached_memory() {
   FreeLists& lists = free_lists();
   std::lock_guard<std::mutex> lock(lists.mutex);
-  for (auto& entry : lists.blocks_by_class)
-    for (void* block : entry.second) free_block(block, entry.first);
-  lists.blocks_by_class.clear();
+  for (bool mapped : {false, true}) {
+    for (auto& entry : lists.blocks_by_class[mapped])
+      for (void* block : entry.second) free_block(block, entry.first, mapped);
+    lists.blocks_by_class[mapped].clear();
+  }
   stats().bytes_cached -= int64_t(lists.cached_bytes);
   lists.cached_bytes = 0;
 }

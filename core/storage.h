@@ -32,6 +32,7 @@ class Storage {
  private:
   void* data_;
   size_t bytes_;
+  bool mapped_;  // its own huge-page-aligned mapping (METAJIT_HUGE_PAGES=1), not a malloc block
 };
 
 using StoragePtr = std::shared_ptr<Storage>;

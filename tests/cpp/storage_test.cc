@@ -1,5 +1,5 @@
 // Tests for the caching allocator (core/storage.h): alignment, reuse of freed blocks, and the separately mapped,
-// huge-page-aligned blocks of 2 MiB and more.
+// huge-page-aligned blocks of 2 MiB and more that METAJIT_HUGE_PAGES=1 asks for.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -50,6 +50,13 @@ bool transparent_huge_pages_available() {
   return !text.empty() && text.find("[never]") == std::string::npos;
 }
 
+// Sets METAJIT_HUGE_PAGES for one test (the allocator reads it at each large allocation).
+class HugePagesOn : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("METAJIT_HUGE_PAGES", "1", 1); }
+  void TearDown() override { unsetenv("METAJIT_HUGE_PAGES"); }
+};
+
 TEST(StorageTest, SmallBlocksAre64ByteAlignedAndReused) {
   void* first;
   {
@@ -62,7 +69,17 @@ TEST(StorageTest, SmallBlocksAre64ByteAlignedAndReused) {
   EXPECT_EQ(again.data(), first);
 }
 
-TEST(StorageTest, LargeBlocksStartOnAHugePageAndAreWritableToTheirLastByte) {
+TEST(StorageTest, LargeBlocksComeFromMallocByDefault) {
+  unsetenv("METAJIT_HUGE_PAGES");
+  const size_t bytes = size_t(6) << 20;
+  Storage block(bytes);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(block.data()) % 64, 0u);
+  std::memset(block.data(), 5, bytes);
+  // malloc's own mapping: a 16-byte header precedes the block, so it never starts on a page boundary.
+  EXPECT_NE(reinterpret_cast<uintptr_t>(block.data()) % 4096, 0u);
+}
+
+TEST_F(HugePagesOn, LargeBlocksStartOnAHugePageAndAreWritableToTheirLastByte) {
   const size_t bytes = (size_t(2) << 20) + 100;  // a 2 MiB huge page plus a tail in small pages
   Storage block(bytes);
   uintptr_t start = reinterpret_cast<uintptr_t>(block.data());
@@ -75,7 +92,7 @@ TEST(StorageTest, LargeBlocksStartOnAHugePageAndAreWritableToTheirLastByte) {
   }
 }
 
-TEST(StorageTest, FreedLargeBlocksAreKeptUntilTheCacheIsReleased) {
+TEST_F(HugePagesOn, FreedLargeBlocksAreKeptUntilTheCacheIsReleased) {
   const size_t bytes = size_t(6) << 20;
   void* first;
   {
