@@ -45,6 +45,35 @@ struct FileInfo {
   bool internal;
 };
 
+// PyFrame_GetLineNumber walks the code object's line table on every call: about a tenth of recording a small op.
+// A frame's line follows from its code object and instruction offset, so lines are remembered by that pair. The
+// cached code objects are kept alive, so an address is never reused by another code object while remembered; the
+// cache is emptied when it grows large (code compiled in a loop by exec).
+int frame_line(PyFrameObject* frame, PyCodeObject* code) {
+#if PY_VERSION_HEX >= 0x030B0000
+  static std::unordered_map<PyCodeObject*, std::unordered_map<int, int>> lines;
+  constexpr size_t kMaximumCodeObjects = 4096;
+  int offset = PyFrame_GetLasti(frame);
+  auto code_lines = lines.find(code);
+  if (code_lines == lines.end()) {
+    if (lines.size() >= kMaximumCodeObjects) {
+      for (auto& [cached, unused] : lines) Py_DECREF(cached);
+      lines.clear();
+    }
+    Py_INCREF(code);
+    code_lines = lines.emplace(code, std::unordered_map<int, int>{}).first;
+  }
+  auto found = code_lines->second.find(offset);
+  if (found != code_lines->second.end()) return found->second;
+  int line = PyFrame_GetLineNumber(frame);
+  code_lines->second.emplace(offset, line);
+  return line;
+#else
+  (void)code;
+  return PyFrame_GetLineNumber(frame);
+#endif
+}
+
 Provenance python_provenance() {
   static std::unordered_map<PyObject*, FileInfo> files;  // filename objects are kept alive (increfed) forever
   PyFrameObject* frame = PyEval_GetFrame();             // borrowed
@@ -62,12 +91,13 @@ Provenance python_provenance() {
       Py_INCREF(filename);
       found = files.emplace(filename, FileInfo{intern_string(name), internal}).first;
     }
-    Py_DECREF(code);
     if (!found->second.internal) {
-      result = {found->second.interned, PyFrame_GetLineNumber(frame)};
+      result = {found->second.interned, frame_line(frame, code)};
+      Py_DECREF(code);
       Py_DECREF(frame);
       return result;
     }
+    Py_DECREF(code);
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
     frame = back;

@@ -186,6 +186,28 @@ def test_provenance_skips_frames_inside_the_package(rng):
     assert f"{file_name}:{line}" in mj.inspect_kernels(y)[0]["source"]
 
 
+def test_provenance_lines_stay_right_for_repeated_and_generated_code(rng):
+    """Lines are remembered per code object and instruction: each call site and each line keeps its own."""
+    x = mj.array(rng.standard_normal(3).astype(np.float32))
+    file_name = os.path.basename(__file__)
+
+    def two_ops():
+        first = x.exp()
+        second = x.abs()
+        return first, second
+
+    first_line = two_ops.__code__.co_firstlineno + 1
+    for _ in range(3):
+        first, second = two_ops()
+        assert first.created_at.endswith(f"{file_name}:{first_line}")
+        assert second.created_at.endswith(f"{file_name}:{first_line + 1}")
+    # Code compiled at run time, a new code object each time, the op on a different line each time.
+    for blank_lines in range(5):
+        namespace = {"x": x}
+        exec(compile("\n" * blank_lines + "y = x.exp()\n", "<generated>", "exec"), namespace)
+        assert namespace["y"].created_at == f"<generated>:{blank_lines + 1}"
+
+
 def test_kernel_key_is_stable_and_ignores_provenance(rng):
     data = rng.standard_normal(10).astype(np.float32)
     first = mj.inspect_kernels(mj.array(data) * 4 + 1)[0]

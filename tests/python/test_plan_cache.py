@@ -16,6 +16,22 @@ def test_constants_are_part_of_the_plan(rng):
         np.testing.assert_allclose((x * scale + 1).numpy(), a * scale + 1, rtol=1e-6, atol=1e-6)
 
 
+def test_negative_and_positive_zero_constants_are_different_plans(rng):
+    a = np.abs(floats(rng, 6)) + 1
+    for zero in (0.0, -0.0, 0.0):
+        product = (mj.array(a) * zero).numpy()
+        assert np.array_equal(np.signbit(product), np.signbit(a * zero)), zero
+
+
+def test_shapes_with_the_same_extents_but_another_rank_are_different_plans(rng):
+    a = floats(rng, 2, 3)
+    for shape in ((2, 3), (2, 3, 1), (1, 2, 3), (2, 3)):
+        data = a.reshape(shape)
+        total = mj.array(data).sum(0)
+        assert total.shape == data.sum(0).shape
+        np.testing.assert_allclose(total.numpy(), data.sum(0), rtol=1e-6)
+
+
 def test_shared_and_distinct_inputs_are_different_graphs(rng):
     a, b = floats(rng, 4, 6), floats(rng, 4, 6)
     for _ in range(2):
