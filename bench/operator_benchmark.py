@@ -1,6 +1,7 @@
 """Operator benchmark: metajit against PyTorch eager, single operators on the same inputs in the same run.
 
-Operators (float32): softmax and layer norm over the last dim of [4096, 1024], a 1024^3 matmul, and a 3x3 conv2d
+Operators (float32): softmax and layer norm over the last dim of [4096, 1024], the transpose of a [4096, 4096]
+matrix (materialised), a 1024^3 matmul, and a 3x3 conv2d
 (N=32, 64 -> 64 channels, 56x56, padding 1) forward and forward+backward; PyTorch convolutions both in its default
 NCHW layout and in channels_last; the matmul also against oneDNN's sgemm called directly. For each: the median
 wall time over several timed runs after warm-up, GFLOP/s or GB/s, metajit's time over the other's, and the share
@@ -33,6 +34,7 @@ from run_benchmarks import cpu_model  # noqa: E402  (one definition of the CPU n
 
 ROWS, FEATURES = 4096, 1024                 # softmax / layer norm input
 MATRIX = 1024                               # matmul M = N = K
+TRANSPOSED = 4096                           # transpose input [4096, 4096]
 BATCH, CHANNELS, SIZE, KERNEL = 32, 64, 56, 3  # conv2d: input [32, 64, 56, 56], weight [64, 64, 3, 3]
 PEAK_MATRIX = 2048                          # matmul used as the compute limit
 TRIAD_ELEMENTS = 16 * 1024 * 1024           # STREAM triad arrays (64 MB of float32 each)
@@ -157,6 +159,16 @@ def build_operators(torch, runs, backward_runs, rng):
         lambda: (mj.array(rows),), lambda x: [F.layer_norm(x, [FEATURES])],
         row_variants(lambda x: [torch.nn.functional.layer_norm(x, [FEATURES])]),
         traffic_bytes=row_bytes, numpy_reference=numpy_layer_norm))
+
+    # Transpose, materialised (a strided read along the written dim: metajit tiles it). Traffic: one read and
+    # one write of the matrix.
+    square = rng.standard_normal((TRANSPOSED, TRANSPOSED), dtype=np.float32)
+    operators.append(Operator(
+        "transpose", f"transpose of [{TRANSPOSED}, {TRANSPOSED}], materialised", runs,
+        lambda: (mj.array(square),), lambda x: [x.T],
+        {} if torch is None else {"PyTorch": (lambda: (torch_copy(torch, square),),
+                                              lambda x: [x.t().contiguous()])},
+        traffic_bytes=2 * square.nbytes, numpy_reference=lambda: [square.T]))
 
     # Matmul: scaled so the products are about N(0, 1), which keeps the absolute tolerance of the check meaningful.
     left = rng.standard_normal((MATRIX, MATRIX), dtype=np.float32) / np.float32(np.sqrt(MATRIX))
@@ -427,7 +439,7 @@ def build_report(arguments, torch, limits, measurements):
     lines += target_lines(measurements)
     lines += ["", "\"metajit / this\" is metajit's median time over that variant's: below 1 metajit is "
               "faster. oneDNN's `dnnl_sgemm` is called through ctypes on the same library and thread team metajit "
-              "uses, on 64-byte aligned numpy copies. Softmax and layer norm count one read and one write of the tensor (32 MB); matmul "
+              "uses, on 64-byte aligned numpy copies. Softmax and layer norm count one read and one write of the tensor (32 MB), the transpose of its matrix (128 MB); matmul "
               "2·M·N·K flops, conv forward 2·N·O·C·H·W·9 and forward+backward three times that (the direct "
               "algorithm's count: metajit runs these 3x3 convolutions with Winograd F(4x4, 3x3), which does about "
               "half the multiplications, so its rate can pass the FMA peak; `mj.flags.conv_algorithm`). "
@@ -475,7 +487,8 @@ def write_chart(path, measurements):
     except ImportError:
         print("matplotlib is not installed: no chart (`pip install matplotlib`)")
         return False
-    short_names = {"softmax": "softmax", "layer_norm": "layer norm", "matmul": "matmul", "conv2d": "conv fwd",
+    short_names = {"softmax": "softmax", "layer_norm": "layer norm", "transpose": "transpose", "matmul": "matmul",
+                   "conv2d": "conv fwd",
                    "conv2d_backward": "conv fwd+bwd"}
     labels, ratios = [], []
     for operator, ours, theirs in measurements:
