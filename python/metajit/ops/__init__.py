@@ -12,12 +12,13 @@ from .linalg import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .pool import *  # noqa: F401,F403
+from .statistics import *  # noqa: F401,F403
 from .tensor import *  # noqa: F401,F403
 
 import importlib as _importlib
 
 # Submodules are looked up by name: the star imports above rebind e.g. `dropout` to the function.
 _MODULES = ["activation", "conv", "dropout", "embedding", "indexing", "interpolate", "linalg", "loss",
-            "normalization", "pool", "tensor"]
+            "normalization", "pool", "statistics", "tensor"]
 __all__ = sorted({name for module in _MODULES
                   for name in _importlib.import_module("metajit.ops." + module).__all__})
