@@ -1,0 +1,76 @@
+"""Running sums: a sum over r of terms kept only where r <= the last index i (cumsum's triangle, or a user's own
+reindex written that way) renders as one pass along each row (jit/cpp_renderer.cc, running_sum). Results must
+match numpy for every length, dtype and dim, and a sum whose terms depend on i must not take that path."""
+import re
+
+import numpy as np
+import pytest
+
+import metajit as mj
+
+RUNNING = re.compile(r"const int64_t r\d+ = i\d+;")
+
+
+def running_sum_kernels(var):
+    return sum(bool(RUNNING.search(kernel["source"])) for kernel in mj.inspect_kernels(var))
+
+
+@pytest.mark.parametrize("length", [1, 5, 64, 65, 200, 4096])
+def test_cumsum_of_every_length_matches_numpy(rng, length):
+    data = rng.standard_normal((3, length)).astype(np.float32)
+    result = mj.array(data).cumsum(1)
+    assert running_sum_kernels(result) >= 1
+    np.testing.assert_allclose(result.numpy(), np.cumsum(data.astype(np.float64), axis=1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumsum_along_each_dim_of_a_3d_input(rng, dim):
+    data = rng.standard_normal((70, 6, 90)).astype(np.float32)
+    result = mj.array(data).cumsum(dim)
+    np.testing.assert_allclose(result.numpy(), np.cumsum(data.astype(np.float64), axis=dim), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64, np.int32, np.uint8])
+def test_cumsum_of_other_dtypes(rng, dtype):
+    data = (rng.standard_normal((4, 300)) * 20).astype(dtype)
+    result = mj.array(data).cumsum(1)
+    assert running_sum_kernels(result) >= 1
+    expected = np.cumsum(data, axis=1, dtype=np.float64 if dtype == np.float64 else np.int64)
+    if dtype == np.float64:
+        np.testing.assert_allclose(result.numpy(), expected, rtol=1e-12, atol=1e-10)
+    else:
+        np.testing.assert_array_equal(result.numpy(), expected)
+
+
+def test_infinities_and_nan_stay_where_numpy_puts_them():
+    data = np.ones((2, 150), np.float32)
+    data[0, 10] = np.inf
+    data[1, 100] = np.nan
+    np.testing.assert_array_equal(mj.array(data).cumsum(1).numpy(), np.cumsum(data, axis=1))
+
+
+def test_a_users_own_triangle_is_a_running_sum(rng):
+    data = rng.standard_normal(40).astype(np.float32)
+    triangle = mj.reindex(mj.array(data), [40, 40], ["i1"], 0.0, ["i1 > i0"])
+    result = triangle.sum(1) * 2.0
+    assert running_sum_kernels(result) == 1
+    np.testing.assert_allclose(result.numpy(), 2 * np.cumsum(data.astype(np.float64)), rtol=1e-5, atol=1e-5)
+
+
+def test_terms_that_depend_on_the_row_position_are_not_a_running_sum(rng):
+    """sum over r <= i of x[(r + i) % n]: each element's terms differ, so no element follows from the last."""
+    data = rng.standard_normal(30).astype(np.float32)
+    triangle = mj.reindex(mj.array(data), [30, 30], ["(i1 + i0) % 30"], 0.0, ["i1 > i0"])
+    result = triangle.sum(1)
+    assert running_sum_kernels(result) == 0
+    expected = np.array([sum(data[(r + i) % 30] for r in range(i + 1)) for i in range(30)])
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_gradient_of_cumsum(rng):
+    data = rng.standard_normal((3, 130)).astype(np.float64)
+    weights = rng.standard_normal((3, 130))
+    x = mj.array(data, requires_grad=True)
+    gradient = mj.grad((x.cumsum(1) * mj.array(weights)).sum(), x).numpy()
+    expected = np.cumsum(weights[:, ::-1], axis=1)[:, ::-1]  # the reverse running sum of the weights
+    np.testing.assert_allclose(gradient, expected, rtol=1e-10, atol=1e-10)
