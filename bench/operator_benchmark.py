@@ -1,7 +1,7 @@
 """Operator benchmark: metajit against PyTorch eager, single operators on the same inputs in the same run.
 
 Operators (float32): softmax and layer norm over the last dim of [4096, 1024], the transpose of a [4096, 4096]
-matrix (materialised), a 1024^3 matmul, and a 3x3 conv2d
+matrix (materialised), cumsum along the last dim of [256, 4096], a 1024^3 matmul, and a 3x3 conv2d
 (N=32, 64 -> 64 channels, 56x56, padding 1) forward and forward+backward; PyTorch convolutions both in its default
 NCHW layout and in channels_last; the matmul also against oneDNN's sgemm called directly. For each: the median
 wall time over several timed runs after warm-up, GFLOP/s or GB/s, metajit's time over the other's, and the share
@@ -35,6 +35,7 @@ from run_benchmarks import cpu_model  # noqa: E402  (one definition of the CPU n
 ROWS, FEATURES = 4096, 1024                 # softmax / layer norm input
 MATRIX = 1024                               # matmul M = N = K
 TRANSPOSED = 4096                           # transpose input [4096, 4096]
+SCANNED = (256, 4096)                       # cumsum input, summed along the last dim
 BATCH, CHANNELS, SIZE, KERNEL = 32, 64, 56, 3  # conv2d: input [32, 64, 56, 56], weight [64, 64, 3, 3]
 PEAK_MATRIX = 2048                          # matmul used as the compute limit
 TRIAD_ELEMENTS = 16 * 1024 * 1024           # STREAM triad arrays (64 MB of float32 each)
@@ -169,6 +170,16 @@ def build_operators(torch, runs, backward_runs, rng):
         {} if torch is None else {"PyTorch": (lambda: (torch_copy(torch, square),),
                                               lambda x: [x.t().contiguous()])},
         traffic_bytes=2 * square.nbytes, numpy_reference=lambda: [square.T]))
+
+    # Cumulative sum along the last dim (metajit: blocked triangle sums, rendered as running sums). Traffic: one
+    # read and one write.
+    scanned = rng.standard_normal(SCANNED, dtype=np.float32)
+    operators.append(Operator(
+        "cumsum", f"cumsum, last dim of [{SCANNED[0]}, {SCANNED[1]}]", runs,
+        lambda: (mj.array(scanned),), lambda x: [x.cumsum(-1)],
+        {} if torch is None else {"PyTorch": (lambda: (torch_copy(torch, scanned),),
+                                              lambda x: [torch.cumsum(x, -1)])},
+        traffic_bytes=2 * scanned.nbytes, numpy_reference=lambda: [np.cumsum(scanned, axis=-1)]))
 
     # Matmul: scaled so the products are about N(0, 1), which keeps the absolute tolerance of the check meaningful.
     left = rng.standard_normal((MATRIX, MATRIX), dtype=np.float32) / np.float32(np.sqrt(MATRIX))
@@ -439,7 +450,7 @@ def build_report(arguments, torch, limits, measurements):
     lines += target_lines(measurements)
     lines += ["", "\"metajit / this\" is metajit's median time over that variant's: below 1 metajit is "
               "faster. oneDNN's `dnnl_sgemm` is called through ctypes on the same library and thread team metajit "
-              "uses, on 64-byte aligned numpy copies. Softmax and layer norm count one read and one write of the tensor (32 MB), the transpose of its matrix (128 MB); matmul "
+              "uses, on 64-byte aligned numpy copies. Softmax and layer norm count one read and one write of the tensor (32 MB), the transpose of its matrix (128 MB), cumsum of its [256, 4096] input (8 MB); matmul "
               "2·M·N·K flops, conv forward 2·N·O·C·H·W·9 and forward+backward three times that (the direct "
               "algorithm's count: metajit runs these 3x3 convolutions with Winograd F(4x4, 3x3), which does about "
               "half the multiplications, so its rate can pass the FMA peak; `mj.flags.conv_algorithm`). "
@@ -487,9 +498,8 @@ def write_chart(path, measurements):
     except ImportError:
         print("matplotlib is not installed: no chart (`pip install matplotlib`)")
         return False
-    short_names = {"softmax": "softmax", "layer_norm": "layer norm", "transpose": "transpose", "matmul": "matmul",
-                   "conv2d": "conv fwd",
-                   "conv2d_backward": "conv fwd+bwd"}
+    short_names = {"softmax": "softmax", "layer_norm": "layer norm", "transpose": "transpose", "cumsum": "cumsum",
+                   "matmul": "matmul", "conv2d": "conv fwd", "conv2d_backward": "conv fwd+bwd"}
     labels, ratios = [], []
     for operator, ours, theirs in measurements:
         for label, result in theirs.items():
