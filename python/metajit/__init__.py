@@ -3,6 +3,7 @@
 Operations record a graph; asking for a value (``.numpy()``, ``.item()``, ``mj.sync``) fuses the pending graph
 into kernels that are generated as C++, compiled in-process by Clang, cached on disk and run on all cores.
 """
+import builtins as _builtins
 import os as _os
 
 from . import _core
@@ -95,7 +96,8 @@ def arange(start, stop=None, step=1, dtype=None):
     if stop is None:
         start, stop = 0, start
     if dtype is None:
-        dtype = "int64" if all(isinstance(v, int) for v in (start, stop, step)) else "float32"
+        # The builtin: the operator library's star import below binds `all` here to mj.all.
+        dtype = "int64" if _builtins.all(isinstance(v, int) for v in (start, stop, step)) else "float32"
     return _core.arange(float(start), float(stop), float(step), _dtype_name(dtype))
 
 

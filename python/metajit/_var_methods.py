@@ -50,6 +50,87 @@ def mean(self, dim=None, keepdim=False):
     return total / count
 
 
+def _cast_to(dtype):
+    def convert(self):
+        return self if self.dtype == dtype else _core.cast(self, dtype)
+    convert.__name__ = {"float32": "float", "float64": "double", "float16": "half", "int32": "int",
+                        "int64": "long", "bool": "bool"}[dtype]
+    convert.__doc__ = f"This Var as {dtype} (itself when it already is)."
+    return convert
+
+
+def type_as(self, other):
+    return self if self.dtype == other.dtype else _core.cast(self, other.dtype)
+
+
+def t(self):
+    """The transpose of a matrix; a 0-d or 1-d Var is returned as is (PyTorch's rule)."""
+    if self.ndim > 2:
+        raise ValueError(f"t() expects a Var with at most 2 dimensions, got shape {list(self.shape)} "
+                         "(use transpose(dim0, dim1) or permute)")
+    return self if self.ndim < 2 else _core.transpose(self, 0, 1)
+
+
+def contiguous(self):
+    """Itself: Vars have no memory layout to fix (a view is materialised by whichever kernel reads it)."""
+    return self
+
+
+def clone(self):
+    """A new Var with the same value and gradient flow. Like every op it is lazy: sync it before assigning to
+    this Var if it must keep the old value (reading a replaced value raises otherwise)."""
+    return _core.reindex(self, list(self.shape), [f"i{dim}" for dim in range(self.ndim)], 0.0, [], [])
+
+
+def expand(self, *sizes):
+    """Broadcast to `sizes` (PyTorch's expand): -1 keeps that dim's extent; new leading dims may be added."""
+    sizes = _dims(sizes)
+    if len(sizes) < self.ndim:
+        raise ValueError(f"expand: the number of sizes ({len(sizes)}) must be at least the number of "
+                         f"dimensions ({self.ndim}), shape {list(self.shape)}")
+    offset = len(sizes) - self.ndim
+    shape = []
+    for position, size in enumerate(sizes):
+        if size == -1:
+            if position < offset:
+                raise ValueError(f"expand: -1 is not allowed for a new leading dimension (position {position})")
+            size = self.shape[position - offset]
+        shape.append(size)
+    return _core.broadcast_to(self, shape)
+
+
+def expand_as(self, other):
+    return _core.broadcast_to(self, list(other.shape))
+
+
+def view_as(self, other):
+    return _core.reshape(self, list(other.shape))
+
+
+def new_zeros(self, *size, dtype=None):
+    from . import zeros
+    return zeros(*size, dtype=dtype or self.dtype)
+
+
+def new_ones(self, *size, dtype=None):
+    from . import ones
+    return ones(*size, dtype=dtype or self.dtype)
+
+
+def tolist(self):
+    return self.numpy().tolist()
+
+
+def _arithmetic(name, operator):
+    def method(self, other, *, alpha=None):
+        if alpha is not None:
+            other = other * alpha
+        return operator(self, other)
+    method.__name__ = name
+    method.__doc__ = f"self {name} other (times alpha, when given), as the operator does."
+    return method
+
+
 def getitem(self, key):
     """x[key]: integers, slices (any step), None, ..., integer arrays (lists, numpy arrays, Vars; negative entries
     count from the end) and boolean masks, with PyTorch's semantics. Keys of integers and slices give a view;
@@ -106,6 +187,13 @@ for _name, _function in {
     "__array__": __array__,
     "__bool__": _scalar(bool), "__float__": _scalar(float), "__int__": _scalar(int), "maximum": maximum,
     "minimum": minimum, "__iter__": __iter__,
+    "float": _cast_to("float32"), "double": _cast_to("float64"), "half": _cast_to("float16"),
+    "int": _cast_to("int32"), "long": _cast_to("int64"), "bool": _cast_to("bool"), "type_as": type_as, "t": t,
+    "contiguous": contiguous, "clone": clone, "expand": expand, "expand_as": expand_as, "view_as": view_as,
+    "new_zeros": new_zeros, "new_ones": new_ones, "tolist": tolist,
+    "add": _arithmetic("add", lambda a, b: a + b), "sub": _arithmetic("sub", lambda a, b: a - b),
+    "mul": lambda self, other: self * other, "div": lambda self, other: self / other,
+    "pow": lambda self, exponent: self ** exponent,
 }.items():
     setattr(Var, _name, _function)
 Var.T = property(lambda self: _core.permute(self, list(range(self.ndim))[::-1]))

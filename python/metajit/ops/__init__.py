@@ -11,7 +11,9 @@ from .interpolate import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
+from .pointwise import *  # noqa: F401,F403
 from .pool import *  # noqa: F401,F403
+from .reduction import *  # noqa: F401,F403
 from .statistics import *  # noqa: F401,F403
 from .tensor import *  # noqa: F401,F403
 
@@ -19,6 +21,6 @@ import importlib as _importlib
 
 # Submodules are looked up by name: the star imports above rebind e.g. `dropout` to the function.
 _MODULES = ["activation", "conv", "dropout", "embedding", "indexing", "interpolate", "linalg", "loss",
-            "normalization", "pool", "statistics", "tensor"]
+            "normalization", "pointwise", "pool", "reduction", "statistics", "tensor"]
 __all__ = sorted({name for module in _MODULES
                   for name in _importlib.import_module("metajit.ops." + module).__all__})

@@ -17,7 +17,7 @@ from .._core import Var
 
 __all__ = ["cat", "concat", "concatenate", "stack", "split", "chunk", "pad", "gather", "scatter", "scatter_add",
            "index_select", "clamp", "clip", "argmax", "argmin", "cumsum", "flatten", "squeeze", "unsqueeze", "flip",
-           "roll", "one_hot"]
+           "roll", "one_hot", "tril", "triu"]
 
 _INTEGER_DTYPES = ("int8", "uint8", "int32", "int64")
 
@@ -461,6 +461,28 @@ def cumsum(input, dim, *, dtype=None):
     return _cumsum_last(input.transpose(dim, last)).transpose(dim, last)
 
 
+def _triangle(name, input, diagonal, zero_above):
+    input = _as_var(input)
+    if input.ndim < 2:
+        raise ValueError(f"{name}: input must have at least 2 dimensions, got shape {list(input.shape)}")
+    if isinstance(diagonal, bool) or not isinstance(diagonal, (int, np.integer)):
+        raise TypeError(f"{name}: diagonal must be an integer, got {type(diagonal).__name__}")
+    row, column = f"i{input.ndim - 2}", f"i{input.ndim - 1}"
+    # Element (row, column) lies on diagonal column - row; the other side reads 0.
+    outside = f"{column} - {row} > {int(diagonal)}" if zero_above else f"{column} - {row} < {int(diagonal)}"
+    return _core.reindex(input, list(input.shape), _loop_indices(input.ndim), 0.0, [outside], [])
+
+
+def tril(input, diagonal=0):
+    """The lower triangle of the last two dims (elements with column - row <= diagonal); the rest are 0."""
+    return _triangle("tril", input, diagonal, True)
+
+
+def triu(input, diagonal=0):
+    """The upper triangle of the last two dims (elements with column - row >= diagonal); the rest are 0."""
+    return _triangle("triu", input, diagonal, False)
+
+
 # ---------------------------------------------------------------------------------------------- shape helpers
 def flatten(input, start_dim=0, end_dim=-1):
     """Merges dims start_dim..end_dim into one (a 0-d input becomes 1-D)."""
@@ -601,5 +623,6 @@ for _name, _function in {
     "unsqueeze": unsqueeze, "flip": _method_flip, "cumsum": _method_cumsum, "argmax": _method_argmax,
     "argmin": _method_argmin, "clamp": _method_clamp, "clip": _method_clamp, "gather": gather,
     "index_select": index_select, "scatter": scatter, "scatter_add": scatter_add, "roll": _method_roll,
+    "tril": tril, "triu": triu,
 }.items():
     setattr(Var, _name, _function)
