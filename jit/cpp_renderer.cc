@@ -369,17 +369,21 @@ class Renderer : ExpressionRenderer {
   }
 
   // Loads inside a reduction's loop body and value (lets included).
-  static void reduction_loads(const IrStatement& statement, std::vector<IrExprPtr>* loads) {
-    std::vector<const IrExpr*> pending;
-    for (const IrStatement& inner : statement.body)
-      if (inner.value) pending.push_back(inner.value.get());
-    pending.push_back(statement.value.get());
+  // The offsets of every load in `expression`.
+  static void expression_loads(const IrExpr* expression, std::vector<IrExprPtr>* loads) {
+    std::vector<const IrExpr*> pending{expression};
     while (!pending.empty()) {
-      const IrExpr* expression = pending.back();
+      const IrExpr* current = pending.back();
       pending.pop_back();
-      if (expression->kind == IrKind::Load) loads->push_back(expression->args[0]);
-      for (const IrExprPtr& argument : expression->args) pending.push_back(argument.get());
+      if (current->kind == IrKind::Load) loads->push_back(current->args[0]);
+      for (const IrExprPtr& argument : current->args) pending.push_back(argument.get());
     }
+  }
+
+  static void reduction_loads(const IrStatement& statement, std::vector<IrExprPtr>* loads) {
+    for (const IrStatement& inner : statement.body)
+      if (inner.value) expression_loads(inner.value.get(), loads);
+    expression_loads(statement.value.get(), loads);
   }
 
   // A sum over outer dims (a bias gradient: the sum over batch and sequence of [N, L, C]) computed one output
@@ -532,15 +536,7 @@ class Renderer : ExpressionRenderer {
       if (statement.kind != IrStatement::Kind::Let && statement.kind != IrStatement::Kind::Store) return -1;
     std::string element = "i" + std::to_string(rank - 1);
     std::vector<IrExprPtr> loads;
-    for (const IrStatement& statement : kernel_.body) {
-      std::vector<const IrExpr*> pending{statement.value.get()};
-      while (!pending.empty()) {
-        const IrExpr* expression = pending.back();
-        pending.pop_back();
-        if (expression->kind == IrKind::Load) loads.push_back(expression->args[0]);
-        for (const IrExprPtr& argument : expression->args) pending.push_back(argument.get());
-      }
-    }
+    for (const IrStatement& statement : kernel_.body) expression_loads(statement.value.get(), &loads);
     for (const IrExprPtr& offset : loads) {
       int64_t along_element;
       if (!index_coefficient(offset, element, &along_element) || std::abs(along_element) < kTransposeTile / 2)
