@@ -669,8 +669,10 @@ class Renderer : ExpressionRenderer {
       out_ << "  if (begin >= end) return;\n";
       out_ << "  for (int64_t element = 0; element < " << output_count << "; ++element) out0[element] = " << init << ";\n";
     }
+    const IrStatement* scan = reverse_running_sum();
+    size_t looped = scan ? domain.size() - 2 : domain.size();  // a reverse running sum walks its last two itself
     int depth = 1;
-    for (size_t dim = 0; dim < domain.size(); ++dim) {
+    for (size_t dim = 0; dim < looped; ++dim) {
       std::string pad(depth * 2, ' ');
       // Clang 14 miscompiles a scatter whose small inner loops were fully unrolled into an outer loop that it
       // then vectorises: two accumulations into the same element in one unrolled body become one interleaved
@@ -683,11 +685,80 @@ class Renderer : ExpressionRenderer {
         out_ << pad << "for (int64_t i" << dim << " = 0; i" << dim << " < " << domain[dim] << "; ++i" << dim << ") {\n";
       ++depth;
     }
-    statements(kernel_.body, depth);
-    for (size_t dim = 0; dim < domain.size(); ++dim) {
+    if (scan)
+      reverse_running_sum_loop(*scan, depth);
+    else
+      statements(kernel_.body, depth);
+    for (size_t dim = 0; dim < looped; ++dim) {
       --depth;
       out_ << std::string(depth * 2, ' ') << "}\n";
     }
+  }
+
+  // The gradient of a running sum, as a scatter: each element i of the next-to-last dim adds its value into
+  // every target r <= i along the last dim (out[r] = sum of the values at i >= r), the value depending on
+  // nothing of r and the target on nothing of i. Walking i downwards, one accumulator gives each r its sum:
+  // one pass instead of up to n additions per element (cumsum's backward spent 6 of its 6.5 ms there). The
+  // ScatterAccumulate, or nullptr.
+  const IrStatement* reverse_running_sum() const {
+    const Shape& domain = kernel_.domain;
+    int rank = int(domain.size());
+    if (rank < 2 || kernel_.scatter_op != ReduceOp::Add || (rank == 2 && kernel_.scatter_split_rows)) return nullptr;
+    const std::vector<IrStatement>& body = kernel_.body;
+    if (body.empty() || body.back().kind != IrStatement::Kind::ScatterAccumulate || !body.back().condition)
+      return nullptr;
+    std::string target_index = "i" + std::to_string(rank - 1), source_index = "i" + std::to_string(rank - 2);
+    for (size_t position = 0; position + 1 < body.size(); ++position)
+      if (body[position].kind != IrStatement::Kind::Let || mentions_variable(body[position].value, target_index))
+        return nullptr;
+    const IrStatement& scatter = body.back();
+    auto is_variable = [](const IrExprPtr& expression, const std::string& name) {
+      return expression->kind == IrKind::Variable && expression->name == name;
+    };
+    // The condition: !(r > i), r <= i or i >= r.
+    const IrExprPtr& condition = scatter.condition;
+    bool guard = false;
+    if (condition->kind == IrKind::IndexUnary && IndexOperator(condition->op) == IndexOperator::Not) {
+      const IrExprPtr& inner = condition->args[0];
+      guard = inner->kind == IrKind::IndexBinary && IndexOperator(inner->op) == IndexOperator::Greater &&
+              is_variable(inner->args[0], target_index) && is_variable(inner->args[1], source_index);
+    } else if (condition->kind == IrKind::IndexBinary) {
+      IndexOperator op = IndexOperator(condition->op);
+      guard = (op == IndexOperator::LessEqual && is_variable(condition->args[0], target_index) &&
+               is_variable(condition->args[1], source_index)) ||
+              (op == IndexOperator::GreaterEqual && is_variable(condition->args[0], source_index) &&
+               is_variable(condition->args[1], target_index));
+    }
+    if (!guard || mentions_variable(scatter.value, target_index)) return nullptr;
+    if (!only_index_variables(scatter.offset, rank - 1) || mentions_variable(scatter.offset, source_index))
+      return nullptr;
+    return &scatter;
+  }
+
+  void reverse_running_sum_loop(const IrStatement& scatter, int depth) {
+    const Shape& domain = kernel_.domain;
+    int rank = int(domain.size());
+    std::string pad(depth * 2, ' '), inner((depth + 1) * 2, ' ');
+    std::string target_index = "i" + std::to_string(rank - 1), source_index = "i" + std::to_string(rank - 2);
+    std::string total = "running_total";
+    out_ << pad << value_type(scatter.dtype) << " " << total << " = " << identity(ReduceOp::Add, scatter.dtype) << ";\n";
+    out_ << pad << "for (int64_t " << source_index << " = " << domain[rank - 2] - 1 << "; " << source_index
+         << " >= 0; --" << source_index << ") {\n";
+    out_ << inner << "const int64_t " << target_index << " = " << source_index << ";\n";
+    statements(std::vector<IrStatement>(kernel_.body.begin(), kernel_.body.end() - 1), depth + 1);
+    out_ << inner << total << " = " << combine(ReduceOp::Add, scatter.dtype, total, expression(scatter.value))
+         << ";\n";
+    const IrBuffer& buffer = kernel_.buffers[scatter.buffer];
+    std::string target = buffer.name + "[" + expression(scatter.offset) + "]";
+    std::string current = buffer.dtype == DType::Float16 ? "mj_half_to_float(" + target + ")" : target;
+    std::string updated = combine(ReduceOp::Add, scatter.dtype, current, total);
+    if (buffer.dtype == DType::Float16) updated = "mj_float_to_half(" + updated + ")";
+    std::string write = target + " = " + updated + ";\n";
+    if (domain[rank - 1] < domain[rank - 2])
+      out_ << inner << "if (" << target_index << " < " << domain[rank - 1] << ") " << write;
+    else
+      out_ << inner << write;
+    out_ << pad << "}\n";
   }
 
   RenderedKernel render() {

@@ -1,6 +1,7 @@
 """Running sums: a sum over r of terms kept only where r <= the last index i (cumsum's triangle, or a user's own
-reindex written that way) renders as one pass along each row (jit/cpp_renderer.cc, running_sum). Results must
-match numpy for every length, dtype and dim, and a sum whose terms depend on i must not take that path."""
+reindex written that way) renders as one pass along each row (jit/cpp_renderer.cc, running_sum), and so does
+its gradient, a scatter of every element into the targets r <= i (reverse_running_sum). Results must match
+numpy for every length, dtype and dim, and sums whose terms depend on the position must not take those paths."""
 import re
 
 import numpy as np
@@ -13,6 +14,10 @@ RUNNING = re.compile(r"const int64_t r\d+ = i\d+;")
 
 def running_sum_kernels(var):
     return sum(bool(RUNNING.search(kernel["source"])) for kernel in mj.inspect_kernels(var))
+
+
+def reverse_running_sum_kernels(var):
+    return sum("running_total" in kernel["source"] for kernel in mj.inspect_kernels(var))
 
 
 @pytest.mark.parametrize("length", [1, 5, 64, 65, 200, 4096])
@@ -71,6 +76,27 @@ def test_gradient_of_cumsum(rng):
     data = rng.standard_normal((3, 130)).astype(np.float64)
     weights = rng.standard_normal((3, 130))
     x = mj.array(data, requires_grad=True)
-    gradient = mj.grad((x.cumsum(1) * mj.array(weights)).sum(), x).numpy()
+    gradient = mj.grad((x.cumsum(1) * mj.array(weights)).sum(), x)
+    assert reverse_running_sum_kernels(gradient) >= 1
     expected = np.cumsum(weights[:, ::-1], axis=1)[:, ::-1]  # the reverse running sum of the weights
-    np.testing.assert_allclose(gradient, expected, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+@pytest.mark.parametrize("targets", [25, 40, 60])  # fewer, as many and more targets than elements
+def test_a_users_own_reverse_scatter_is_a_running_sum(rng, dtype, targets):
+    """y[r] += x[i] for every r <= i: y[r] is the sum of x[r:]."""
+    data = (rng.standard_normal(40) * 10).astype(dtype)
+    spread = mj.broadcast(mj.array(data), [40, targets], [1])  # element (i, r) holds x[i]
+    result = mj.reindex_reduce(spread, "add", [targets], ["i1"], ["i1 > i0"])
+    assert reverse_running_sum_kernels(result) == 1
+    suffix = np.cumsum(data[::-1].astype(np.float64))[::-1]
+    expected = np.concatenate([suffix, np.zeros(max(0, targets - 40))])[:targets]
+    np.testing.assert_allclose(result.numpy(), expected.astype(dtype), rtol=1e-5, atol=1e-4)
+
+
+def test_a_scatter_whose_value_depends_on_the_target_is_not_a_running_sum(rng):
+    data = rng.standard_normal((30, 30)).astype(np.float32)  # element (i, r) has its own value
+    result = mj.reindex_reduce(mj.array(data), "add", [30], ["i1"], ["i1 > i0"])
+    assert reverse_running_sum_kernels(result) == 0
+    np.testing.assert_allclose(result.numpy(), np.triu(data.T).sum(axis=1), rtol=1e-5, atol=1e-5)
