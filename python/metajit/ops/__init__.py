@@ -5,6 +5,7 @@ PyTorch-style entry point is metajit.nn.functional."""
 from .activation import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
+from .einsum import *  # noqa: F401,F403
 from .embedding import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .interpolate import *  # noqa: F401,F403
@@ -20,7 +21,7 @@ from .tensor import *  # noqa: F401,F403
 import importlib as _importlib
 
 # Submodules are looked up by name: the star imports above rebind e.g. `dropout` to the function.
-_MODULES = ["activation", "conv", "dropout", "embedding", "indexing", "interpolate", "linalg", "loss",
+_MODULES = ["activation", "conv", "dropout", "einsum", "embedding", "indexing", "interpolate", "linalg", "loss",
             "normalization", "pointwise", "pool", "reduction", "statistics", "tensor"]
 __all__ = sorted({name for module in _MODULES
                   for name in _importlib.import_module("metajit.ops." + module).__all__})
