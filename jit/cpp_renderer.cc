@@ -369,18 +369,18 @@ class Renderer : ExpressionRenderer {
   }
 
   // Loads inside a reduction's loop body and value (lets included).
-  // The offsets of every load in `expression`.
-  static void expression_loads(const IrExpr* expression, std::vector<IrExprPtr>* loads) {
+  // Every load in `expression` (its buffer, and its offset in args[0]).
+  static void expression_loads(const IrExpr* expression, std::vector<const IrExpr*>* loads) {
     std::vector<const IrExpr*> pending{expression};
     while (!pending.empty()) {
       const IrExpr* current = pending.back();
       pending.pop_back();
-      if (current->kind == IrKind::Load) loads->push_back(current->args[0]);
+      if (current->kind == IrKind::Load) loads->push_back(current);
       for (const IrExprPtr& argument : current->args) pending.push_back(argument.get());
     }
   }
 
-  static void reduction_loads(const IrStatement& statement, std::vector<IrExprPtr>* loads) {
+  static void reduction_loads(const IrStatement& statement, std::vector<const IrExpr*>* loads) {
     for (const IrStatement& inner : statement.body)
       if (inner.value) expression_loads(inner.value.get(), loads);
     expression_loads(statement.value.get(), loads);
@@ -402,10 +402,11 @@ class Renderer : ExpressionRenderer {
         return nullptr;
     std::string element = "i" + std::to_string(kernel_.domain.size() - 1);
     const std::string& innermost = sum.loops.back().first;
-    std::vector<IrExprPtr> loads;
+    std::vector<const IrExpr*> loads;
     reduction_loads(sum, &loads);
     bool contiguous = false;
-    for (const IrExprPtr& offset : loads) {
+    for (const IrExpr* load : loads) {
+      const IrExprPtr& offset = load->args[0];
       int64_t along_element, along_innermost;
       if (!index_coefficient(offset, element, &along_element) || (along_element != 0 && along_element != 1) ||
           !index_coefficient(offset, innermost, &along_innermost))
@@ -524,6 +525,19 @@ class Renderer : ExpressionRenderer {
     running_rows_ = shape_numel(domain) / std::max<int64_t>(1, extent);
   }
 
+  // The loads of a pointwise kernel that step at least half a tile along the last dim, with a linear offset.
+  std::vector<const IrExpr*> strided_loads() const {
+    std::string element = "i" + std::to_string(kernel_.domain.size() - 1);
+    std::vector<const IrExpr*> loads, strided;
+    for (const IrStatement& statement : kernel_.body) expression_loads(statement.value.get(), &loads);
+    for (const IrExpr* load : loads) {
+      int64_t along_element;
+      if (index_coefficient(load->args[0], element, &along_element) && std::abs(along_element) >= kTransposeTile / 2)
+        strided.push_back(load);
+    }
+    return strided;
+  }
+
   // A transposing kernel: the output is written along its last dim, but some input is read with a large stride
   // there and contiguously along an earlier dim `across` (a transpose, NHWC <-> NCHW). Walked row by row, every
   // element of a row touches another cache line and, past 1024 floats of stride, another page: a 4096^2
@@ -534,13 +548,8 @@ class Renderer : ExpressionRenderer {
     if (rank < 2 || !kernel_.row_body.empty() || kernel_.domain[rank - 1] < kTransposeTile / 2) return -1;
     for (const IrStatement& statement : kernel_.body)
       if (statement.kind != IrStatement::Kind::Let && statement.kind != IrStatement::Kind::Store) return -1;
-    std::string element = "i" + std::to_string(rank - 1);
-    std::vector<IrExprPtr> loads;
-    for (const IrStatement& statement : kernel_.body) expression_loads(statement.value.get(), &loads);
-    for (const IrExprPtr& offset : loads) {
-      int64_t along_element;
-      if (!index_coefficient(offset, element, &along_element) || std::abs(along_element) < kTransposeTile / 2)
-        continue;
+    for (const IrExpr* load : strided_loads()) {
+      const IrExprPtr& offset = load->args[0];
       for (int dim = rank - 2; dim >= 0; --dim) {
         int64_t along_dim;
         if (kernel_.domain[dim] >= kTransposeTile / 4 &&
@@ -575,6 +584,19 @@ class Renderer : ExpressionRenderer {
     };
     bounds(over, "across_tile", domain[across]);
     bounds(last, "last_tile", domain[rank - 1]);
+    // Each tile waits about one memory latency for its strided lines (every one on a page of its own); asking
+    // for the next tile's lines now overlaps the waits (the 4096^2 transpose kernel on 2 threads: median 10.7-13.2 -> 8.6-10.9 ms).
+    // Past the last tile the addresses run off the buffer, which a prefetch never faults on.
+    std::set<std::string> prefetched;
+    for (const IrExpr* load : strided_loads()) {
+      if (!only_index_variables(load->args[0], rank - 1)) continue;
+      IrExprPtr ahead = substitute(load->args[0], last, ir_variable("ahead", DType::Int64));
+      std::string address = kernel_.buffers[load->buffer].name + "[" +
+                            expression(substitute(ahead, over, ir_variable(over + "_begin", DType::Int64))) + "]";
+      if (!prefetched.insert(address).second) continue;
+      out_ << "    for (int64_t ahead = " << last << "_end; ahead < " << last << "_end + " << tile << "; ++ahead) "
+           << "__builtin_prefetch(&" << address << ");\n";
+    }
     out_ << "    for (int64_t " << over << " = " << over << "_begin; " << over << " < " << over << "_end; ++" << over
          << ") {\n";
     out_ << "      #pragma clang loop unroll(disable) interleave_count(1)\n";

@@ -49,6 +49,13 @@ def test_fused_work_on_a_transposed_and_a_contiguous_input(rng):
     np.testing.assert_allclose(result.numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
+def test_tiles_prefetch_the_strided_lines_of_the_next_tile(rng):
+    data = rng.standard_normal((64, 48)).astype(np.float32)
+    result = mj.array(data).T
+    assert any("__builtin_prefetch(&in0[" in source for source in kernel_sources(result))
+    np.testing.assert_array_equal(result.numpy(), data.T)
+
+
 def test_contiguous_and_short_strided_reads_are_not_tiled(rng):
     data = rng.standard_normal((64, 64)).astype(np.float32)
     x = mj.array(data)
