@@ -10,7 +10,7 @@ from . import _core
 from ._core import Var, seed, stats, reset_stats, gc
 
 __all__ = [
-    "Var", "array", "zeros", "ones", "full", "zeros_like", "ones_like", "arange", "rand", "randn", "seed",
+    "Var", "array", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange", "linspace", "rand", "randn", "seed",
     "reindex", "reindex_reduce", "reduce", "broadcast", "broadcast_to", "where", "sync", "stats", "reset_stats",
     "flags", "inspect_kernels", "gc", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
     "stop_grad", "detach", "save", "load", "code", "Function", "inspect", "CompileError", "NonFiniteError", "cache",
@@ -90,6 +90,19 @@ def zeros_like(x, dtype=None, requires_grad=False):
 
 def ones_like(x, dtype=None, requires_grad=False):
     return full(list(x.shape), 1, dtype or x.dtype, requires_grad)
+
+
+def full_like(x, value, dtype=None, requires_grad=False):
+    return full(list(x.shape), value, dtype or x.dtype, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, requires_grad=False):
+    """`steps` evenly spaced values from start to end inclusive (float32 unless dtype says otherwise)."""
+    import numpy as np
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise ValueError(f"linspace: steps must be a non-negative integer, got {steps!r}")
+    values = np.linspace(float(start), float(end), int(steps), dtype=np.float64)
+    return array(values, dtype=_dtype_name(dtype) or "float32", requires_grad=requires_grad)
 
 
 def arange(start, stop=None, step=1, dtype=None):

@@ -4,11 +4,13 @@ namespace has: amax / amin (values only, several dims at once) and all / any (tr
 mj.max and mj.min are not defined: PyTorch's return (values, indices) for a dim and an elementwise maximum for two
 tensors, while x.max(dim) here returns values only; mj.amax / mj.maximum say which one is meant.
 """
-from .. import _core, _dtype_name
+import math
+
+from .. import _core, _dtype_name, where
 from .._core import Var
 from .tensor import _as_var, _normalize_dims
 
-__all__ = ["sum", "mean", "prod", "amax", "amin", "all", "any"]
+__all__ = ["sum", "mean", "prod", "amax", "amin", "all", "any", "norm"]
 
 
 def _dims(name, input, dim):
@@ -71,6 +73,42 @@ def any(input, dim=None, keepdim=False):
     return _core.reduce(truth, "or", _dims("any", truth, dim), keepdim)
 
 
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    """Vector norm over `dim` (every dim when None): p = 2 or "fro" (the default), any other number p > 0,
+    inf (largest magnitude), -inf (smallest) or 0 (count of nonzeros). The gradient of the 2-norm at a zero
+    vector is 0, as in PyTorch."""
+    input = _as_var(input)
+    if dtype is not None:
+        input = _core.cast(input, _dtype_name(dtype))
+    if not input.dtype.startswith("float"):
+        raise TypeError(f"norm: expected a floating-point input, got {input.dtype} (pass dtype=)")
+    if p == "nuc":
+        raise NotImplementedError("norm: the nuclear norm needs singular values, which metajit does not compute")
+    if p == "fro":
+        p = 2
+    if isinstance(p, str) or isinstance(p, bool):
+        raise ValueError(f"norm: unknown p {p!r} (a number, inf, -inf or 'fro')")
+    dims = _dims("norm", input, dim)
+    magnitude = abs(input)
+    if p == math.inf:
+        return _core.reduce(magnitude, "max", dims, keepdim)
+    if p == -math.inf:
+        return _core.reduce(magnitude, "min", dims, keepdim)
+    if p == 0:
+        return _core.cast(_core.reduce(_core.cast(input != 0, input.dtype), "add", dims, keepdim), input.dtype)
+    if p < 0:
+        raise ValueError(f"norm: p must be positive, inf, -inf or 0, got {p}")
+    powered = magnitude * magnitude if p == 2 else magnitude ** p
+    total = _core.reduce(powered, "add", dims, keepdim)
+    # Where the total is 0 the root's derivative is infinite: take the root of 1 there and give 0, so the
+    # gradient is 0 instead of nan.
+    positive = total > 0
+    safe = where(positive, total, 1.0)
+    root = safe.sqrt() if p == 2 else safe ** (1.0 / p)
+    return where(positive, root, 0.0)
+
+
+Var.norm = norm
 Var.amax = amax
 Var.amin = amin
 Var.all = all

@@ -1,0 +1,153 @@
+"""Rearranging and repeating with PyTorch's names: narrow, movedim, swapaxes / swapdims, repeat, tile, diag and
+meshgrid. Each is a view or a reindex (index expressions over the output's indices), so each fuses with its
+neighbours and its gradient is the matching scatter-add."""
+from .. import _core
+from .._core import Var
+from .tensor import _as_var, _normalize_dim
+
+__all__ = ["narrow", "movedim", "moveaxis", "swapaxes", "swapdims", "tile", "diag", "meshgrid"]
+
+
+def _integer(name, argument, value):
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name}: {argument} must be an integer, got {type(value).__name__}")
+    return int(value)
+
+
+def narrow(input, dim, start, length):
+    """The `length` elements of `dim` from `start` on (a negative start counts from the end): a view."""
+    input = _as_var(input)
+    dim = _normalize_dim(dim, input.ndim, "narrow")
+    start, length = _integer("narrow", "start", start), _integer("narrow", "length", length)
+    extent = input.shape[dim]
+    if start < 0:
+        start += extent
+    if not 0 <= start <= extent or length < 0 or start + length > extent:
+        raise IndexError(f"narrow: start {start} and length {length} do not fit dim {dim} of extent {extent}")
+    return input[(slice(None),) * dim + (slice(start, start + length),)]
+
+
+def movedim(input, source, destination):
+    """Moves the dims at `source` to the positions `destination` (ints or equal-length sequences); the other
+    dims keep their order."""
+    input = _as_var(input)
+    sources = [_normalize_dim(dim, input.ndim, "movedim")
+               for dim in ([source] if isinstance(source, int) else list(source))]
+    destinations = [_normalize_dim(dim, input.ndim, "movedim")
+                    for dim in ([destination] if isinstance(destination, int) else list(destination))]
+    if len(set(sources)) != len(sources):
+        raise ValueError(f"movedim: source {source} repeats a dim")
+    if len(sources) != len(destinations):
+        raise ValueError(f"movedim: source {source} and destination {destination} must have the same length")
+    if len(set(destinations)) != len(destinations):
+        raise ValueError(f"movedim: destination {destination} repeats a dim")
+    order = [None] * input.ndim
+    for origin, target in zip(sources, destinations):
+        order[target] = origin
+    rest = iter(dim for dim in range(input.ndim) if dim not in sources)
+    order = [next(rest) if origin is None else origin for origin in order]
+    return input if order == list(range(input.ndim)) else input.permute(order)
+
+
+moveaxis = movedim
+
+
+def swapaxes(input, axis0, axis1):
+    """The transpose of two dims (PyTorch's and numpy's other name for transpose)."""
+    return _as_var(input).transpose(axis0, axis1)
+
+
+swapdims = swapaxes
+
+
+def _repeated(name, input, repeats):
+    """input repeated `repeats[d]` times along each dim, leading dims added for extra repeats."""
+    input = _as_var(input)
+    if len(repeats) == 1 and isinstance(repeats[0], (list, tuple)):
+        repeats = tuple(repeats[0])
+    repeats = [_integer(name, "repeats", count) for count in repeats]
+    if any(count < 0 for count in repeats):
+        raise ValueError(f"{name}: repeats must be non-negative, got {repeats}")
+    return repeats, input
+
+
+def _repeat_to(input, repeats):
+    added = len(repeats) - input.ndim
+    shape = [count * extent for count, extent in zip(repeats, [1] * added + list(input.shape))]
+    indexes = [f"i{added + dim} % {extent}" if repeats[added + dim] != 1 else f"i{added + dim}"
+               for dim, extent in enumerate(input.shape)]
+    if shape == list(input.shape):
+        return input
+    if any(extent == 0 for extent in shape):
+        return _core.constant(shape, input.dtype, 0)
+    return _core.reindex(input, shape, indexes, 0.0, [], [])
+
+
+def _method_repeat(self, *repeats):
+    """PyTorch's Tensor.repeat: the whole Var tiled `repeats[d]` times along each dim (at least ndim of them)."""
+    repeats, input = _repeated("repeat", self, repeats)
+    if len(repeats) < input.ndim:
+        raise ValueError(f"repeat: {len(repeats)} repeat counts for a Var of {input.ndim} dims (give at least "
+                         f"{input.ndim})")
+    return _repeat_to(input, repeats)
+
+
+def tile(input, dims):
+    """Like repeat, with fewer counts than dims filled with 1 at the front (torch.tile)."""
+    repeats, input = _repeated("tile", input, tuple(dims) if isinstance(dims, (list, tuple)) else (dims,))
+    return _repeat_to(input, [1] * (input.ndim - len(repeats)) + repeats)
+
+
+def diag(input, diagonal=0):
+    """A 1-D input becomes a square matrix with it on the `diagonal`-th diagonal (0 elsewhere); a 2-D input
+    gives its `diagonal`-th diagonal as a 1-D Var."""
+    input = _as_var(input)
+    offset = _integer("diag", "diagonal", diagonal)
+    if input.ndim == 1:
+        size = input.shape[0] + abs(offset)
+        index = "i0" if offset >= 0 else "i1"
+        return _core.reindex(input, [size, size], [index], 0.0, [f"i1 - i0 != {offset}"], [])
+    if input.ndim == 2:
+        rows, columns = input.shape
+        length = max(0, min(rows, columns - offset) if offset >= 0 else min(rows + offset, columns))
+        indexes = ["i0", f"i0 + {offset}"] if offset >= 0 else [f"i0 + {-offset}", "i0"]
+        return _core.reindex(input, [length], indexes, 0.0, [], [])
+    raise ValueError(f"diag: expected a 1-D or 2-D input, got shape {list(input.shape)}")
+
+
+def meshgrid(*tensors, indexing="ij"):
+    """Coordinate grids from 1-D Vars: with indexing="ij" result k varies along dim k; with "xy" the first two
+    dims are swapped (numpy's default)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    tensors = [_as_var(tensor) for tensor in tensors]
+    for tensor in tensors:
+        if tensor.ndim > 1:
+            raise ValueError(f"meshgrid: expected 0-D or 1-D inputs, got shape {list(tensor.shape)}")
+    tensors = [tensor.reshape([1]) if tensor.ndim == 0 else tensor for tensor in tensors]
+    shape = [tensor.shape[0] for tensor in tensors]
+    order = list(range(len(tensors)))
+    if indexing == "xy" and len(tensors) >= 2:
+        order[0], order[1] = 1, 0
+    grid_shape = [shape[position] for position in order]
+    grids = []
+    for number, tensor in enumerate(tensors):
+        axis = order.index(number)
+        grids.append(_core.reindex(tensor, grid_shape, [f"i{axis}"], 0.0, [], []))
+    return tuple(grids)
+
+
+def _method_movedim(self, source, destination):
+    return movedim(self, source, destination)
+
+
+def _method_narrow(self, dim, start, length):
+    return narrow(self, dim, start, length)
+
+
+for _name, _function in {"repeat": _method_repeat, "tile": tile, "movedim": _method_movedim,
+                         "moveaxis": _method_movedim, "swapaxes": swapaxes, "swapdims": swapaxes,
+                         "narrow": _method_narrow, "diag": diag}.items():
+    setattr(Var, _name, _function)

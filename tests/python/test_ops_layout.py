@@ -1,0 +1,98 @@
+"""narrow, movedim, swapaxes, repeat, tile, diag, meshgrid (ops/layout.py), norm, linspace and full_like against
+numpy, with gradients where they matter and clear errors."""
+import numpy as np
+import pytest
+
+import metajit as mj
+from gradient_check import check_gradients
+
+
+@pytest.fixture
+def cube(rng):
+    return rng.standard_normal((3, 4, 5)).astype(np.float32)
+
+
+def test_narrow(cube):
+    x = mj.array(cube)
+    np.testing.assert_array_equal(mj.narrow(x, 1, 1, 2).numpy(), cube[:, 1:3])
+    np.testing.assert_array_equal(x.narrow(-1, -3, 3).numpy(), cube[..., 2:5])
+    with pytest.raises(IndexError, match="do not fit dim 1 of extent 4"):
+        mj.narrow(x, 1, 3, 2)
+
+
+@pytest.mark.parametrize("source, destination", [(0, 2), (-1, 0), ((0, 1), (2, 0)), ([2], [1])])
+def test_movedim_matches_numpy(cube, source, destination):
+    np.testing.assert_array_equal(mj.movedim(mj.array(cube), source, destination).numpy(),
+                                  np.moveaxis(cube, source, destination))
+
+
+def test_movedim_errors_and_swapaxes(cube):
+    x = mj.array(cube)
+    with pytest.raises(ValueError, match="same length"):
+        mj.movedim(x, (0, 1), 2)
+    with pytest.raises(ValueError, match="repeats a dim"):
+        mj.movedim(x, (0, 1), (2, 2))
+    np.testing.assert_array_equal(x.swapaxes(0, 2).numpy(), np.swapaxes(cube, 0, 2))
+    np.testing.assert_array_equal(mj.swapdims(x, 1, 2).numpy(), np.swapaxes(cube, 1, 2))
+
+
+@pytest.mark.parametrize("repeats", [(2, 1, 3), (1, 1, 1), (2, 2, 1, 1), (3, 0, 1, 2)])
+def test_repeat_matches_numpy_tile(cube, repeats):
+    np.testing.assert_array_equal(mj.array(cube).repeat(*repeats).numpy(), np.tile(cube, repeats))
+
+
+def test_tile_fills_missing_counts_and_repeat_needs_them(cube):
+    np.testing.assert_array_equal(mj.tile(mj.array(cube), (2,)).numpy(), np.tile(cube, (1, 1, 2)))
+    with pytest.raises(ValueError, match="at least 3"):
+        mj.array(cube).repeat(2, 2)
+
+
+def test_repeat_gradient_sums_the_copies(rng):
+    check_gradients(lambda x: x.repeat(2, 3), rng.standard_normal((2, 3)))
+
+
+@pytest.mark.parametrize("offset", [-2, 0, 1, 3])
+def test_diag_both_ways(rng, offset):
+    vector = rng.standard_normal(4).astype(np.float32)
+    matrix = rng.standard_normal((4, 6)).astype(np.float32)
+    np.testing.assert_array_equal(mj.diag(mj.array(vector), offset).numpy(), np.diag(vector, offset))
+    np.testing.assert_array_equal(mj.array(matrix).diag(offset).numpy(), np.diag(matrix, offset))
+
+
+def test_meshgrid_both_indexings(rng):
+    a, b, c = np.arange(3), np.arange(4) * 10, np.arange(2) * 100
+    for indexing in ("ij", "xy"):
+        ours = mj.meshgrid(mj.array(a), mj.array(b), mj.array(c), indexing=indexing)
+        for got, expected in zip(ours, np.meshgrid(a, b, c, indexing=indexing)):
+            np.testing.assert_array_equal(got.numpy(), expected)
+    with pytest.raises(ValueError, match="'ij' or 'xy'"):
+        mj.meshgrid(mj.array(a), indexing="yx")
+
+
+@pytest.mark.parametrize("p, order", [("fro", None), (2, None), (1, 1), (3, 3), (np.inf, np.inf),
+                                      (-np.inf, -np.inf), (0, 0)])
+def test_norm_matches_numpy(rng, p, order):
+    data = rng.standard_normal((4, 6)).astype(np.float32)
+    data[0, 0] = 0.0
+    x = mj.array(data)
+    np.testing.assert_allclose(mj.norm(x, p, dim=1).numpy(), np.linalg.norm(data, ord=order, axis=1), rtol=1e-5)
+    np.testing.assert_allclose(x.norm(p, dim=(0, 1)).numpy(),
+                               np.linalg.norm(data.ravel(), ord=order), rtol=1e-5)
+
+
+def test_norm_gradient_and_zero_vector(rng):
+    check_gradients(lambda x: mj.norm(x, dim=1), rng.standard_normal((3, 4)))
+    check_gradients(lambda x: mj.norm(x, 3, dim=0), rng.standard_normal((3, 4)) + 3)
+    zero = mj.array(np.zeros(3), requires_grad=True)
+    np.testing.assert_array_equal(mj.grad(mj.norm(zero), zero).numpy(), np.zeros(3))
+    with pytest.raises(TypeError, match="floating-point"):
+        mj.norm(mj.array(np.arange(3)))
+
+
+def test_linspace_and_full_like():
+    np.testing.assert_allclose(mj.linspace(-1, 2, 7).numpy(), np.linspace(-1, 2, 7, dtype=np.float32))
+    assert mj.linspace(0, 1, 3, dtype="float64").dtype == "float64"
+    assert tuple(mj.linspace(0, 1, 0).shape) == (0,)
+    like = mj.full_like(mj.zeros(2, 3, dtype="int32"), 7)
+    assert like.dtype == "int32"
+    np.testing.assert_array_equal(like.numpy(), np.full((2, 3), 7))
