@@ -23,6 +23,16 @@ double exp(double); double log(double); double sin(double); double cos(double); 
 double pow(double, double); double fmod(double, double);
 }
 )PRELUDE"},
+    {"log1pf expm1f log2f log10f erff tanf asinf acosf atanf sinhf coshf "
+     "log1p expm1 log2 log10 erf tan asin acos atan sinh cosh",
+     R"PRELUDE(extern "C" {
+float log1pf(float); float expm1f(float); float log2f(float); float log10f(float); float erff(float);
+float tanf(float); float asinf(float); float acosf(float); float atanf(float); float sinhf(float); float coshf(float);
+double log1p(double); double expm1(double); double log2(double); double log10(double); double erf(double);
+double tan(double); double asin(double); double acos(double); double atan(double); double sinh(double);
+double cosh(double);
+}
+)PRELUDE"},
     {"mj_bits_to_float mj_float_to_bits",
      R"PRELUDE(static inline float mj_bits_to_float(uint32_t bits) { float value; __builtin_memcpy(&value, &bits, 4); return value; }
 static inline uint32_t mj_float_to_bits(float value) { uint32_t bits; __builtin_memcpy(&bits, &value, 4); return bits; }

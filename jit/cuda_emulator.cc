@@ -36,6 +36,11 @@ extern "C" {
 float expf(float); float logf(float); float sinf(float); float cosf(float); float tanhf(float); float powf(float, float);
 float fmodf(float, float); float fabsf(float); float sqrtf(float); float floorf(float); float ceilf(float);
 float rintf(float); float copysignf(float, float);
+float log1pf(float); float expm1f(float); float log2f(float); float log10f(float); float erff(float);
+float tanf(float); float asinf(float); float acosf(float); float atanf(float); float sinhf(float); float coshf(float);
+double log1p(double); double expm1(double); double log2(double); double log10(double); double erf(double);
+double tan(double); double asin(double); double acos(double); double atan(double); double sinh(double);
+double cosh(double);
 double exp(double); double log(double); double sin(double); double cos(double); double tanh(double);
 double pow(double, double); double fmod(double, double); double fabs(double); double sqrt(double); double floor(double);
 double ceil(double); double rint(double); double copysign(double, double);

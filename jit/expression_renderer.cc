@@ -132,6 +132,17 @@ std::string ExpressionRenderer::unary(UnaryOp op, DType dtype, const IrExprPtr& 
     case UnaryOp::Round: return floating ? builtin("rint", single, x) : x;
     case UnaryOp::LogicalNot: return "(!(" + x + " != 0))";
     case UnaryOp::BitwiseNot: return dtype == DType::Bool ? "(!" + x + ")" : "(" + type + ")(~" + x + ")";
+    case UnaryOp::Log1p: return (single ? "log1pf(" : "log1p(") + x + ")";
+    case UnaryOp::Expm1: return (single ? "expm1f(" : "expm1(") + x + ")";
+    case UnaryOp::Log2: return (single ? "log2f(" : "log2(") + x + ")";
+    case UnaryOp::Log10: return (single ? "log10f(" : "log10(") + x + ")";
+    case UnaryOp::Erf: return (single ? "erff(" : "erf(") + x + ")";
+    case UnaryOp::Tan: return (single ? "tanf(" : "tan(") + x + ")";
+    case UnaryOp::Asin: return (single ? "asinf(" : "asin(") + x + ")";
+    case UnaryOp::Acos: return (single ? "acosf(" : "acos(") + x + ")";
+    case UnaryOp::Atan: return (single ? "atanf(" : "atan(") + x + ")";
+    case UnaryOp::Sinh: return (single ? "sinhf(" : "sinh(") + x + ")";
+    case UnaryOp::Cosh: return (single ? "coshf(" : "cosh(") + x + ")";
   }
   throw std::logic_error("unknown unary op");
 }

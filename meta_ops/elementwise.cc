@@ -13,7 +13,8 @@ namespace metajit {
 namespace {
 
 const char* const kUnaryNames[] = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
-                                   "relu", "floor", "ceil", "round", "logical_not", "bitwise_not"};
+                                   "relu", "floor", "ceil", "round", "logical_not", "bitwise_not", "log1p", "expm1",
+                                   "log2", "log10", "erf", "tan", "asin", "acos", "atan", "sinh", "cosh"};
 const char* const kBinaryNames[] = {"add", "sub", "mul", "div", "floor_div", "mod", "pow", "maximum", "minimum",
                                     "less", "less_equal", "greater", "greater_equal", "equal", "not_equal",
                                     "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
@@ -245,6 +246,22 @@ std::vector<NodePtr> unary_gradient(const NodePtr& node, const NodePtr& grad) {
     case UnaryOp::Sigmoid: return {multiply(grad, multiply(node, subtract(ones_like(node), node)))};
     case UnaryOp::Relu: return {masked(compare(BinaryOp::Greater, x, zeros_like(x)), grad)};
     case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round: return {zeros_like(grad)};
+    case UnaryOp::Log1p: return {divide(grad, binary_with_scalar(BinaryOp::Add, x, 1.0, true, false))};
+    case UnaryOp::Expm1: return {multiply(grad, binary_with_scalar(BinaryOp::Add, node, 1.0, true, false))};
+    case UnaryOp::Log2: return {divide(grad, scaled(x, 0.69314718055994530942))};
+    case UnaryOp::Log10: return {divide(grad, scaled(x, 2.30258509299404568402))};
+    case UnaryOp::Erf:  // 2 / sqrt(pi) * exp(-x^2)
+      return {multiply(scaled(grad, 1.12837916709551257390),
+                       unary(UnaryOp::Exp, unary(UnaryOp::Negate, multiply(x, x))))};
+    case UnaryOp::Tan: return {multiply(grad, binary_with_scalar(BinaryOp::Add, multiply(node, node), 1.0, true, false))};
+    case UnaryOp::Asin: case UnaryOp::Acos: {  // +-1 / sqrt(1 - x^2)
+      NodePtr root = unary(UnaryOp::Sqrt, subtract(ones_like(x), multiply(x, x)));
+      NodePtr slope = divide(grad, root);
+      return {UnaryOp(node->op_code) == UnaryOp::Asin ? slope : unary(UnaryOp::Negate, slope)};
+    }
+    case UnaryOp::Atan: return {divide(grad, binary_with_scalar(BinaryOp::Add, multiply(x, x), 1.0, true, false))};
+    case UnaryOp::Sinh: return {multiply(grad, unary(UnaryOp::Cosh, x))};
+    case UnaryOp::Cosh: return {multiply(grad, unary(UnaryOp::Sinh, x))};
     default: return {nullptr};
   }
 }

@@ -10,7 +10,9 @@
 namespace metajit {
 
 enum class UnaryOp : uint16_t {
-  Negate, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu, Floor, Ceil, Round, LogicalNot, BitwiseNot
+  Negate, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu, Floor, Ceil, Round, LogicalNot, BitwiseNot,
+  // Appended, so the codes above (part of cached plans and kernel keys) keep their values. libm functions.
+  Log1p, Expm1, Log2, Log10, Erf, Tan, Asin, Acos, Atan, Sinh, Cosh
 };
 enum class BinaryOp : uint16_t {
   Add, Subtract, Multiply, Divide, FloorDivide, Modulo, Power, Maximum, Minimum,

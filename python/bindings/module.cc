@@ -382,7 +382,8 @@ PYBIND11_MODULE(_core, module) {
       });
   // Unary methods: x.exp(), x.relu(), ...
   for (const char* name : {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
-                           "floor", "ceil", "round", "logical_not", "bitwise_not"}) {
+                           "floor", "ceil", "round", "logical_not", "bitwise_not", "log1p", "expm1", "log2", "log10",
+                           "erf", "tan", "asin", "acos", "atan", "sinh", "cosh"}) {
     UnaryOp op = unary_op_from_name(name);
     var.def(name, [op](const NodePtr& self) { return unary(op, self); });
   }

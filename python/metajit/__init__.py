@@ -246,7 +246,8 @@ def _make_binary(name):
 
 
 for _name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "floor", "ceil",
-              "round", "logical_not", "bitwise_not"):
+              "round", "logical_not", "bitwise_not", "log1p", "expm1", "log2", "log10", "erf", "tan", "asin", "acos",
+              "atan", "sinh", "cosh"):
     globals()[_name] = _make_unary(_name)
     __all__.append(_name)
 for _name in ("add", "sub", "mul", "div", "floor_div", "mod", "pow", "maximum", "minimum", "less", "less_equal",

@@ -123,12 +123,13 @@ def representative_groups():
         for (int64_t i = thread_index; i < out0_numel; i += thread_count) out0_p[i] = in0_p[i] * data["scale"];
     """, data={"scale": 3.0})
     return {"elementwise chain": (x * 2 + x.exp()).relu(), "reduction": x.sum(1), "softmax": x.softmax(-1),
-            "reindex convolution": F.conv2d(image, weight, stride=2, padding=1), "code op with cuda_src": code}
+            "reindex convolution": F.conv2d(image, weight, stride=2, padding=1), "code op with cuda_src": code,
+            "libm functions": mj.erf(x) + mj.log1p(x.abs()) * x.atan() - x.sinh()}
 
 
 @needs_nvrtc
 @pytest.mark.parametrize("name", ["elementwise chain", "reduction", "softmax", "reindex convolution",
-                                  "code op with cuda_src"])
+                                  "code op with cuda_src", "libm functions"])
 def test_representative_groups_compile_to_cubin(name):
     value = representative_groups()[name]
     for kernel in mj.inspect(value, device="cuda", arch="sm_90"):
@@ -224,6 +225,14 @@ def softmax_reference(values, axis=-1):
 def test_emulated_elementwise_chain():
     a, b = rand(37, 129), rand(37, 129, seed=1)
     check_emulated((mj.array(a) * 2 + mj.array(b)).exp().relu(), np.maximum(np.exp(a * 2 + b), 0), rtol=1e-5)
+
+
+def test_emulated_libm_functions():
+    import math
+    a = rand(7, 33) - 0.5
+    expected = np.vectorize(math.erf)(a) + np.log1p(np.abs(a)) * np.arctan(a) - np.sinh(a)
+    x = mj.array(a)
+    check_emulated(mj.erf(x) + mj.log1p(x.abs()) * x.atan() - x.sinh(), expected.astype(np.float32), rtol=1e-5)
 
 
 def test_emulated_softmax_block_per_row_and_thread_per_row():
