@@ -96,3 +96,49 @@ def test_linspace_and_full_like():
     like = mj.full_like(mj.zeros(2, 3, dtype="int32"), 7)
     assert like.dtype == "int32"
     np.testing.assert_array_equal(like.numpy(), np.full((2, 3), 7))
+
+
+def test_select_unflatten(cube):
+    x = mj.array(cube)
+    np.testing.assert_array_equal(x.select(1, -1).numpy(), cube[:, -1])
+    np.testing.assert_array_equal(mj.select(x, 0, 2).numpy(), cube[2])
+    with pytest.raises(IndexError, match="out of range"):
+        mj.select(x, 2, 5)
+    np.testing.assert_array_equal(mj.unflatten(x, 2, (5, -1)).numpy(), cube.reshape(3, 4, 5, 1))
+    with pytest.raises(ValueError, match="multiply to 6"):
+        x.unflatten(1, (2, 3))
+
+
+def test_repeat_interleave(cube):
+    x = mj.array(cube)
+    np.testing.assert_array_equal(mj.repeat_interleave(x, 3, 1).numpy(), np.repeat(cube, 3, axis=1))
+    np.testing.assert_array_equal(x.repeat_interleave(2).numpy(), np.repeat(cube.ravel(), 2))
+    np.testing.assert_array_equal(mj.repeat_interleave(x, [1, 0, 2], 0).numpy(), np.repeat(cube, [1, 0, 2], axis=0))
+    with pytest.raises(ValueError, match="one per element"):
+        mj.repeat_interleave(x, [1, 2], 0)
+
+
+def test_repeat_interleave_gradient(rng):
+    check_gradients(lambda x: mj.repeat_interleave(x, 3, 0), rng.standard_normal((2, 3)))
+
+
+def test_take(cube):
+    flat = cube.ravel()
+    np.testing.assert_array_equal(mj.take(mj.array(cube), [[0, -1], [7, 59]]).numpy(), flat[[[0, -1], [7, 59]]])
+    np.testing.assert_array_equal(mj.array(cube).take(mj.array(np.array([-60, 3]))).numpy(), flat[[-60, 3]])
+    with pytest.raises(IndexError, match="out of range"):
+        mj.take(mj.array(cube), [60])
+
+
+@pytest.mark.parametrize("n, dim", [(1, -1), (2, 0), (3, 1), (0, 2)])
+def test_diff_matches_numpy(cube, n, dim):
+    np.testing.assert_allclose(mj.diff(mj.array(cube), n, dim).numpy(), np.diff(cube, n, axis=dim), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_diff_with_prepend_append_and_bools(cube):
+    ones = np.ones((3, 4, 1), np.float32)
+    np.testing.assert_allclose(mj.array(cube).diff(prepend=mj.array(ones), append=mj.array(ones)).numpy(),
+                               np.diff(cube, prepend=ones, append=ones), rtol=1e-5, atol=1e-6)
+    flags = np.array([True, True, False, True])
+    np.testing.assert_array_equal(mj.diff(mj.array(flags)).numpy(), np.diff(flags))

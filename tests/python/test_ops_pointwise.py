@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import metajit as mj
+from gradient_check import check_gradients
 
 SPECIAL = np.array([0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, np.nan, 3e38], np.float32)
 
@@ -44,3 +45,51 @@ def test_gradients(rng):
     x = mj.array(data, requires_grad=True)
     gradient = mj.grad((mj.square(x) + mj.reciprocal(x) + mj.sign(x)).sum(), x).numpy()
     np.testing.assert_allclose(gradient, 2 * data - 1 / data ** 2, rtol=1e-12)
+
+
+EDGES = np.array([1.0, -1.0, 0.0, -0.0, 3.0, -2.0, 1e-3, 5.0, np.inf, -np.inf, np.nan], np.float32)
+
+
+def test_atan2_matches_numpy_in_every_quadrant_with_zeros_and_infinities():
+    y, x = (grid.ravel() for grid in np.meshgrid(EDGES, EDGES))
+    np.testing.assert_allclose(mj.atan2(mj.array(y), mj.array(x)).numpy(), np.arctan2(y, x), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(mj.array(y).arctan2(mj.array(x)).numpy(), np.arctan2(y, x), rtol=1e-6, atol=1e-7)
+
+
+def test_atan2_gradient(rng):
+    check_gradients(mj.atan2, rng.standard_normal(8), rng.standard_normal(8))
+
+
+def test_trunc_frac_fmod_remainder(rng):
+    data = (rng.standard_normal(50) * 10).astype(np.float32)
+    np.testing.assert_array_equal(mj.trunc(mj.array(data)).numpy(), np.trunc(data))
+    np.testing.assert_allclose(mj.array(data).frac().numpy(), data - np.trunc(data), rtol=1e-6)
+    divisors = np.where(np.arange(50) % 2, 3.0, -2.5).astype(np.float32)
+    np.testing.assert_array_equal(mj.fmod(mj.array(data), mj.array(divisors)).numpy(), np.fmod(data, divisors))
+    np.testing.assert_array_equal(mj.remainder(mj.array(data), 3.0).numpy(), np.remainder(data, np.float32(3.0)))
+    integers = np.arange(-7, 8)
+    np.testing.assert_array_equal(mj.fmod(mj.array(integers), 3).numpy(), np.fmod(integers, 3))
+
+
+def test_hypot_logaddexp_lerp_addcmul_addcdiv(rng):
+    a, b = (rng.standard_normal(20) * 5).astype(np.float32), (rng.standard_normal(20) * 5).astype(np.float32)
+    np.testing.assert_allclose(mj.hypot(mj.array(a), mj.array(b)).numpy(), np.hypot(a, b), rtol=1e-6)
+    assert np.isfinite(mj.hypot(mj.array(np.float32(3e30)), 4e30).item())
+    np.testing.assert_allclose(mj.logaddexp(mj.array(a), mj.array(b)).numpy(), np.logaddexp(a, b), rtol=1e-6)
+    extremes = np.array([1000.0, -np.inf, np.inf], np.float32)
+    np.testing.assert_array_equal(mj.logaddexp(mj.array(extremes), mj.array(extremes)).numpy(),
+                                  np.logaddexp(extremes, extremes))
+    np.testing.assert_allclose(mj.lerp(mj.array(a), mj.array(b), 0.25).numpy(), a + 0.25 * (b - a), rtol=1e-6)
+    c = rng.uniform(1, 2, 20).astype(np.float32)
+    np.testing.assert_allclose(mj.addcmul(mj.array(a), mj.array(b), mj.array(c), value=0.5).numpy(),
+                               a + 0.5 * b * c, rtol=1e-6)
+    np.testing.assert_allclose(mj.array(a).addcdiv(mj.array(b), mj.array(c), value=2).numpy(), a + 2 * b / c,
+                               rtol=1e-6)
+
+
+def test_clamp_min_and_max():
+    x = mj.array(EDGES)
+    np.testing.assert_array_equal(mj.clamp_min(x, 0.5).numpy(), np.where(np.isnan(EDGES), np.nan,
+                                                                          np.maximum(EDGES, 0.5)))
+    np.testing.assert_array_equal(x.clamp_max(0.5).numpy(), np.where(np.isnan(EDGES), np.nan,
+                                                                     np.minimum(EDGES, 0.5)))

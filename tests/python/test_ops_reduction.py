@@ -59,3 +59,10 @@ def test_a_repeated_or_out_of_range_dim_is_an_error(rng):
         mj.sum(x, (1, 1))
     with pytest.raises(IndexError, match="out of range"):
         mj.amax(x, 2)
+
+
+def test_count_nonzero(rng):
+    data = rng.integers(-1, 2, (5, 6))
+    np.testing.assert_array_equal(mj.count_nonzero(mj.array(data)).numpy(), np.count_nonzero(data))
+    np.testing.assert_array_equal(mj.array(data).count_nonzero((0,)).numpy(), np.count_nonzero(data, axis=0))
+    assert mj.count_nonzero(mj.array(data), 1).dtype == "int64"

@@ -1,11 +1,13 @@
-"""Rearranging and repeating with PyTorch's names: narrow, movedim, swapaxes / swapdims, repeat, tile, diag and
-meshgrid. Each is a view or a reindex (index expressions over the output's indices), so each fuses with its
+"""Rearranging and repeating with PyTorch's names: narrow, select, movedim, swapaxes / swapdims, unflatten,
+repeat, tile, repeat_interleave, take, diff, diag and meshgrid. Each is a view or a reindex (index expressions over the output's indices), so each fuses with its
 neighbours and its gradient is the matching scatter-add."""
 from .. import _core
 from .._core import Var
-from .tensor import _as_var, _normalize_dim
+from .. import array, where
+from .tensor import _as_var, _normalize_dim, cat, index_select
 
-__all__ = ["narrow", "movedim", "moveaxis", "swapaxes", "swapdims", "tile", "diag", "meshgrid"]
+__all__ = ["narrow", "select", "movedim", "moveaxis", "swapaxes", "swapdims", "unflatten", "tile",
+           "repeat_interleave", "take", "diff", "diag", "meshgrid"]
 
 
 def _integer(name, argument, value):
@@ -25,6 +27,39 @@ def narrow(input, dim, start, length):
     if not 0 <= start <= extent or length < 0 or start + length > extent:
         raise IndexError(f"narrow: start {start} and length {length} do not fit dim {dim} of extent {extent}")
     return input[(slice(None),) * dim + (slice(start, start + length),)]
+
+
+def select(input, dim, index):
+    """The slice at `index` of `dim`, that dim removed (x.select(1, 2) is x[:, 2]); a negative index counts from
+    the end."""
+    input = _as_var(input)
+    dim = _normalize_dim(dim, input.ndim, "select")
+    index = _integer("select", "index", index)
+    extent = input.shape[dim]
+    if not -extent <= index < extent:
+        raise IndexError(f"select: index {index} is out of range for dim {dim} of extent {extent}")
+    return input[(slice(None),) * dim + (index,)]
+
+
+def unflatten(input, dim, sizes):
+    """Splits `dim` into `sizes` (one of them may be -1, inferred)."""
+    input = _as_var(input)
+    dim = _normalize_dim(dim, input.ndim, "unflatten")
+    sizes = [_integer("unflatten", "sizes", size) for size in sizes]
+    extent = input.shape[dim]
+    if sizes.count(-1) > 1:
+        raise ValueError(f"unflatten: only one size may be -1, got {sizes}")
+    known = 1
+    for size in sizes:
+        if size != -1:
+            known *= size
+    if -1 in sizes:
+        if known == 0 or extent % known:
+            raise ValueError(f"unflatten: sizes {sizes} do not divide dim {dim} of extent {extent}")
+        sizes[sizes.index(-1)] = extent // known
+    elif known != extent:
+        raise ValueError(f"unflatten: sizes {sizes} multiply to {known}, not dim {dim}'s extent {extent}")
+    return input.reshape(list(input.shape[:dim]) + sizes + list(input.shape[dim + 1:]))
 
 
 def movedim(input, source, destination):
@@ -98,6 +133,72 @@ def tile(input, dims):
     return _repeat_to(input, [1] * (input.ndim - len(repeats)) + repeats)
 
 
+def repeat_interleave(input, repeats, dim=None):
+    """Each element repeated `repeats` times in place along `dim` (flattened first when dim is None); `repeats`
+    is an int, or one count per element (a list, numpy array or Var, read on the host)."""
+    input = _as_var(input)
+    if dim is None:
+        input, dim = input.reshape([input.numel()]), 0
+    dim = _normalize_dim(dim, input.ndim, "repeat_interleave")
+    extent = input.shape[dim]
+    if isinstance(repeats, int) and not isinstance(repeats, bool):
+        if repeats < 0:
+            raise ValueError(f"repeat_interleave: repeats must be non-negative, got {repeats}")
+        shape = list(input.shape)
+        shape[dim] = extent * repeats
+        if repeats == 0 or extent == 0:
+            return _core.constant(shape, input.dtype, 0)
+        indexes = [f"i{axis}" if axis != dim else f"i{axis} / {repeats}" for axis in range(input.ndim)]
+        return _core.reindex(input, shape, indexes, 0.0, [], [])
+    import numpy as np
+    counts = np.asarray(repeats.numpy() if isinstance(repeats, Var) else repeats)
+    if counts.ndim != 1 or counts.shape[0] != extent or counts.dtype.kind not in "iu" or (counts < 0).any():
+        raise ValueError(f"repeat_interleave: repeats must be non-negative integers, one per element of dim {dim} "
+                         f"(extent {extent}), got {counts.tolist()}")
+    return index_select(input, dim, array(np.repeat(np.arange(extent), counts)))
+
+
+def take(input, index):
+    """Elements of the flattened input at `index` (a Var or array of ints, any shape; negative counts from the
+    end), in the index's shape."""
+    input = _as_var(input)
+    count = input.numel()
+    flat = input.reshape([count])
+    if not isinstance(index, Var):  # on the host: range-checked here, negatives wrapped
+        import numpy as np
+        positions = np.asarray(index)
+        if positions.dtype.kind not in "iu":
+            raise TypeError(f"take: index must hold integers, got {positions.dtype}")
+        if positions.size and (positions.min() < -count or positions.max() >= count):
+            raise IndexError(f"take: index out of range for an input of {count} elements")
+        index = array(np.where(positions < 0, positions + count, positions).astype(np.int64))
+    elif not index.dtype.startswith("int") and index.dtype != "uint8":
+        raise TypeError(f"take: index must hold integers, got {index.dtype}")
+    else:
+        index = index.long()
+        index = where(index < 0, index + count, index)
+    return index_select(flat, 0, index.reshape([index.numel()])).reshape(list(index.shape))
+
+
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    """Differences of neighbours along `dim`, applied `n` times; `prepend` / `append` are joined first."""
+    input = _as_var(input)
+    dim = _normalize_dim(dim, input.ndim, "diff")
+    n = _integer("diff", "n", n)
+    if n < 0:
+        raise ValueError(f"diff: n must be non-negative, got {n}")
+    pieces = [_as_var(piece) for piece in (prepend, input, append) if piece is not None]
+    result = cat(pieces, dim) if len(pieces) > 1 else input
+    for _ in range(n):
+        extent = result.shape[dim]
+        if extent == 0:
+            break
+        after = result[(slice(None),) * dim + (slice(1, None),)]
+        before = result[(slice(None),) * dim + (slice(0, extent - 1),)]
+        result = (after != before) if result.dtype == "bool" else after - before
+    return result
+
+
 def diag(input, diagonal=0):
     """A 1-D input becomes a square matrix with it on the `diagonal`-th diagonal (0 elsewhere); a 2-D input
     gives its `diagonal`-th diagonal as a 1-D Var."""
@@ -139,6 +240,22 @@ def meshgrid(*tensors, indexing="ij"):
     return tuple(grids)
 
 
+def _method_select(self, dim, index):
+    return select(self, dim, index)
+
+
+def _method_unflatten(self, dim, sizes):
+    return unflatten(self, dim, sizes)
+
+
+def _method_repeat_interleave(self, repeats, dim=None):
+    return repeat_interleave(self, repeats, dim)
+
+
+def _method_diff(self, n=1, dim=-1, prepend=None, append=None):
+    return diff(self, n, dim, prepend, append)
+
+
 def _method_movedim(self, source, destination):
     return movedim(self, source, destination)
 
@@ -149,5 +266,7 @@ def _method_narrow(self, dim, start, length):
 
 for _name, _function in {"repeat": _method_repeat, "tile": tile, "movedim": _method_movedim,
                          "moveaxis": _method_movedim, "swapaxes": swapaxes, "swapdims": swapaxes,
-                         "narrow": _method_narrow, "diag": diag}.items():
+                         "narrow": _method_narrow, "diag": diag, "select": _method_select,
+                         "unflatten": _method_unflatten, "repeat_interleave": _method_repeat_interleave,
+                         "take": take, "diff": _method_diff}.items():
     setattr(Var, _name, _function)

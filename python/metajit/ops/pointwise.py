@@ -1,12 +1,17 @@
 """Element-wise functions with PyTorch's names that are compositions of the elementwise meta-op: the float
-classifiers isnan / isinf / isfinite, nan_to_num, sign, reciprocal and square (also as Var methods)."""
+classifiers isnan / isinf / isfinite, nan_to_num, sign, reciprocal, square, trunc / frac, fmod / remainder,
+atan2, hypot, logaddexp, lerp, addcmul / addcdiv and clamp_min / clamp_max (also as Var methods)."""
 import numpy as np
+
+import math
 
 from .. import _core, where
 from .._core import Var
 from .tensor import _as_var
 
-__all__ = ["isnan", "isinf", "isfinite", "nan_to_num", "sign", "reciprocal", "square"]
+__all__ = ["isnan", "isinf", "isfinite", "nan_to_num", "sign", "reciprocal", "square", "trunc", "fix", "frac",
+           "fmod", "remainder", "atan2", "arctan2", "hypot", "logaddexp", "lerp", "addcmul", "addcdiv", "clamp_min",
+           "clamp_max"]
 
 
 def _floating(input):
@@ -76,6 +81,111 @@ def square(input):
     return input * input
 
 
+def trunc(input):
+    """Rounds toward zero (integers unchanged); its gradient is zero."""
+    input = _as_var(input)
+    if not _floating(input):
+        return input
+    return where(input < 0, input.ceil(), input.floor())
+
+
+fix = trunc
+
+
+def frac(input):
+    """x - trunc(x), with x's sign; the gradient passes through unchanged, as in PyTorch."""
+    input = _as_var(input)
+    return input - trunc(input).detach()
+
+
+def remainder(input, other):
+    """Python's modulo: the result has the divisor's sign (the % operator)."""
+    return _as_var(input) % other
+
+
+def fmod(input, other):
+    """C's fmod: the result has the dividend's sign, |result| < |other|. Computed as |x| mod |y| with x's sign
+    put back (the modulo of two non-negative numbers is exact)."""
+    input = _as_var(input)
+    magnitude = abs(input) % abs(other if not isinstance(other, Var) else other)
+    return where(input < 0, -magnitude, magnitude)
+
+
+def atan2(input, other):
+    """The angle of the point (other, input) in (-pi, pi], from atan of the smaller ratio so it stays accurate in
+    every octant; atan2(+-0, x) follows the sign of x as in C (0 or pi)."""
+    y, x = _as_var(input), _as_var(other)
+    if not _floating(y):
+        y = _core.cast(y, "float32")
+    steep = abs(y) > abs(x)
+    # The ratio of the smaller to the larger magnitude (<= 1); a 0 / 0 is taken as 0 (the other branch is unused).
+    small = where(steep, x, y)
+    large = where(steep, y, x)
+    ratio = small / where(large == 0, 1.0, large)
+    # Both infinite: inf / inf is nan, the angle is a diagonal's.
+    both_infinite = (abs(small) == math.inf) & (abs(large) == math.inf)
+    ratio = where(both_infinite, where((small < 0) != (large < 0), -1.0, 1.0), ratio)
+    angle = where(steep, where(y > 0, math.pi / 2, -math.pi / 2) - ratio.atan(), ratio.atan())
+    # The left half-plane: rotate by pi toward the sign of y, -0 counting as negative (1 / -0 is -inf).
+    left = ~steep & ((x < 0) | ((x == 0) & (1.0 / x < 0)))
+    below = (y < 0) | ((y == 0) & (1.0 / y < 0))
+    return where(left, where(below, angle - math.pi, angle + math.pi), angle)
+
+
+arctan2 = atan2
+
+
+def hypot(input, other):
+    """sqrt(x^2 + y^2) without overflowing for large x, y: the larger magnitude times sqrt(1 + ratio^2)."""
+    x, y = abs(_as_var(input)), abs(_as_var(other))
+    large = where(x > y, x, y)
+    small = where(x > y, y, x)
+    ratio = small / where(large == 0, 1.0, large)
+    return large * (ratio * ratio + 1.0).sqrt()
+
+
+def logaddexp(input, other):
+    """log(exp(x) + exp(y)) without overflow: max(x, y) + log1p(exp(-|x - y|)); equal infinities give that
+    infinity."""
+    x, y = _as_var(input), _as_var(other)
+    larger = where(x > y, x, y)
+    gap = where(x == y, 0.0, -abs(x - y))  # x == y also covers inf == inf, where x - y would be nan
+    return larger + gap.exp().log1p()
+
+
+def lerp(input, end, weight):
+    """input + weight * (end - input)."""
+    input = _as_var(input)
+    return input + weight * (end - input)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """input + value * tensor1 * tensor2."""
+    product = _as_var(tensor1) * tensor2
+    return _as_var(input) + (product if value == 1 else product * value)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    """input + value * tensor1 / tensor2."""
+    quotient = _as_var(tensor1) / tensor2
+    return _as_var(input) + (quotient if value == 1 else quotient * value)
+
+
+def clamp_min(input, min):
+    """max(input, min) with clamp's NaN and gradient rules."""
+    from .tensor import clamp
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):
+    """min(input, max) with clamp's NaN and gradient rules."""
+    from .tensor import clamp
+    return clamp(input, max=max)
+
+
 for _name, _function in {"isnan": isnan, "isinf": isinf, "isfinite": isfinite, "nan_to_num": nan_to_num,
-                         "sign": sign, "reciprocal": reciprocal, "square": square}.items():
+                         "sign": sign, "reciprocal": reciprocal, "square": square, "trunc": trunc, "fix": trunc,
+                         "frac": frac, "fmod": fmod, "remainder": remainder, "atan2": atan2, "arctan2": atan2,
+                         "hypot": hypot, "logaddexp": logaddexp, "lerp": lerp, "addcmul": addcmul,
+                         "addcdiv": addcdiv, "clamp_min": clamp_min, "clamp_max": clamp_max}.items():
     setattr(Var, _name, _function)

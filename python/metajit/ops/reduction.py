@@ -10,7 +10,7 @@ from .. import _core, _dtype_name, where
 from .._core import Var
 from .tensor import _as_var, _normalize_dims
 
-__all__ = ["sum", "mean", "prod", "amax", "amin", "all", "any", "norm"]
+__all__ = ["sum", "mean", "prod", "amax", "amin", "all", "any", "count_nonzero", "norm"]
 
 
 def _dims(name, input, dim):
@@ -73,6 +73,12 @@ def any(input, dim=None, keepdim=False):
     return _core.reduce(truth, "or", _dims("any", truth, dim), keepdim)
 
 
+def count_nonzero(input, dim=None):
+    """How many elements over `dim` (int, sequence, or None for every dim) are nonzero (int64)."""
+    truth = _truth(input)
+    return _core.reduce(_core.cast(truth, "int64"), "add", _dims("count_nonzero", truth, dim), False)
+
+
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     """Vector norm over `dim` (every dim when None): p = 2 or "fro" (the default), any other number p > 0,
     inf (largest magnitude), -inf (smallest) or 0 (count of nonzeros). The gradient of the 2-norm at a zero
@@ -109,6 +115,7 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
 
 
 Var.norm = norm
+Var.count_nonzero = count_nonzero
 Var.amax = amax
 Var.amin = amin
 Var.all = all
