@@ -249,7 +249,8 @@ for _name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
               "round", "logical_not", "bitwise_not", "log1p", "expm1", "log2", "log10", "erf", "tan", "asin", "acos",
               "atan", "sinh", "cosh"):
     globals()[_name] = _make_unary(_name)
-    __all__.append(_name)
+    if _name not in __all__:  # relu, sigmoid and tanh are also in the operator library's list
+        __all__.append(_name)
 for _name in ("add", "sub", "mul", "div", "floor_div", "mod", "pow", "maximum", "minimum", "less", "less_equal",
               "greater", "greater_equal", "equal", "not_equal", "logical_and", "logical_or", "logical_xor",
               "bitwise_and", "bitwise_or", "bitwise_xor"):
