@@ -10,7 +10,8 @@ from . import _core
 from ._core import Var, seed, stats, reset_stats, gc
 
 __all__ = [
-    "Var", "array", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange", "linspace", "rand", "randn", "seed",
+    "Var", "array", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange", "linspace",
+    "randint", "bernoulli", "rand", "randn", "seed",
     "reindex", "reindex_reduce", "reduce", "broadcast", "broadcast_to", "where", "sync", "stats", "reset_stats",
     "flags", "inspect_kernels", "gc", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
     "stop_grad", "detach", "save", "load", "code", "Function", "inspect", "CompileError", "NonFiniteError", "cache",
@@ -122,6 +123,28 @@ def rand(*shape, dtype="float32", requires_grad=False):
 def randn(*shape, dtype="float32", requires_grad=False):
     """Standard normal samples, drawn from the generator seeded by mj.seed()."""
     return _leaf(_core.randn(_shape_argument(shape), _dtype_name(dtype)), requires_grad)
+
+
+def randint(low, high=None, size=None, dtype="int64", requires_grad=False):
+    """Uniform integers in [low, high) (randint(high, size) starts at 0), from the generator of mj.seed()."""
+    if size is None:
+        if high is None or not isinstance(high, (list, tuple)):
+            raise TypeError("randint: give randint(high, size) or randint(low, high, size)")
+        low, high, size = 0, low, high
+    elif high is None:
+        low, high = 0, low
+    if high <= low:
+        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+    uniform = _core.rand(_shape_argument((size,)), "float64")
+    return _core.cast((uniform * float(high - low)).floor() + float(low), _dtype_name(dtype))
+
+
+def bernoulli(input, p=None):
+    """1 with probability p (each element of input, or the number p), else 0, in input's dtype."""
+    probability = input if p is None else p
+    shape = list(input.shape)
+    draw = _core.rand(shape, "float32" if input.dtype == "float16" else input.dtype)
+    return _core.cast(draw < probability, input.dtype).detach()
 
 
 def _python_number(value):

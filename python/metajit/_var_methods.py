@@ -54,7 +54,7 @@ def _cast_to(dtype):
     def convert(self):
         return self if self.dtype == dtype else _core.cast(self, dtype)
     convert.__name__ = {"float32": "float", "float64": "double", "float16": "half", "int32": "int",
-                        "int64": "long", "bool": "bool"}[dtype]
+                        "int64": "long", "bool": "bool", "uint8": "byte"}[dtype]
     convert.__doc__ = f"This Var as {dtype} (itself when it already is)."
     return convert
 
@@ -119,6 +119,59 @@ def new_ones(self, *size, dtype=None):
 
 def tolist(self):
     return self.numpy().tolist()
+
+
+def dim(self):
+    return self.ndim
+
+
+def unbind(self, dim=0):
+    """The slices along `dim`, that dim removed, as a tuple."""
+    from .ops.layout import select
+    extent = self.shape[dim] if self.ndim else 0
+    return tuple(select(self, dim, index) for index in range(extent))
+
+
+def where(self, condition, other):
+    """mj.where(condition, self, other)."""
+    from . import where as choose
+    return choose(condition, self, other)
+
+
+def _device_name(device):
+    text = str(device)
+    return text.split(":")[0]
+
+
+def to(self, *args, dtype=None, device=None, **ignored):
+    """x.to(dtype), x.to("cpu"), x.to(other) (its dtype), x.to(device, dtype). "cuda" raises: running on a GPU
+    is not built (mj.CudaUnavailableError names what is missing, see docs/cuda.md)."""
+    from . import _DTYPE_NAMES, _dtype_name
+    for argument in args:
+        if isinstance(argument, Var):
+            dtype = argument.dtype
+        elif isinstance(argument, str) and argument not in _DTYPE_NAMES:
+            device = argument
+        else:
+            dtype = argument
+    if device is not None and _device_name(device) != "cpu":
+        if _device_name(device) != "cuda":
+            raise ValueError(f"to: unknown device {device!r} (metajit runs on 'cpu'; 'cuda' is not built yet)")
+        from . import cuda
+        cuda.require_gpu(f"x.to({device!r})")
+    if dtype is None:
+        return self
+    name = _dtype_name(dtype)
+    return self if self.dtype == name else _core.cast(self, name)
+
+
+def cpu(self):
+    return self
+
+
+def _cuda(self, *args, **kwargs):
+    from . import cuda
+    cuda.require_gpu("x.cuda()")
 
 
 def _arithmetic(name, operator):
@@ -194,6 +247,12 @@ for _name, _function in {
     "add": _arithmetic("add", lambda a, b: a + b), "sub": _arithmetic("sub", lambda a, b: a - b),
     "mul": lambda self, other: self * other, "div": lambda self, other: self / other,
     "pow": lambda self, exponent: self ** exponent,
+    "byte": _cast_to("uint8"), "dim": dim, "nelement": lambda self: self.numel(), "unbind": unbind,
+    "where": where, "to": to, "cpu": cpu, "cuda": _cuda,
+    "eq": lambda self, other: self == other, "ne": lambda self, other: self != other,
+    "lt": lambda self, other: self < other, "le": lambda self, other: self <= other,
+    "gt": lambda self, other: self > other, "ge": lambda self, other: self >= other,
+    "mm": lambda self, other: self @ other, "bmm": lambda self, other: self @ other,
 }.items():
     setattr(Var, _name, _function)
 Var.T = property(lambda self: _core.permute(self, list(range(self.ndim))[::-1]))

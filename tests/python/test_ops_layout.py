@@ -142,3 +142,26 @@ def test_diff_with_prepend_append_and_bools(cube):
                                np.diff(cube, prepend=ones, append=ones), rtol=1e-5, atol=1e-6)
     flags = np.array([True, True, False, True])
     np.testing.assert_array_equal(mj.diff(mj.array(flags)).numpy(), np.diff(flags))
+
+
+def test_function_forms_of_methods(cube):
+    x = mj.array(cube)
+    np.testing.assert_array_equal(mj.permute(x, (2, 0, 1)).numpy(), cube.transpose(2, 0, 1))
+    np.testing.assert_array_equal(mj.reshape(x, (12, 5)).numpy(), cube.reshape(12, 5))
+    np.testing.assert_array_equal(mj.t(mj.array(cube[0])).numpy(), cube[0].T)
+    np.testing.assert_array_equal(mj.clone(x).numpy(), cube)
+    assert mj.numel(x) == 60 and len(mj.unbind(x, 2)) == 5
+
+
+def test_cross_kron_baddbmm(rng):
+    a, b = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    np.testing.assert_allclose(mj.cross(mj.array(a), mj.array(b)).numpy(), np.cross(a, b), rtol=1e-10)
+    np.testing.assert_allclose(mj.cross(mj.array(a.T), mj.array(b.T), dim=0).numpy(), np.cross(a, b).T, rtol=1e-10)
+    with pytest.raises(ValueError, match="extent 3"):
+        mj.cross(mj.array(a[:, :2]), mj.array(b[:, :2]))
+    k1, k2 = rng.standard_normal((2, 3)), rng.standard_normal((4, 1, 2))
+    np.testing.assert_allclose(mj.kron(mj.array(k1), mj.array(k2)).numpy(), np.kron(k1, k2), rtol=1e-10)
+    base, b1, b2 = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 3, 5)), rng.standard_normal((2, 5, 4))
+    np.testing.assert_allclose(mj.baddbmm(mj.array(base), mj.array(b1), mj.array(b2), beta=0.5, alpha=2).numpy(),
+                               0.5 * base + 2 * b1 @ b2, rtol=1e-10)
+    check_gradients(lambda u, v: mj.cross(u, v), a, b)

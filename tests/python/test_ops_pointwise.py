@@ -93,3 +93,15 @@ def test_clamp_min_and_max():
                                                                           np.maximum(EDGES, 0.5)))
     np.testing.assert_array_equal(x.clamp_max(0.5).numpy(), np.where(np.isnan(EDGES), np.nan,
                                                                      np.minimum(EDGES, 0.5)))
+
+
+def test_comparison_names_and_exp2(rng):
+    a, b = rng.integers(0, 3, 10), rng.integers(0, 3, 10)
+    x, y = mj.array(a), mj.array(b)
+    for name, expected in (("eq", a == b), ("ne", a != b), ("lt", a < b), ("le", a <= b), ("gt", a > b),
+                           ("ge", a >= b)):
+        np.testing.assert_array_equal(getattr(mj, name)(x, y).numpy(), expected)
+        np.testing.assert_array_equal(getattr(x, name)(y).numpy(), expected)
+    np.testing.assert_array_equal(mj.exp2(mj.array(np.array([-2.0, 0.0, 3.0, 10.0], np.float32))).numpy(),
+                                  [0.25, 1.0, 8.0, 1024.0])
+    check_gradients(mj.exp2, rng.standard_normal(5))

@@ -69,3 +69,28 @@ def test_tril_gradient_and_errors(rng):
     np.testing.assert_array_equal(mj.grad(mj.tril(x).sum(), x).numpy(), np.tril(np.ones((3, 3))))
     with pytest.raises(ValueError, match="at least 2 dimensions"):
         mj.triu(mj.array(np.zeros(3, np.float32)))
+
+
+def test_to_dim_unbind_where_and_comparisons(rng):
+    data = rng.standard_normal((2, 3)).astype(np.float32)
+    x = mj.array(data)
+    assert x.to("float64").dtype == "float64" and x.to(np.int32).dtype == "int32"
+    assert x.to("cpu") is x and x.cpu() is x and x.to(mj.zeros(1, dtype="int64")).dtype == "int64"
+    assert x.to("cpu", "float16").dtype == "float16"
+    with pytest.raises(ValueError, match="unknown device"):
+        x.to("tpu")
+    assert x.dim() == 2 and x.nelement() == 6 and x.byte().dtype == "uint8"
+    pieces = x.unbind(1)
+    assert len(pieces) == 3
+    np.testing.assert_array_equal(pieces[2].numpy(), data[:, 2])
+    np.testing.assert_array_equal(x.where(x > 0, 0.0).numpy(), np.where(data > 0, data, 0))
+    np.testing.assert_allclose(x.mm(x.t()).numpy(), data @ data.T, rtol=1e-5)
+
+
+@pytest.mark.skipif(mj.cuda.is_available(), reason="this machine has a usable NVIDIA driver")
+def test_cuda_says_what_is_missing():
+    x = mj.zeros(2)
+    with pytest.raises(mj.CudaUnavailableError, match="x.cuda\\(\\): CUDA is not available"):
+        x.cuda()
+    with pytest.raises(mj.CudaUnavailableError, match="CUDA is not available"):
+        x.to("cuda:0")

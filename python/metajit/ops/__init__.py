@@ -7,6 +7,7 @@ from .conv import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .einsum import *  # noqa: F401,F403
 from .embedding import *  # noqa: F401,F403
+from .host import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .interpolate import *  # noqa: F401,F403
 from .layout import *  # noqa: F401,F403
@@ -23,7 +24,7 @@ from .tensor import *  # noqa: F401,F403
 import importlib as _importlib
 
 # Submodules are looked up by name: the star imports above rebind e.g. `dropout` to the function.
-_MODULES = ["activation", "conv", "dropout", "einsum", "embedding", "indexing", "interpolate", "layout", "linalg",
+_MODULES = ["activation", "conv", "dropout", "einsum", "embedding", "host", "indexing", "interpolate", "layout", "linalg",
             "loss", "normalization", "pointwise", "pool", "reduction", "sorting", "statistics", "tensor"]
 __all__ = sorted({name for module in _MODULES
                   for name in _importlib.import_module("metajit.ops." + module).__all__})

@@ -7,7 +7,8 @@ from .. import array, where
 from .tensor import _as_var, _normalize_dim, cat, index_select
 
 __all__ = ["narrow", "select", "movedim", "moveaxis", "swapaxes", "swapdims", "unflatten", "tile",
-           "repeat_interleave", "take", "diff", "diag", "meshgrid"]
+           "repeat_interleave", "take", "diff", "diag", "meshgrid", "t", "permute", "reshape", "clone", "numel",
+           "unbind"]
 
 
 def _integer(name, argument, value):
@@ -238,6 +239,30 @@ def meshgrid(*tensors, indexing="ij"):
         axis = order.index(number)
         grids.append(_core.reindex(tensor, grid_shape, [f"i{axis}"], 0.0, [], []))
     return tuple(grids)
+
+
+def t(input):
+    return _as_var(input).t()
+
+
+def permute(input, dims):
+    return _as_var(input).permute(list(dims))
+
+
+def reshape(input, shape):
+    return _as_var(input).reshape(list(shape))
+
+
+def clone(input):
+    return _as_var(input).clone()
+
+
+def numel(input):
+    return _as_var(input).numel()
+
+
+def unbind(input, dim=0):
+    return _as_var(input).unbind(dim)
 
 
 def _method_select(self, dim, index):

@@ -1,4 +1,5 @@
-"""Matrix products (matmul, bmm, mm, mv, dot, outer, addmm, linear) as broadcast-multiply-sum.
+"""Matrix products (matmul, bmm, mm, mv, dot, outer, addmm, baddbmm, linear) as broadcast-multiply-sum, and
+the cross and Kronecker products.
 
 Both operands are laid out as [..., M, K, N] views (a reshape plus a broadcast, no copy), multiplied
 elementwise and summed over K. The fuser turns this into one kernel whose reduction loop reads both inputs in
@@ -6,7 +7,7 @@ place, and the gradients follow from the broadcast and sum rules (broadcast <-> 
 from .. import _core
 from .._core import Var
 
-__all__ = ["matmul", "bmm", "mm", "mv", "dot", "outer", "addmm", "linear"]
+__all__ = ["matmul", "bmm", "mm", "mv", "dot", "outer", "addmm", "baddbmm", "linear", "cross", "kron"]
 
 _FLOAT_DTYPES = ("float16", "float32", "float64")
 
@@ -129,6 +130,48 @@ def addmm(input, mat1, mat2, beta=1, alpha=1):
         _core.broadcast_to(input, list(product.shape))
         return product
     return (input if beta == 1 else input * beta) + product
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """beta * input + alpha * bmm(batch1, batch2), as torch.baddbmm."""
+    product = bmm(batch1, batch2)
+    if alpha != 1:
+        product = product * alpha
+    if beta == 0:  # input is ignored, NaN or not, as in PyTorch
+        return product
+    return (input if beta == 1 else input * beta) + product
+
+
+def cross(input, other, dim=-1):
+    """The cross product of 3-vectors along `dim` (both operands broadcast)."""
+    _require_var(input, "cross", "input")
+    _require_var(other, "cross", "other")
+    axis = dim if dim >= 0 else input.ndim + dim
+    if not 0 <= axis < input.ndim or input.shape[axis] != 3 or other.ndim != input.ndim or other.shape[axis] != 3:
+        raise ValueError(f"cross: dim {dim} must have extent 3 in both operands, got shapes {tuple(input.shape)} "
+                         f"and {tuple(other.shape)}")
+
+    def part(value, index):
+        return value[(slice(None),) * axis + (slice(index, index + 1),)]
+
+    a = [part(input, index) for index in range(3)]
+    b = [part(other, index) for index in range(3)]
+    from .tensor import cat
+    return cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], axis)
+
+
+def kron(input, other):
+    """The Kronecker product: every element of input times the whole of other, in blocks."""
+    _require_var(input, "kron", "input")
+    _require_var(other, "kron", "other")
+    rank = max(input.ndim, other.ndim)
+    left = input.reshape([1] * (rank - input.ndim) + list(input.shape))
+    right = other.reshape([1] * (rank - other.ndim) + list(other.shape))
+    # [a0, 1, a1, 1, ...] * [1, b0, 1, b1, ...] -> [a0, b0, a1, b1, ...] -> [a0 * b0, a1 * b1, ...]
+    interleaved_left = left.reshape([extent for pair in zip(left.shape, [1] * rank) for extent in pair])
+    interleaved_right = right.reshape([extent for pair in zip([1] * rank, right.shape) for extent in pair])
+    product = interleaved_left * interleaved_right
+    return product.reshape([a * b for a, b in zip(left.shape, right.shape)])
 
 
 def linear(input, weight, bias=None):

@@ -11,7 +11,7 @@ from .tensor import _as_var
 
 __all__ = ["isnan", "isinf", "isfinite", "nan_to_num", "sign", "reciprocal", "square", "trunc", "fix", "frac",
            "fmod", "remainder", "atan2", "arctan2", "hypot", "logaddexp", "lerp", "addcmul", "addcdiv", "clamp_min",
-           "clamp_max"]
+           "clamp_max", "eq", "ne", "lt", "le", "gt", "ge", "exp2"]
 
 
 def _floating(input):
@@ -169,6 +169,39 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     """input + value * tensor1 / tensor2."""
     quotient = _as_var(tensor1) / tensor2
     return _as_var(input) + (quotient if value == 1 else quotient * value)
+
+
+def eq(input, other):
+    """Elementwise ==, as torch.eq (mj.equal is the same; PyTorch's torch.equal is a single bool)."""
+    return _as_var(input) == other
+
+
+def ne(input, other):
+    return _as_var(input) != other
+
+
+def lt(input, other):
+    return _as_var(input) < other
+
+
+def le(input, other):
+    return _as_var(input) <= other
+
+
+def gt(input, other):
+    return _as_var(input) > other
+
+
+def ge(input, other):
+    return _as_var(input) >= other
+
+
+def exp2(input):
+    """2 ** x (exact at integers: exp of x * ln 2 would not be)."""
+    input = _as_var(input)
+    if not _floating(input):
+        input = _core.cast(input, "float32")
+    return _core.constant([], input.dtype, 2.0) ** input
 
 
 def clamp_min(input, min):
