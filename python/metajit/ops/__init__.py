@@ -3,7 +3,9 @@ elementwise) and Var operations, so its gradient comes from the meta-ops' rules 
 neighbours. No operator here has a hand-written kernel. PyTorch names and signatures throughout; the
 PyTorch-style entry point is metajit.nn.functional."""
 from .activation import *  # noqa: F401,F403
+from .attention import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
+from .distance import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .einsum import *  # noqa: F401,F403
 from .embedding import *  # noqa: F401,F403
@@ -24,7 +26,8 @@ from .tensor import *  # noqa: F401,F403
 import importlib as _importlib
 
 # Submodules are looked up by name: the star imports above rebind e.g. `dropout` to the function.
-_MODULES = ["activation", "conv", "dropout", "einsum", "embedding", "host", "indexing", "interpolate", "layout", "linalg",
-            "loss", "normalization", "pointwise", "pool", "reduction", "sorting", "statistics", "tensor"]
+_MODULES = ["activation", "attention", "conv", "distance", "dropout", "einsum", "embedding", "host", "indexing",
+            "interpolate", "layout", "linalg", "loss", "normalization", "pointwise", "pool", "reduction", "sorting",
+            "statistics", "tensor"]
 __all__ = sorted({name for module in _MODULES
                   for name in _importlib.import_module("metajit.ops." + module).__all__})

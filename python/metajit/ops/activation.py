@@ -14,7 +14,8 @@ from .._core import Var
 from .tensor import _as_var, _normalize_dim, _normalize_dims
 
 __all__ = ["softmax", "log_softmax", "logsumexp", "relu", "relu6", "leaky_relu", "gelu", "silu", "sigmoid", "tanh",
-           "elu", "softplus", "hardtanh"]
+           "elu", "softplus", "hardtanh", "hardsigmoid", "hardswish", "mish", "prelu", "selu", "celu", "glu",
+           "logsigmoid", "softsign"]
 
 
 def _implicit_softmax_dim(name, ndim):
@@ -181,6 +182,79 @@ def softplus(input, beta=1.0, threshold=20.0):
     if beta != 1:
         stable = stable / beta
     return where(scaled > threshold, input, stable)
+
+
+def hardsigmoid(input, inplace=False):
+    """relu6(x + 3) / 6: 0 below -3, 1 above 3, linear between (gradient 1/6 strictly inside, as PyTorch)."""
+    input = _as_var(input)
+    return where(input <= -3.0, 0.0, where(input >= 3.0, 1.0, input / 6.0 + 0.5))
+
+
+def hardswish(input, inplace=False):
+    """x * hardsigmoid(x) (MobileNetV3)."""
+    input = _as_var(input)
+    return where(input <= -3.0, 0.0, where(input >= 3.0, input, input * (input + 3.0) / 6.0))
+
+
+def mish(input, inplace=False):
+    """x * tanh(softplus(x))."""
+    input = _as_var(input)
+    return input * _softplus_of(input).tanh()
+
+
+def prelu(input, weight):
+    """x if x >= 0 else weight * x, with one weight or one per channel (dim 1)."""
+    input, weight = _as_var(input), _as_var(weight)
+    if weight.numel() != 1:
+        if input.ndim < 2 or weight.ndim != 1 or weight.shape[0] != input.shape[1]:
+            raise ValueError(f"prelu: weight of shape {list(weight.shape)} needs one entry or one per channel "
+                             f"(dim 1 of the input, shape {list(input.shape)})")
+        weight = weight.reshape([1, weight.shape[0]] + [1] * (input.ndim - 2))
+    else:
+        weight = weight.reshape([])
+    return where(input > 0, input, input * weight)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace=False):
+    """scale * elu(x, alpha) with the self-normalising constants."""
+    return _SELU_SCALE * elu(input, _SELU_ALPHA)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    if alpha == 0:
+        raise ValueError("celu: alpha cannot be 0")
+    input = _as_var(input)
+    positive = input > 0
+    return where(positive, input, alpha * _expm1(where(positive, 0.0, input) / alpha))
+
+
+def glu(input, dim=-1):
+    """The first half of `dim` times the sigmoid of the second half."""
+    input = _as_var(input)
+    dim = _normalize_dim(dim, input.ndim, "glu")
+    extent = input.shape[dim]
+    if extent % 2:
+        raise ValueError(f"glu: dim {dim} must have an even extent, got {extent}")
+    half = extent // 2
+    first = input[(slice(None),) * dim + (slice(0, half),)]
+    second = input[(slice(None),) * dim + (slice(half, extent),)]
+    return first * second.sigmoid()
+
+
+def logsigmoid(input):
+    """log(sigmoid(x)) = -softplus(-x), without overflow."""
+    return -_softplus_of(-_as_var(input))
+
+
+def softsign(input):
+    """x / (1 + |x|)."""
+    input = _as_var(input)
+    return input / (1.0 + abs(input))
 
 
 def _method_softmax(self, dim=None, dtype=None):

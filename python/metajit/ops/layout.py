@@ -8,7 +8,7 @@ from .tensor import _as_var, _normalize_dim, cat, index_select
 
 __all__ = ["narrow", "select", "movedim", "moveaxis", "swapaxes", "swapdims", "unflatten", "tile",
            "repeat_interleave", "take", "diff", "diag", "meshgrid", "t", "permute", "reshape", "clone", "numel",
-           "unbind"]
+           "unbind", "pixel_shuffle", "pixel_unshuffle"]
 
 
 def _integer(name, argument, value):
@@ -263,6 +263,35 @@ def numel(input):
 
 def unbind(input, dim=0):
     return _as_var(input).unbind(dim)
+
+
+def pixel_shuffle(input, upscale_factor):
+    """[*, C * r^2, H, W] -> [*, C, H * r, W * r] (sub-pixel convolution's rearrangement)."""
+    input = _as_var(input)
+    factor = _integer("pixel_shuffle", "upscale_factor", upscale_factor)
+    if input.ndim < 3 or factor < 1 or input.shape[-3] % (factor * factor):
+        raise ValueError(f"pixel_shuffle: the channels of shape {list(input.shape)} must be divisible by "
+                         f"upscale_factor^2 = {factor * factor}")
+    *batch, channels, height, width = input.shape
+    out = channels // (factor * factor)
+    rank = len(batch)
+    split = input.reshape(batch + [out, factor, factor, height, width])
+    order = list(range(rank)) + [rank, rank + 3, rank + 1, rank + 4, rank + 2]
+    return split.permute(order).reshape(batch + [out, height * factor, width * factor])
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """[*, C, H * r, W * r] -> [*, C * r^2, H, W], the inverse of pixel_shuffle."""
+    input = _as_var(input)
+    factor = _integer("pixel_unshuffle", "downscale_factor", downscale_factor)
+    if input.ndim < 3 or factor < 1 or input.shape[-2] % factor or input.shape[-1] % factor:
+        raise ValueError(f"pixel_unshuffle: height and width of shape {list(input.shape)} must be divisible by "
+                         f"downscale_factor = {factor}")
+    *batch, channels, height, width = input.shape
+    rank = len(batch)
+    split = input.reshape(batch + [channels, height // factor, factor, width // factor, factor])
+    order = list(range(rank)) + [rank, rank + 2, rank + 4, rank + 1, rank + 3]
+    return split.permute(order).reshape(batch + [channels * factor * factor, height // factor, width // factor])
 
 
 def _method_select(self, dim, index):

@@ -13,8 +13,8 @@ from .. import _core, where
 from .activation import _log1p, log_softmax
 from .tensor import _as_var
 
-__all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",
-           "binary_cross_entropy_with_logits"]
+__all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+           "binary_cross_entropy", "binary_cross_entropy_with_logits"]
 
 _FLOAT_DTYPES = ("float16", "float32", "float64")
 _INTEGER_DTYPES = ("int8", "uint8", "int32", "int64")
@@ -214,6 +214,39 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
         return _reduce(magnitude, reduction)
     loss = where(magnitude < beta, difference * difference * (0.5 / beta), magnitude - 0.5 * beta)
     return _reduce(loss, reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """0.5 d^2 where |d| < delta, delta * (|d| - 0.5 delta) elsewhere (d = input - target): smooth_l1_loss times
+    delta."""
+    if delta <= 0:
+        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    reduction = _reduction(None, None, reduction)
+    input, target = _pointwise_inputs("huber_loss", input, target)
+    difference = input - target
+    magnitude = difference.abs()
+    loss = where(magnitude < delta, 0.5 * difference * difference, delta * (magnitude - 0.5 * delta))
+    return _weighted("huber_loss", loss, input, weight, reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """target * (log target - input), input holding log-probabilities (and target too with log_target). Terms
+    with target 0 are 0. reduction="batchmean" divides the sum by the batch size (the true KL divergence;
+    PyTorch's "mean" divides by every element and warns about it there)."""
+    reduction_name = reduction
+    if reduction == "batchmean":
+        reduction = "sum"
+    reduction = _reduction(size_average, reduce, reduction)
+    input, target = _pointwise_inputs("kl_div", input, target)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        positive = target > 0
+        loss = where(positive, target * (where(positive, target, 1.0).log() - input), 0.0)
+    result = _reduce(loss, reduction)
+    if reduction_name == "batchmean" and input.ndim:
+        result = result / input.shape[0]
+    return result
 
 
 # ------------------------------------------------------------------------------------------------ binary losses

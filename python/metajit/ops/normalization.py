@@ -11,7 +11,7 @@ from .. import _core
 from .._core import Var
 from .conv import _is_integer
 
-__all__ = ["batch_norm", "batch_norm_with_statistics", "layer_norm", "group_norm"]
+__all__ = ["batch_norm", "batch_norm_with_statistics", "layer_norm", "group_norm", "instance_norm"]
 
 _FLOAT_DTYPES = ("float16", "float32", "float64")
 
@@ -159,6 +159,29 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     mean, variance = _moments(grouped, [2])
     output = ((grouped - mean) * (variance + eps).rsqrt()).reshape(list(input.shape))
     shape = _channel_shape(input)
+    if weight is not None:
+        output = output * weight.reshape(shape)
+    if bias is not None:
+        output = output + bias.reshape(shape)
+    return output
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    """Normalizes each [N, C] slice of [N, C, *] over its spatial positions (group_norm with one channel per
+    group), then a per-channel weight and bias. Running statistics are not kept: with use_input_stats=False the
+    given running_mean / running_var are used instead."""
+    function = "instance_norm"
+    _check_var(input, "input", function)
+    _check_float(input, function)
+    if input.ndim < 3:
+        raise ValueError(f"{function}: expected an input of shape [N, C, *spatial], got {tuple(input.shape)}")
+    if use_input_stats:
+        return group_norm(input, input.shape[1], weight, bias, eps)
+    if running_mean is None or running_var is None:
+        raise ValueError(f"{function}: use_input_stats=False needs running_mean and running_var")
+    shape = _channel_shape(input)
+    output = (input - running_mean.reshape(shape)) * (running_var.reshape(shape) + eps).rsqrt()
     if weight is not None:
         output = output * weight.reshape(shape)
     if bias is not None:
