@@ -174,6 +174,19 @@ def _cuda(self, *args, **kwargs):
     cuda.require_gpu("x.cuda()")
 
 
+def __deepcopy__(self, memo):
+    """copy.deepcopy(x), and so of a Module: a new leaf holding a copy of the value (computed now), with the
+    same dtype and requires_grad; a Parameter's copy is a Parameter."""
+    from . import array
+    from .nn import parameter
+    copy = array(self.numpy().copy(), dtype=self.dtype)
+    copy.requires_grad = self.requires_grad
+    if parameter._is_parameter(self):
+        parameter._mark(copy)
+    memo[id(self)] = copy
+    return copy
+
+
 def _arithmetic(name, operator):
     def method(self, other, *, alpha=None):
         if alpha is not None:
@@ -248,7 +261,7 @@ for _name, _function in {
     "mul": lambda self, other: self * other, "div": lambda self, other: self / other,
     "pow": lambda self, exponent: self ** exponent,
     "byte": _cast_to("uint8"), "dim": dim, "nelement": lambda self: self.numel(), "unbind": unbind,
-    "where": where, "to": to, "cpu": cpu, "cuda": _cuda,
+    "where": where, "to": to, "cpu": cpu, "cuda": _cuda, "__deepcopy__": __deepcopy__,
     "eq": lambda self, other: self == other, "ne": lambda self, other: self != other,
     "lt": lambda self, other: self < other, "le": lambda self, other: self <= other,
     "gt": lambda self, other: self > other, "ge": lambda self, other: self >= other,

@@ -1,10 +1,13 @@
-"""Activation modules: ReLU, ReLU6, LeakyReLU, GELU, SiLU, Sigmoid, Tanh, ELU, Softplus, Softmax and
-LogSoftmax (each calls the functional op of the same name)."""
+"""Activation modules: ReLU, ReLU6, LeakyReLU, GELU, SiLU, Sigmoid, Tanh, ELU, Softplus, Softmax, LogSoftmax,
+Hardtanh, Hardsigmoid, Hardswish, Mish, SELU, CELU, GLU, LogSigmoid, Softsign and PReLU (each calls the
+functional op of the same name; PReLU learns its slopes)."""
 from .. import functional as F
 from ..module import Module
+from ._common import check_positive_int, empty_parameter
 
 __all__ = ["ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "ELU", "Softplus", "Softmax",
-           "LogSoftmax"]
+           "LogSoftmax", "Hardtanh", "Hardsigmoid", "Hardswish", "Mish", "SELU", "CELU", "GLU", "LogSigmoid",
+           "Softsign", "PReLU"]
 
 
 class ReLU(Module):
@@ -125,3 +128,90 @@ class Softmax(Module):
 class LogSoftmax(Softmax):
     def forward(self, input):
         return F.log_softmax(input, self.dim)
+
+
+class Hardtanh(Module):
+    """Clamps to [min_val, max_val]."""
+
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__()
+        if min_val > max_val:
+            raise ValueError(f"Hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+
+    def forward(self, input):
+        return F.hardtanh(input, self.min_val, self.max_val)
+
+    def extra_repr(self):
+        return f"min_val={self.min_val}, max_val={self.max_val}"
+
+
+def _simple(name, function, doc):
+    """A module without arguments (but PyTorch's `inplace`, accepted and ignored) calling `function`."""
+    def __init__(self, inplace=False):
+        Module.__init__(self)
+        self.inplace = inplace
+
+    def forward(self, input):
+        return function(input)
+    return type(name, (Module,), {"__init__": __init__, "forward": forward, "__doc__": doc})
+
+
+Hardsigmoid = _simple("Hardsigmoid", lambda x: F.hardsigmoid(x), "relu6(x + 3) / 6.")
+Hardswish = _simple("Hardswish", lambda x: F.hardswish(x), "x * hardsigmoid(x).")
+Mish = _simple("Mish", lambda x: F.mish(x), "x * tanh(softplus(x)).")
+SELU = _simple("SELU", lambda x: F.selu(x), "scale * elu(x, alpha) with the self-normalising constants.")
+LogSigmoid = _simple("LogSigmoid", lambda x: F.logsigmoid(x), "log(sigmoid(x)).")
+Softsign = _simple("Softsign", lambda x: F.softsign(x), "x / (1 + |x|).")
+for _module in (Hardsigmoid, Hardswish, Mish, SELU, LogSigmoid, Softsign):
+    _module.__module__ = __name__
+
+
+class CELU(Module):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, input):
+        return F.celu(input, self.alpha)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}"
+
+
+class GLU(Module):
+    """The first half of `dim` times the sigmoid of the second half."""
+
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class PReLU(Module):
+    """x if x >= 0 else a * x, with `num_parameters` learned slopes (1, or one per channel) starting at `init`."""
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        check_positive_int(num_parameters, "num_parameters", "PReLU")
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = empty_parameter((num_parameters,), dtype)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        from .. import init as initializers
+        initializers.constant_(self.weight, self.init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"

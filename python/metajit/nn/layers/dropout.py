@@ -2,7 +2,7 @@
 from .. import functional as F
 from ..module import Module
 
-__all__ = ["Dropout"]
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d"]
 
 
 class Dropout(Module):
@@ -20,3 +20,24 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout1d(Dropout):
+    """Zeroes whole channels of [N, C, L] with probability p in training mode."""
+
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training)
+
+
+class Dropout2d(Dropout):
+    """Zeroes whole channels of [N, C, H, W] with probability p in training mode."""
+
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training)
+
+
+class Dropout3d(Dropout):
+    """Zeroes whole channels of [N, C, D, H, W] with probability p in training mode."""
+
+    def forward(self, input):
+        return F.dropout3d(input, self.p, self.training)

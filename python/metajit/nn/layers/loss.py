@@ -1,9 +1,10 @@
-"""Loss modules: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss (each calls its functional
-loss; class weights are registered as buffers, as in PyTorch)."""
+"""Loss modules: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, HuberLoss, KLDivLoss, BCELoss and
+BCEWithLogitsLoss (each calls its functional loss; class weights are registered as buffers, as in PyTorch)."""
 from .. import functional as F
 from ..module import Module
 
-__all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss"]
+__all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
+           "BCEWithLogitsLoss"]
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -75,6 +76,48 @@ class L1Loss(_Loss):
 
     def forward(self, input, target):
         return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """SmoothL1Loss(reduction='mean', beta=1.0)."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
+        super().__init__(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    """HuberLoss(reduction='mean', delta=1.0)."""
+
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class KLDivLoss(Module):
+    """KLDivLoss(reduction='mean', log_target=False): input log-probabilities; reduction may be 'batchmean'."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
+        super().__init__()
+        self.reduction = reduction if reduction == "batchmean" else _reduction(size_average, reduce, reduction,
+                                                                                "KLDivLoss")
+        self.log_target = log_target
+
+    def forward(self, input, target):
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class BCELoss(_WeightedLoss):
+    """BCELoss(weight=None, reduction='mean'): input probabilities in [0, 1]."""
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
 
 
 class BCEWithLogitsLoss(_Loss):

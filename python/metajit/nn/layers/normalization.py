@@ -10,7 +10,8 @@ from ..module import Module
 from .. import init
 from ._common import check_positive_int, empty_parameter
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
+           "InstanceNorm3d"]
 
 
 class _BatchNorm(Module):
@@ -178,3 +179,50 @@ class GroupNorm(Module):
 
     def extra_repr(self):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+class _InstanceNorm(Module):
+    """Normalises each sample's channel over its spatial positions; affine=False by default, as in PyTorch.
+    Running statistics (track_running_stats=True) are not supported."""
+    spatial_dims = 2
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
+                 dtype=None):
+        super().__init__()
+        check_positive_int(num_features, "num_features", type(self).__name__)
+        if track_running_stats:
+            raise NotImplementedError(f"{type(self).__name__}: track_running_stats=True is not supported (use "
+                                      "BatchNorm for running statistics)")
+        self.num_features, self.eps, self.momentum, self.affine = num_features, eps, momentum, affine
+        if affine:
+            self.weight = empty_parameter((num_features,), dtype)
+            self.bias = empty_parameter((num_features,), dtype)
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, input):
+        expected = self.spatial_dims + 2
+        if input.ndim not in (expected, expected - 1):
+            raise ValueError(f"{type(self).__name__}: expected a {expected}-D (batched) or {expected - 1}-D input, "
+                             f"got shape {list(input.shape)}")
+        batched = input if input.ndim == expected else input.unsqueeze(0)
+        output = F.instance_norm(batched, weight=self.weight, bias=self.bias, eps=self.eps)
+        return output if input.ndim == expected else output.squeeze(0)
+
+    def extra_repr(self):
+        return f"{self.num_features}, eps={self.eps}, affine={self.affine}"
+
+
+class InstanceNorm1d(_InstanceNorm):
+    spatial_dims = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    spatial_dims = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    spatial_dims = 3
