@@ -447,6 +447,25 @@ class Renderer : ExpressionRenderer {
     out_ << pad << "}\n";
   }
 
+  // Whether `condition` says loop variable `low` <= loop variable `high`: written !(low > high), low <= high or
+  // high >= low (a reindex's "skip when low > high" arrives as the first).
+  static bool at_most(const IrExprPtr& condition, const std::string& low, const std::string& high) {
+    auto is_variable = [](const IrExprPtr& expression, const std::string& name) {
+      return expression->kind == IrKind::Variable && expression->name == name;
+    };
+    if (condition->kind == IrKind::IndexUnary && IndexOperator(condition->op) == IndexOperator::Not) {
+      const IrExprPtr& inner = condition->args[0];
+      return inner->kind == IrKind::IndexBinary && IndexOperator(inner->op) == IndexOperator::Greater &&
+             is_variable(inner->args[0], low) && is_variable(inner->args[1], high);
+    }
+    if (condition->kind != IrKind::IndexBinary) return false;
+    IndexOperator op = IndexOperator(condition->op);
+    return (op == IndexOperator::LessEqual && is_variable(condition->args[0], low) &&
+            is_variable(condition->args[1], high)) ||
+           (op == IndexOperator::GreaterEqual && is_variable(condition->args[0], high) &&
+            is_variable(condition->args[1], low));
+  }
+
   // A running sum: the kernel's first statement sums terms r = 0 .. R-1, each kept only where r <= the last
   // index i (cumsum's triangle: reindex to [..., n, R] with r > i reading 0, then a sum over r), the terms
   // depending on nothing else of i. Element i's sum is element i-1's plus term i, so a row is one pass
@@ -481,24 +500,8 @@ class Renderer : ExpressionRenderer {
     if (!(otherwise->kind == IrKind::FloatConstant && otherwise->floating == 0.0) &&
         !(otherwise->kind == IrKind::IntConstant && otherwise->integer == 0))
       return nullptr;
-    // The guard: !(r > i), r <= i or i >= r.
     IrExprPtr condition = let_value(guarded->args[0]);
-    auto is_variable = [](const IrExprPtr& expression, const std::string& name) {
-      return expression->kind == IrKind::Variable && expression->name == name;
-    };
-    bool guard = false;
-    if (condition->kind == IrKind::IndexUnary && IndexOperator(condition->op) == IndexOperator::Not) {
-      const IrExprPtr& inner = condition->args[0];
-      guard = inner->kind == IrKind::IndexBinary && IndexOperator(inner->op) == IndexOperator::Greater &&
-              is_variable(inner->args[0], term_index) && is_variable(inner->args[1], element);
-    } else if (condition->kind == IrKind::IndexBinary) {
-      IndexOperator op = IndexOperator(condition->op);
-      guard = (op == IndexOperator::LessEqual && is_variable(condition->args[0], term_index) &&
-               is_variable(condition->args[1], element)) ||
-              (op == IndexOperator::GreaterEqual && is_variable(condition->args[0], element) &&
-               is_variable(condition->args[1], term_index));
-    }
-    if (!guard || mentions_variable(guarded->args[1], element)) return nullptr;
+    if (!at_most(condition, term_index, element) || mentions_variable(guarded->args[1], element)) return nullptr;
     // Nothing else in the sum may depend on i: every Let but the guard's own reads only r and outer indices.
     for (const IrStatement& let : sum.body)
       if (let.value != condition && let.value != guarded && mentions_variable(let.value, element)) return nullptr;
@@ -734,24 +737,8 @@ class Renderer : ExpressionRenderer {
       if (body[position].kind != IrStatement::Kind::Let || mentions_variable(body[position].value, target_index))
         return nullptr;
     const IrStatement& scatter = body.back();
-    auto is_variable = [](const IrExprPtr& expression, const std::string& name) {
-      return expression->kind == IrKind::Variable && expression->name == name;
-    };
-    // The condition: !(r > i), r <= i or i >= r.
-    const IrExprPtr& condition = scatter.condition;
-    bool guard = false;
-    if (condition->kind == IrKind::IndexUnary && IndexOperator(condition->op) == IndexOperator::Not) {
-      const IrExprPtr& inner = condition->args[0];
-      guard = inner->kind == IrKind::IndexBinary && IndexOperator(inner->op) == IndexOperator::Greater &&
-              is_variable(inner->args[0], target_index) && is_variable(inner->args[1], source_index);
-    } else if (condition->kind == IrKind::IndexBinary) {
-      IndexOperator op = IndexOperator(condition->op);
-      guard = (op == IndexOperator::LessEqual && is_variable(condition->args[0], target_index) &&
-               is_variable(condition->args[1], source_index)) ||
-              (op == IndexOperator::GreaterEqual && is_variable(condition->args[0], source_index) &&
-               is_variable(condition->args[1], target_index));
-    }
-    if (!guard || mentions_variable(scatter.value, target_index)) return nullptr;
+    if (!at_most(scatter.condition, target_index, source_index) || mentions_variable(scatter.value, target_index))
+      return nullptr;
     if (!only_index_variables(scatter.offset, rank - 1) || mentions_variable(scatter.offset, source_index))
       return nullptr;
     return &scatter;
