@@ -1,0 +1,182 @@
+"""Recurrent layers RNN, LSTM and GRU with PyTorch's arguments, gate order and parameter names (weight_ih_l0,
+weight_hh_l0, bias_ih_l0, bias_hh_l0, ..._reverse), so state_dicts load from PyTorch's.
+
+The time loop runs in Python and records one small graph per step; nothing is computed until a value is
+needed, so a whole sequence (and its backward) is planned and fused at once, and a loop over batches of the same
+length replays the cached plan."""
+import math
+
+from .. import functional as F
+from .. import init
+from ..module import Module
+from ._common import check_positive_int, empty_parameter
+
+__all__ = ["RNN", "LSTM", "GRU"]
+
+
+class _RecurrentBase(Module):
+    gates = 1  # blocks of hidden_size rows in weight_ih / weight_hh
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, device=None, dtype=None):
+        super().__init__()
+        name = type(self).__name__
+        check_positive_int(input_size, "input_size", name)
+        check_positive_int(hidden_size, "hidden_size", name)
+        check_positive_int(num_layers, "num_layers", name)
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"{name}: dropout must be in [0, 1], got {dropout}")
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout, self.bidirectional = bias, batch_first, dropout, bidirectional
+        directions = 2 if bidirectional else 1
+        for layer in range(num_layers):
+            layer_input = input_size if layer == 0 else hidden_size * directions
+            for suffix in ("", "_reverse")[:directions]:
+                setattr(self, f"weight_ih_l{layer}{suffix}",
+                        empty_parameter((self.gates * hidden_size, layer_input), dtype))
+                setattr(self, f"weight_hh_l{layer}{suffix}",
+                        empty_parameter((self.gates * hidden_size, hidden_size), dtype))
+                if bias:
+                    setattr(self, f"bias_ih_l{layer}{suffix}", empty_parameter((self.gates * hidden_size,), dtype))
+                    setattr(self, f"bias_hh_l{layer}{suffix}", empty_parameter((self.gates * hidden_size,), dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for parameter in self.parameters():
+            init.uniform_(parameter, -bound, bound)
+
+    def _weights(self, layer, suffix):
+        get = lambda kind: getattr(self, f"{kind}_l{layer}{suffix}", None)  # noqa: E731
+        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")
+
+    def _initial_states(self, hx, batch, batched, like):
+        """The per-layer-and-direction initial states: zeros, or slices of the given (L * D, N, H) tensor(s)."""
+        from ... import zeros
+        count = self.num_layers * (2 if self.bidirectional else 1)
+        names = ("h_0", "c_0") if self.state_count == 2 else ("h_0",)
+        given = (hx,) if self.state_count == 1 else (hx if hx is not None else (None, None))
+        states = []
+        for name, value in zip(names, given):
+            if value is None:
+                value = zeros(count, batch, self.hidden_size, dtype=like.dtype)
+            elif not batched:
+                value = value.unsqueeze(1)
+            if tuple(value.shape) != (count, batch, self.hidden_size):
+                raise ValueError(f"{type(self).__name__}: {name} must have shape {(count, batch, self.hidden_size)}"
+                                 f", got {tuple(value.shape)}")
+            states.append([value[index] for index in range(count)])
+        return states
+
+    def forward(self, input, hx=None):
+        name = type(self).__name__
+        batched = input.ndim == 3
+        if input.ndim not in (2, 3) or input.shape[-1] != self.input_size:
+            raise ValueError(f"{name}: expected input of shape (L, N, {self.input_size}) (N first with batch_first"
+                             f", or (L, {self.input_size}) unbatched), got {tuple(input.shape)}")
+        sequence = input if batched else input.unsqueeze(1)
+        if batched and self.batch_first:
+            sequence = sequence.transpose(0, 1)
+        length, batch = sequence.shape[0], sequence.shape[1]
+        states = self._initial_states(hx, batch, batched, sequence)
+        steps = [sequence[time] for time in range(length)]
+        finals = [[] for _ in states]
+        directions = ("", "_reverse") if self.bidirectional else ("",)
+        for layer in range(self.num_layers):
+            outputs_by_direction = []
+            for direction, suffix in enumerate(directions):
+                position = layer * len(directions) + direction
+                state = [kind[position] for kind in states]
+                weights = self._weights(layer, suffix)
+                order = range(length - 1, -1, -1) if suffix else range(length)
+                outputs = [None] * length
+                for time in order:
+                    state = self._cell(steps[time], state, *weights)
+                    outputs[time] = state[0]
+                outputs_by_direction.append(outputs)
+                for kind, value in zip(finals, state):
+                    kind.append(value)
+            steps = [outputs_by_direction[0][time] if len(directions) == 1 else
+                     F.cat([outputs_by_direction[0][time], outputs_by_direction[1][time]], 1)
+                     for time in range(length)]
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                steps = [F.dropout(step, self.dropout, True) for step in steps]
+        output = F.stack(steps, 0)
+        if batched and self.batch_first:
+            output = output.transpose(0, 1)
+        final = [F.stack(kind, 0) for kind in finals]
+        if not batched:
+            output = output.squeeze(1)
+            final = [value.squeeze(1) for value in final]
+        return output, (final[0] if self.state_count == 1 else tuple(final))
+
+    def extra_repr(self):
+        text = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            text += f", num_layers={self.num_layers}"
+        if self.batch_first:
+            text += ", batch_first=True"
+        if self.bidirectional:
+            text += ", bidirectional=True"
+        return text
+
+
+def _affine(x, weight, bias):
+    return F.linear(x, weight, bias)
+
+
+class RNN(_RecurrentBase):
+    """RNN(input_size, hidden_size, num_layers=1, nonlinearity='tanh', bias=True, batch_first=False,
+    dropout=0.0, bidirectional=False): h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh)."""
+    state_count = 1
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        self.nonlinearity = nonlinearity
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, device,
+                         dtype)
+
+    def _cell(self, x, state, weight_ih, weight_hh, bias_ih, bias_hh):
+        total = _affine(x, weight_ih, bias_ih) + _affine(state[0], weight_hh, bias_hh)
+        return [total.tanh() if self.nonlinearity == "tanh" else total.relu()]
+
+
+class LSTM(_RecurrentBase):
+    """LSTM(input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+    bidirectional=False). forward(input, (h_0, c_0)=None) -> (output, (h_n, c_n)); gates in PyTorch's order
+    input, forget, cell, output."""
+    gates, state_count = 4, 2
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
+        if proj_size:
+            raise NotImplementedError("LSTM: proj_size is not supported")
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, device,
+                         dtype)
+
+    def _cell(self, x, state, weight_ih, weight_hh, bias_ih, bias_hh):
+        hidden, cell = state
+        gates = _affine(x, weight_ih, bias_ih) + _affine(hidden, weight_hh, bias_hh)
+        size = self.hidden_size
+        input_gate, forget_gate = gates[:, :size].sigmoid(), gates[:, size:2 * size].sigmoid()
+        candidate, output_gate = gates[:, 2 * size:3 * size].tanh(), gates[:, 3 * size:].sigmoid()
+        cell = forget_gate * cell + input_gate * candidate
+        return [output_gate * cell.tanh(), cell]
+
+
+class GRU(_RecurrentBase):
+    """GRU(input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+    bidirectional=False); gates in PyTorch's order reset, update, new."""
+    gates, state_count = 3, 1
+
+    def _cell(self, x, state, weight_ih, weight_hh, bias_ih, bias_hh):
+        hidden = state[0]
+        from_input = _affine(x, weight_ih, bias_ih)
+        from_hidden = _affine(hidden, weight_hh, bias_hh)
+        size = self.hidden_size
+        reset = (from_input[:, :size] + from_hidden[:, :size]).sigmoid()
+        update = (from_input[:, size:2 * size] + from_hidden[:, size:2 * size]).sigmoid()
+        new = (from_input[:, 2 * size:] + reset * from_hidden[:, 2 * size:]).tanh()
+        return [(1.0 - update) * new + update * hidden]
