@@ -19,6 +19,7 @@ from .normalization import *  # noqa: F401,F403
 from .pointwise import *  # noqa: F401,F403
 from .pool import *  # noqa: F401,F403
 from .reduction import *  # noqa: F401,F403
+from .sampling import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
 from .statistics import *  # noqa: F401,F403
 from .tensor import *  # noqa: F401,F403
@@ -27,7 +28,7 @@ import importlib as _importlib
 
 # Submodules are looked up by name: the star imports above rebind e.g. `dropout` to the function.
 _MODULES = ["activation", "attention", "conv", "distance", "dropout", "einsum", "embedding", "host", "indexing",
-            "interpolate", "layout", "linalg", "loss", "normalization", "pointwise", "pool", "reduction", "sorting",
-            "statistics", "tensor"]
+            "interpolate", "layout", "linalg", "loss", "normalization", "pointwise", "pool", "reduction", "sampling",
+            "sorting", "statistics", "tensor"]
 __all__ = sorted({name for module in _MODULES
                   for name in _importlib.import_module("metajit.ops." + module).__all__})
