@@ -83,6 +83,7 @@ def test_dropout2d_zeroes_whole_channels():
                                              ("Upsample", {"size": (5, 7), "mode": "bilinear",
                                                            "align_corners": False}),
                                              ("PixelShuffle", {"upscale_factor": 2}),
+                                             ("Unfold", {"kernel_size": 2, "stride": 2}),
                                              ("ZeroPad2d", {"padding": (1, 2, 0, 3)}),
                                              ("ConstantPad1d", {"padding": 2, "value": 3.5}),
                                              ("ReflectionPad2d", {"padding": 1}),

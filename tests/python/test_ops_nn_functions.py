@@ -128,3 +128,22 @@ def test_pixel_shuffle_instance_norm(rng):
     np.testing.assert_allclose(F.instance_norm(mj.array(image), weight=mj.array(weight), bias=mj.array(bias)).numpy(),
                                TF.instance_norm(tensor(image), weight=tensor(weight), bias=tensor(bias)).numpy(),
                                rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("arguments", [{"kernel_size": 3}, {"kernel_size": (2, 3), "dilation": 2, "padding": 1,
+                                                            "stride": (2, 1)}, {"kernel_size": 1, "stride": 3}])
+def test_unfold_and_fold_match_pytorch(rng, arguments):
+    image = rng.standard_normal((2, 3, 7, 8)).astype(np.float32)
+    columns = F.unfold(mj.array(image), **arguments)
+    expected = TF.unfold(tensor(image), **arguments)
+    np.testing.assert_array_equal(columns.numpy(), expected.numpy())
+    np.testing.assert_allclose(F.fold(mj.array(expected.numpy()), (7, 8), **arguments).numpy(),
+                               TF.fold(expected, (7, 8), **arguments).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_unfold_gradient_and_errors(rng):
+    check_gradients(lambda x: F.unfold(x, 2, padding=1), rng.standard_normal((1, 2, 3, 4)))
+    with pytest.raises(ValueError, match="4-D input"):
+        F.unfold(mj.zeros(3, 4, 5), 2)
+    with pytest.raises(ValueError, match=r"expected an input of shape \[N, C \* 4, 12\]"):
+        F.fold(mj.zeros(1, 8, 11), (4, 5), 2)

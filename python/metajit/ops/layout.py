@@ -8,7 +8,7 @@ from .tensor import _as_var, _normalize_dim, cat, index_select
 
 __all__ = ["narrow", "select", "movedim", "moveaxis", "swapaxes", "swapdims", "unflatten", "tile",
            "repeat_interleave", "take", "diff", "diag", "meshgrid", "t", "permute", "reshape", "clone", "numel",
-           "unbind", "pixel_shuffle", "pixel_unshuffle"]
+           "unbind", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold"]
 
 
 def _integer(name, argument, value):
@@ -292,6 +292,60 @@ def pixel_unshuffle(input, downscale_factor):
     split = input.reshape(batch + [channels, height // factor, factor, width // factor, factor])
     order = list(range(rank)) + [rank, rank + 2, rank + 4, rank + 1, rank + 3]
     return split.permute(order).reshape(batch + [channels * factor * factor, height // factor, width // factor])
+
+
+def _window(name, kernel_size, dilation, padding, stride):
+    """(kernel, dilation, padding, stride) as pairs of non-negative ints (kernel and stride positive)."""
+    pairs = []
+    for argument, value, least in (("kernel_size", kernel_size, 1), ("dilation", dilation, 1),
+                                   ("padding", padding, 0), ("stride", stride, 1)):
+        pair = (value, value) if isinstance(value, int) else tuple(value)
+        if len(pair) != 2 or any(not isinstance(item, int) or item < least for item in pair):
+            raise ValueError(f"{name}: {argument} must be an int or a pair of ints >= {least}, got {value!r}")
+        pairs.append(pair)
+    return pairs
+
+
+def _blocks(size, kernel, dilation, padding, stride):
+    return [(size[axis] + 2 * padding[axis] - dilation[axis] * (kernel[axis] - 1) - 1) // stride[axis] + 1
+            for axis in range(2)]
+
+
+def _patch_indexes(kernel, dilation, padding, stride):
+    """Image row and column of patch element (ki, kj) = (i2, i3) at block (bi, bj) = (i4, i5)."""
+    return [f"i4 * {stride[0]} - {padding[0]} + i2 * {dilation[0]}",
+            f"i5 * {stride[1]} - {padding[1]} + i3 * {dilation[1]}"]
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """im2col: [N, C, H, W] -> [N, C * kh * kw, L], each column one sliding block (zero padding outside)."""
+    input = _as_var(input)
+    if input.ndim != 4:
+        raise ValueError(f"unfold: expected a 4-D input [N, C, H, W], got shape {list(input.shape)}")
+    kernel, dilation, padding, stride = _window("unfold", kernel_size, dilation, padding, stride)
+    batch, channels, height, width = input.shape
+    blocks = _blocks((height, width), kernel, dilation, padding, stride)
+    if min(blocks) < 1:
+        raise ValueError(f"unfold: the window does not fit the padded input of shape {list(input.shape)}")
+    patches = _core.reindex(input, [batch, channels, kernel[0], kernel[1], blocks[0], blocks[1]],
+                            ["i0", "i1"] + _patch_indexes(kernel, dilation, padding, stride), 0.0, [], [])
+    return patches.reshape([batch, channels * kernel[0] * kernel[1], blocks[0] * blocks[1]])
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """col2im, the adjoint of unfold: [N, C * kh * kw, L] -> [N, C, H, W], overlapping blocks summed."""
+    input = _as_var(input)
+    kernel, dilation, padding, stride = _window("fold", kernel_size, dilation, padding, stride)
+    size = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    blocks = _blocks(size, kernel, dilation, padding, stride)
+    window = kernel[0] * kernel[1]
+    if input.ndim != 3 or input.shape[1] % window or input.shape[2] != blocks[0] * blocks[1]:
+        raise ValueError(f"fold: expected an input of shape [N, C * {window}, {blocks[0] * blocks[1]}] for output "
+                         f"size {size}, got {list(input.shape)}")
+    batch, channels = input.shape[0], input.shape[1] // window
+    patches = input.reshape([batch, channels, kernel[0], kernel[1], blocks[0], blocks[1]])
+    return _core.reindex_reduce(patches, "add", [batch, channels, size[0], size[1]],
+                                ["i0", "i1"] + _patch_indexes(kernel, dilation, padding, stride), [], [])
 
 
 def _method_select(self, dim, index):

@@ -1,9 +1,9 @@
-"""Modules that resize or pad images: Upsample, PixelShuffle, PixelUnshuffle and the padding layers
-(ZeroPad1d/2d/3d, ConstantPad1d/2d/3d, ReflectionPad1d/2d, ReplicationPad1d/2d)."""
+"""Modules that resize, pad or cut up images: Upsample, PixelShuffle, PixelUnshuffle, Unfold, Fold and the
+padding layers (ZeroPad1d/2d/3d, ConstantPad1d/2d/3d, ReflectionPad1d/2d, ReplicationPad1d/2d)."""
 from .. import functional as F
 from ..module import Module
 
-__all__ = ["Upsample", "PixelShuffle", "PixelUnshuffle", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d",
+__all__ = ["Upsample", "PixelShuffle", "PixelUnshuffle", "Unfold", "Fold", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d",
            "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
            "ReplicationPad2d"]
 
@@ -48,6 +48,29 @@ class PixelUnshuffle(Module):
 
     def extra_repr(self):
         return f"downscale_factor={self.downscale_factor}"
+
+
+class Unfold(Module):
+    """Unfold(kernel_size, dilation=1, padding=0, stride=1): F.unfold (im2col)."""
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
+
+    def forward(self, input):
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+
+class Fold(Module):
+    """Fold(output_size, kernel_size, dilation=1, padding=0, stride=1): F.fold (col2im)."""
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.output_size = output_size
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
+
+    def forward(self, input):
+        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
 
 
 class _Pad(Module):
