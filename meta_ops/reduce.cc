@@ -199,8 +199,24 @@ std::vector<NodePtr> reduce_gradient(const NodePtr& node, const NodePtr& grad) {
   switch (op) {
     case ReduceOp::Add:
       return {spread};
-    case ReduceOp::Multiply:  // d(prod)/dx = prod / x (not defined where x == 0, as for any quotient rule)
-      return {binary(BinaryOp::Divide, binary(BinaryOp::Multiply, spread, expand_reduced(*node, node, input->shape)), input)};
+    case ReduceOp::Multiply: {
+      // d(prod)/dx is the product of the other elements. prod / x gives it only where no element is 0, so: with
+      // no zero, prod / x; with exactly one zero, that element gets the product of the rest and every other 0;
+      // with more, all 0 (as PyTorch). Each quotient divides by 1 where x is 0, so the unused side stays finite.
+      std::vector<int64_t> dims;
+      for (int dim = 0; dim < int(input->shape.size()); ++dim)
+        if (node->reduce_mask >> dim & 1) dims.push_back(dim);
+      NodePtr zero = constant(input->shape, input->dtype, 0.0), one = constant(input->shape, input->dtype, 1.0);
+      NodePtr is_zero = binary(BinaryOp::Equal, input, zero);
+      NodePtr safe = where(is_zero, one, input);
+      NodePtr zeros_here = expand_reduced(*node, reduce(cast(is_zero, input->dtype), ReduceOp::Add, dims, node->keepdim),
+                                          input->shape);
+      NodePtr others = expand_reduced(*node, reduce(safe, ReduceOp::Multiply, dims, node->keepdim), input->shape);
+      NodePtr none = binary(BinaryOp::Equal, zeros_here, zero);
+      NodePtr only_this = binary(BinaryOp::LogicalAnd, binary(BinaryOp::Equal, zeros_here, one), is_zero);
+      NodePtr slope = where(none, binary(BinaryOp::Divide, others, safe), where(only_this, others, zero));
+      return {binary(BinaryOp::Multiply, spread, slope)};
+    }
     case ReduceOp::Maximum:
     case ReduceOp::Minimum: {
       NodePtr ties = cast(binary(BinaryOp::Equal, input, expand_reduced(*node, node, input->shape)), input->dtype);

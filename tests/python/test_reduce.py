@@ -239,3 +239,24 @@ def test_column_sum_of_computed_terms_and_its_kernel(rng):
     assert_close(gradient, expected, rtol=1e-4, atol=1e-4)
     row_kernel, = mj.inspect(b.sum(1))
     assert "_columns[" not in row_kernel.source, row_kernel.source
+
+
+@pytest.mark.parametrize("values", [[2.0, 0.0, 3.0], [2.0, 0.0, 0.0], [2.0, 4.0, 3.0], [0.0], [-1.5, 0.0, 2.0, 4.0]])
+def test_product_gradient_is_the_product_of_the_others_even_at_zeros(values):
+    """prod / x is undefined at 0; the gradient is the product of the other elements there (PyTorch's too)."""
+    data = np.array(values)
+    x = mj.array(data, requires_grad=True)
+    expected = np.array([np.prod(np.delete(data, index)) for index in range(data.size)])
+    np.testing.assert_array_equal(mj.grad(x.prod(), x).numpy(), expected)
+
+
+def test_product_gradient_along_a_dim_with_zeros(rng):
+    data = rng.uniform(0.5, 2.0, (4, 5))
+    data[0, 1] = 0.0
+    data[2, [0, 3]] = 0.0
+    x = mj.array(data, requires_grad=True)
+    weights = rng.standard_normal(4)
+    gradient = mj.grad((x.prod(1) * mj.array(weights)).sum(), x).numpy()
+    expected = np.array([[weights[row] * np.prod(np.delete(data[row], column)) for column in range(5)]
+                         for row in range(4)])
+    np.testing.assert_allclose(gradient, expected, rtol=1e-12)
