@@ -469,14 +469,16 @@ class Renderer : ExpressionRenderer {
   // A running sum: the kernel's first statement sums terms r = 0 .. R-1, each kept only where r <= the last
   // index i (cumsum's triangle: reindex to [..., n, R] with r > i reading 0, then a sum over r), the terms
   // depending on nothing else of i. Element i's sum is element i-1's plus term i, so a row is one pass
-  // instead of n sums of up to R terms (a [256, 64, 64] triangle took 5.3 ms). The ReduceLoop, or nullptr.
+  // instead of n sums of up to R terms (a [256, 64, 64] triangle took 5.3 ms). Products (cumprod, terms past i
+  // reading 1) run the same way. The ReduceLoop, or nullptr.
   const IrStatement* running_sum() const {
     const std::vector<IrStatement>& body = kernel_.body;
     int rank = int(kernel_.domain.size());
     if (rank == 0 || !kernel_.row_body.empty() || body.empty() || body[0].kind != IrStatement::Kind::ReduceLoop)
       return nullptr;
     const IrStatement& sum = body[0];
-    if (sum.reduce_op != ReduceOp::Add || sum.loops.size() != 1 || !sum.spill.empty()) return nullptr;
+    bool product = sum.reduce_op == ReduceOp::Multiply;  // cumprod's triangle: the same, with 1 for the 0
+    if ((sum.reduce_op != ReduceOp::Add && !product) || sum.loops.size() != 1 || !sum.spill.empty()) return nullptr;
     for (size_t position = 1; position < body.size(); ++position)
       if (body[position].kind == IrStatement::Kind::ReduceLoop || body[position].kind == IrStatement::Kind::ScatterAccumulate)
         return nullptr;
@@ -496,9 +498,10 @@ class Renderer : ExpressionRenderer {
     };
     IrExprPtr guarded = let_value(sum.value);
     if (guarded->kind != IrKind::Select) return nullptr;
-    const IrExprPtr& otherwise = guarded->args[2];
-    if (!(otherwise->kind == IrKind::FloatConstant && otherwise->floating == 0.0) &&
-        !(otherwise->kind == IrKind::IntConstant && otherwise->integer == 0))
+    const IrExprPtr& otherwise = guarded->args[2];  // the reduction's identity: terms past i change nothing
+    double identity_value = product ? 1.0 : 0.0;
+    if (!(otherwise->kind == IrKind::FloatConstant && otherwise->floating == identity_value) &&
+        !(otherwise->kind == IrKind::IntConstant && otherwise->integer == int64_t(identity_value)))
       return nullptr;
     IrExprPtr condition = let_value(guarded->args[0]);
     if (!at_most(condition, term_index, element) || mentions_variable(guarded->args[1], element)) return nullptr;

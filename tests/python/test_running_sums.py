@@ -100,3 +100,32 @@ def test_a_scatter_whose_value_depends_on_the_target_is_not_a_running_sum(rng):
     result = mj.reindex_reduce(mj.array(data), "add", [30], ["i1"], ["i1 > i0"])
     assert reverse_running_sum_kernels(result) == 0
     np.testing.assert_allclose(result.numpy(), np.triu(data.T).sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("length", [1, 7, 64, 65, 300])
+def test_cumprod_matches_numpy_and_runs_as_running_products(rng, length):
+    data = rng.uniform(0.8, 1.25, (3, length))
+    result = mj.array(data).cumprod(1)
+    assert running_sum_kernels(result) >= 1
+    np.testing.assert_allclose(result.numpy(), np.cumprod(data, axis=1), rtol=1e-12)
+
+
+def test_cumprod_of_integers_zeros_and_nan_along_any_dim(rng):
+    integers = rng.integers(-3, 4, (4, 70))
+    np.testing.assert_array_equal(mj.cumprod(mj.array(integers), 1).numpy(), np.cumprod(integers, axis=1))
+    data = rng.uniform(0.5, 1.5, (80, 3))
+    data[10, 0], data[40, 1], data[5, 2] = 0.0, np.nan, np.inf
+    np.testing.assert_allclose(mj.cumprod(mj.array(data), 0).numpy(), np.cumprod(data, axis=0), rtol=1e-12)
+
+
+def test_cumprod_gradient_is_right_at_zeros(rng):
+    torch = pytest.importorskip("torch")
+    data = rng.uniform(0.5, 1.5, (3, 100))
+    data[1, 20] = 0.0
+    data[2, [5, 70]] = 0.0
+    weights = rng.standard_normal((3, 100))
+    x = mj.array(data, requires_grad=True)
+    gradient = mj.grad((x.cumprod(1) * mj.array(weights)).sum(), x).numpy()
+    reference = torch.tensor(data, requires_grad=True)
+    (reference.cumprod(1) * torch.tensor(weights)).sum().backward()
+    np.testing.assert_allclose(gradient, reference.grad.numpy(), rtol=1e-10, atol=1e-12)

@@ -1,6 +1,7 @@
 """Rearranging and repeating with PyTorch's names: narrow, select, movedim, swapaxes / swapdims, unflatten,
-repeat, tile, repeat_interleave, take, diff, diag and meshgrid. Each is a view or a reindex (index expressions over the output's indices), so each fuses with its
-neighbours and its gradient is the matching scatter-add."""
+repeat, tile, repeat_interleave, take, diff, diag, meshgrid, pixel_shuffle / pixel_unshuffle and unfold / fold.
+Each is a view, a reindex or a reindex-reduce (index expressions over the output's indices), so each fuses with
+its neighbours and its gradient follows from the meta-ops' rules."""
 from .. import _core
 from .._core import Var
 from .. import array, where

@@ -16,8 +16,8 @@ from .. import _core, _dtype_name, array, full, where
 from .._core import Var
 
 __all__ = ["cat", "concat", "concatenate", "stack", "split", "chunk", "pad", "gather", "scatter", "scatter_add",
-           "index_select", "clamp", "clip", "argmax", "argmin", "cumsum", "flatten", "squeeze", "unsqueeze", "flip",
-           "roll", "one_hot", "tril", "triu"]
+           "index_select", "clamp", "clip", "argmax", "argmin", "cumsum", "cumprod", "flatten", "squeeze", "unsqueeze",
+           "flip", "roll", "one_hot", "tril", "triu"]
 
 _INTEGER_DTYPES = ("int8", "uint8", "int32", "int64")
 
@@ -420,45 +420,64 @@ def argmin(input, dim=None, keepdim=False):
 _TRIANGLE_LIMIT = 64  # up to this length a scan is one masked reduction over an n x n triangle
 
 
-def _cumsum_last(input):
-    """Inclusive prefix sums along the last dim. Short rows: sum over the triangle k <= i (a reindex plus a
-    reduction, O(n^2)). Long rows: blocks of about sqrt(n), scanned inside each block by the triangle, plus the
-    exclusive scan of the block totals, O(n^1.5); both parts are meta-ops, so the gradient is the reverse scan."""
+def _scan_last(input, op):
+    """Inclusive prefix sums (op "add") or products ("mul") along the last dim. Short rows: the reduction over
+    the triangle k <= i (a reindex plus a reduction, O(n^2)). Long rows: blocks of about sqrt(n), scanned inside
+    each block by the triangle, then combined with the exclusive scan of the block totals, O(n^1.5); both parts
+    are meta-ops, so the gradient comes from their rules. The C++ renderer runs a triangle as one pass per row
+    (docs/design.md, "Running sums")."""
+    identity = 0.0 if op == "add" else 1.0
+    fill = None if op == "add" else 1  # pad's value: its default 0 for sums, an int 1 keeps integer dtypes
     rank, extent = input.ndim, input.shape[-1]
     if extent <= _TRIANGLE_LIMIT:
         indexes = _loop_indices(rank - 1) + [f"i{rank}"]
-        triangle = _core.reindex(input, list(input.shape) + [extent], indexes, 0.0, [f"i{rank} > i{rank - 1}"], [])
-        return triangle.sum(rank)
+        triangle = _core.reindex(input, list(input.shape) + [extent], indexes, identity,
+                                 [f"i{rank} > i{rank - 1}"], [])
+        return _core.reduce(triangle, op, [rank], False)
     block = math.isqrt(extent - 1) + 1
     blocks = -(-extent // block)
-    padded = pad(input, [0, blocks * block - extent])
+    padded = pad(input, [0, blocks * block - extent], value=fill)
     grouped = padded.reshape(list(input.shape[:-1]) + [blocks, block])
-    inside = _cumsum_last(grouped)
+    inside = _scan_last(grouped, op)
     totals = inside[..., block - 1]
-    # Exclusive scan of the block totals, as the inclusive scan of the totals shifted right by one (not the
-    # inclusive scan minus the totals: inf - inf would turn a block holding an infinity into NaN).
-    shifted = pad(totals, [1, 0])[..., :blocks]
-    before = _cumsum_last(shifted)
-    result = (inside + before.reshape(list(before.shape) + [1])).reshape(list(input.shape[:-1]) + [blocks * block])
-    return result[..., :extent]
+    # The exclusive scan of the block totals, as the inclusive scan of the totals shifted right by one (not the
+    # inclusive scan undone by the totals: inf - inf or 0 / 0 would turn a block into NaN).
+    shifted = pad(totals, [1, 0], value=fill)[..., :blocks]
+    before = _scan_last(shifted, op).reshape(list(totals.shape) + [1])
+    combined = inside + before if op == "add" else inside * before
+    return combined.reshape(list(input.shape[:-1]) + [blocks * block])[..., :extent]
 
 
-def cumsum(input, dim, *, dtype=None):
-    """Inclusive cumulative sum along `dim`. Integer and bool inputs sum in int64 (as PyTorch) unless dtype= is
-    given."""
+def _cumsum_last(input):
+    return _scan_last(input, "add")
+
+
+def _scan(name, op, input, dim, dtype):
     input = _as_var(input)
     if dtype is not None:
         input = _core.cast(input, _dtype_name(dtype))
     elif not input.dtype.startswith("float") and input.dtype != "int64":
         input = _core.cast(input, "int64")
     if input.ndim == 0:
-        _normalize_dim(dim, 0, "cumsum")
+        _normalize_dim(dim, 0, name)
         return input
-    dim = _normalize_dim(dim, input.ndim, "cumsum")
+    dim = _normalize_dim(dim, input.ndim, name)
     last = input.ndim - 1
     if dim == last:
-        return _cumsum_last(input)
-    return _cumsum_last(input.transpose(dim, last)).transpose(dim, last)
+        return _scan_last(input, op)
+    return _scan_last(input.transpose(dim, last), op).transpose(dim, last)
+
+
+def cumprod(input, dim, *, dtype=None):
+    """Inclusive cumulative product along `dim`. Integer and bool inputs multiply in int64 (as PyTorch) unless
+    dtype= is given. The gradient is right at zeros too (prod's gradient is the product of the others)."""
+    return _scan("cumprod", "mul", input, dim, dtype)
+
+
+def cumsum(input, dim, *, dtype=None):
+    """Inclusive cumulative sum along `dim`. Integer and bool inputs sum in int64 (as PyTorch) unless dtype= is
+    given."""
+    return _scan("cumsum", "add", input, dim, dtype)
 
 
 def _triangle(name, input, diagonal, zero_above):
@@ -602,6 +621,10 @@ def _method_cumsum(self, dim, *, dtype=None):
     return cumsum(self, dim, dtype=dtype)
 
 
+def _method_cumprod(self, dim, *, dtype=None):
+    return cumprod(self, dim, dtype=dtype)
+
+
 def _method_argmax(self, dim=None, keepdim=False):
     return argmax(self, dim, keepdim)
 
@@ -620,7 +643,8 @@ def _method_roll(self, shifts, dims=None):
 
 for _name, _function in {
     "split": _method_split, "chunk": _method_chunk, "flatten": _method_flatten, "squeeze": _method_squeeze,
-    "unsqueeze": unsqueeze, "flip": _method_flip, "cumsum": _method_cumsum, "argmax": _method_argmax,
+    "unsqueeze": unsqueeze, "flip": _method_flip, "cumsum": _method_cumsum, "cumprod": _method_cumprod,
+    "argmax": _method_argmax,
     "argmin": _method_argmin, "clamp": _method_clamp, "clip": _method_clamp, "gather": gather,
     "index_select": index_select, "scatter": scatter, "scatter_add": scatter_add, "roll": _method_roll,
     "tril": tril, "triu": triu,

@@ -3,8 +3,8 @@ padding layers (ZeroPad1d/2d/3d, ConstantPad1d/2d/3d, ReflectionPad1d/2d, Replic
 from .. import functional as F
 from ..module import Module
 
-__all__ = ["Upsample", "PixelShuffle", "PixelUnshuffle", "Unfold", "Fold", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d",
-           "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
+__all__ = ["Upsample", "PixelShuffle", "PixelUnshuffle", "Unfold", "Fold", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
+           "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
            "ReplicationPad2d"]
 
 
