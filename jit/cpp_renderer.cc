@@ -617,6 +617,95 @@ class Renderer : ExpressionRenderer {
     tiles_ = shape_numel(domain) / domain[across] / domain[rank - 1] * across_tiles * last_tiles;
   }
 
+  // Where a guard or clamp of the element index changes value: `element + c` compared with, or clamped to, a
+  // constant k flips at element = k - c (k - c + 1 for <=, > and min). A cat (pieces read through padded reindexes,
+  // then added) has one such edge per piece boundary.
+  static void guard_edges(const IrExprPtr& node, const std::string& element, std::set<int64_t>& edges) {
+    if (node->kind == IrKind::IndexBinary) {
+      IndexOperator op = IndexOperator(node->op);
+      bool flips_after = op == IndexOperator::LessEqual || op == IndexOperator::Greater;
+      bool compares = op == IndexOperator::Less || op == IndexOperator::GreaterEqual || flips_after ||
+                      op == IndexOperator::Minimum || op == IndexOperator::Maximum;
+      int64_t offset, constant;
+      for (int side = 0; compares && side < 2; ++side) {
+        if (!element_plus_constant(node->args[side], element, &offset) ||
+            node->args[1 - side]->kind != IrKind::IntConstant)
+          continue;
+        constant = node->args[1 - side]->integer;
+        // With the constant on the left, `k < e + c` flips where `e + c <= k` does. A clamp is continuous, so
+        // its edge goes where the piece boundary would be: max(e + c, k) at the first e above k, min past it.
+        bool after = op == IndexOperator::Minimum || (op != IndexOperator::Maximum && (side == 0) == flips_after);
+        edges.insert(constant - offset + (after ? 1 : 0));
+      }
+    }
+    for (const IrExprPtr& argument : node->args) guard_edges(argument, element, edges);
+  }
+
+  // Whether `node` is `element + offset` for a constant offset.
+  static bool element_plus_constant(const IrExprPtr& node, const std::string& element, int64_t* offset) {
+    if (node->kind == IrKind::Variable && node->name == element) return *offset = 0, true;
+    if (node->kind != IrKind::IndexBinary) return false;
+    IndexOperator op = IndexOperator(node->op);
+    if (op != IndexOperator::Add && op != IndexOperator::Subtract) return false;
+    const IrExprPtr& left = node->args[0];
+    const IrExprPtr& right = node->args[1];
+    if (right->kind == IrKind::IntConstant && element_plus_constant(left, element, offset))
+      return *offset += op == IndexOperator::Add ? right->integer : -right->integer, true;
+    if (op == IndexOperator::Add && left->kind == IrKind::IntConstant && element_plus_constant(right, element, offset))
+      return *offset += left->integer, true;
+    return false;
+  }
+
+  static void statement_edges(const IrStatement& statement, const std::string& element, std::set<int64_t>& edges) {
+    for (const IrExprPtr& node : {statement.value, statement.offset, statement.condition})
+      if (node) guard_edges(node, element, edges);
+    for (const IrStatement& inner : statement.body) statement_edges(inner, element, edges);
+  }
+
+  // 0, the edges inside the row, and `last`: the pieces of the element loop; just {0, last} when there are none,
+  // or too many to be worth a copy of the loop body each.
+  std::vector<int64_t> piece_edges(const std::string& element, int64_t last) {
+    constexpr size_t kMostPieces = 8;
+    std::set<int64_t> edges;
+    for (const IrStatement& statement : kernel_.body) statement_edges(statement, element, edges);
+    std::vector<int64_t> pieces{0};
+    for (int64_t edge : edges)
+      if (edge > 0 && edge < last) pieces.push_back(edge);
+    pieces.push_back(last);
+    if (pieces.size() > kMostPieces + 1) return {0, last};
+    return pieces;
+  }
+
+  static IrStatement substitute_statement(const IrStatement& statement, const std::string& name,
+                                          const IrExprPtr& replacement) {
+    IrStatement result = statement;
+    for (IrExprPtr* part : {&result.value, &result.offset, &result.condition})
+      if (*part) *part = ir_fold_by_ranges(substitute(*part, name, replacement));
+    for (IrStatement& inner : result.body) inner = substitute_statement(inner, name, replacement);
+    return result;
+  }
+
+  // The element loop once per piece, the element index there being `piece_begin + offset within the piece`:
+  // the index ranges then decide every guard and clamp (ir_fold_by_ranges), so out-of-piece reads vanish and
+  // the rest are plain loads that vectorise (a cat of three pieces was three clamped, guarded loads per element).
+  void piece_loops(const std::string& element, const std::vector<int64_t>& edges, const char* loop_pragma) {
+    std::string within = element + "_in_piece";
+    for (size_t piece = 0; piece + 1 < edges.size(); ++piece) {
+      std::string low = std::to_string(edges[piece]), high = std::to_string(edges[piece + 1]);
+      IrExprPtr index = ir_index(IndexOperator::Add, ir_loop_variable(within, edges[piece + 1] - edges[piece]),
+                                 ir_int(edges[piece]));
+      std::vector<IrStatement> body;
+      for (const IrStatement& statement : kernel_.body) body.push_back(substitute_statement(statement, element, index));
+      out_ << "    // columns [" << low << ", " << high << ")\n";
+      out_ << "    " << loop_pragma;
+      out_ << "    for (int64_t " << element << " = column_begin > " << low << " ? column_begin : " << low << "; "
+           << element << " < (column_end < " << high << " ? column_end : " << high << "); ++" << element << ") {\n";
+      out_ << "      const int64_t " << within << " = " << element << " - " << low << ";\n";
+      statements(body, 3);
+      out_ << "    }\n";
+    }
+  }
+
   // Pointwise: [begin, end) is a range of flat output elements, walked row by row so the innermost loop is the
   // contiguous last dimension.
   void pointwise_body() {
@@ -675,11 +764,16 @@ class Renderer : ExpressionRenderer {
     if (columns) {
       column_sum_loops(*columns, "column_begin", "column_end", 2);
     } else if (!kernel_uses_exp() || !vector_element_loop(element, "column_begin", "column_end", {}, 2)) {
-      out_ << "    " << loop_pragma;
-      out_ << "    for (int64_t " << element << " = column_begin; " << element << " < column_end; ++" << element
-           << ") {\n";
-      statements(kernel_.body, 3);
-      out_ << "    }\n";
+      std::vector<int64_t> edges = piece_edges(element, last);
+      if (edges.size() > 2) {
+        piece_loops(element, edges, loop_pragma);
+      } else {
+        out_ << "    " << loop_pragma;
+        out_ << "    for (int64_t " << element << " = column_begin; " << element << " < column_end; ++" << element
+             << ") {\n";
+        statements(kernel_.body, 3);
+        out_ << "    }\n";
+      }
     }
     out_ << "    flat += column_end - column_begin;\n";
     out_ << "  }\n";

@@ -109,6 +109,24 @@ IrExprPtr ir_round_to_half(IrExprPtr operand) {
   return make(IrKind::Cast, DType::Float16, 0, {std::move(operand)});
 }
 
+// A comparison, min or max whose result the operands' value ranges already fix; null when they overlap.
+static IrExprPtr decide_by_ranges(IndexOperator op, const IrExprPtr& left, const IrExprPtr& right) {
+  IrRange a = ir_range(left), b = ir_range(right);
+  switch (op) {
+    case IndexOperator::Less:
+      return a.high < b.low ? ir_bool(true) : a.low >= b.high ? ir_bool(false) : nullptr;
+    case IndexOperator::LessEqual:
+      return a.high <= b.low ? ir_bool(true) : a.low > b.high ? ir_bool(false) : nullptr;
+    case IndexOperator::Greater:
+      return a.low > b.high ? ir_bool(true) : a.high <= b.low ? ir_bool(false) : nullptr;
+    case IndexOperator::GreaterEqual:
+      return a.low >= b.high ? ir_bool(true) : a.high < b.low ? ir_bool(false) : nullptr;
+    case IndexOperator::Minimum: return a.high <= b.low ? left : b.high <= a.low ? right : nullptr;
+    case IndexOperator::Maximum: return a.low >= b.high ? left : b.low >= a.high ? right : nullptr;
+    default: return nullptr;
+  }
+}
+
 IrExprPtr ir_index(IndexOperator op, IrExprPtr left, IrExprPtr right) {
   bool boolean_result = op == IndexOperator::Not || (op >= IndexOperator::Less && op <= IndexOperator::LogicalOr);
   int64_t a = 0, b = 0;
@@ -171,6 +189,18 @@ IrExprPtr ir_index(IndexOperator op, IrExprPtr left, IrExprPtr right) {
   if (is_binary) args.push_back(std::move(right));
   return make(is_binary ? IrKind::IndexBinary : IrKind::IndexUnary, boolean_result ? DType::Bool : DType::Int64,
               uint16_t(op), std::move(args));
+}
+
+IrExprPtr ir_fold_by_ranges(const IrExprPtr& expression) {
+  std::vector<IrExprPtr> args;
+  for (const IrExprPtr& argument : expression->args) args.push_back(ir_fold_by_ranges(argument));
+  IrExprPtr rebuilt = ir_with_args(expression, std::move(args));
+  if (rebuilt->kind == IrKind::IndexBinary)
+    if (IrExprPtr decided = decide_by_ranges(IndexOperator(rebuilt->op), rebuilt->args[0], rebuilt->args[1]))
+      return decided;
+  if (rebuilt->kind == IrKind::Select && rebuilt->args[0]->kind == IrKind::IntConstant)
+    return rebuilt->args[0]->integer ? rebuilt->args[1] : rebuilt->args[2];
+  return rebuilt;
 }
 
 IrRange ir_range(const IrExprPtr& expression) {

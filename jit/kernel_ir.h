@@ -56,6 +56,10 @@ IrExprPtr ir_with_args(const IrExprPtr& expression, std::vector<IrExprPtr> args)
 // Conservative value range of an integer/bool expression (loop variables span [0, extent-1]).
 struct IrRange { int64_t low, high; };
 IrRange ir_range(const IrExprPtr& expression);
+// `expression` with every comparison, min and max that its operands' ranges decide replaced by the constant or
+// operand it equals (bottom up, so a guard of folded parts folds too). Pattern matchers see index expressions
+// unfolded; the C++ renderer folds the element loop's pieces with it.
+IrExprPtr ir_fold_by_ranges(const IrExprPtr& expression);
 // Stable text of an expression, used for common-subexpression keys.
 const std::string& ir_key(const IrExprPtr& expression);
 

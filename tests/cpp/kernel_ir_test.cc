@@ -1,0 +1,96 @@
+// Tests for ir_fold_by_ranges, which folds comparisons, min and max by the operands' value ranges (jit/kernel_ir.cc): a
+// folded result must equal the unfolded expression at every point of the loop range, and the guards and clamps
+// of an index inside one piece of its loop (what the C++ renderer's piece loops rely on) must fold away.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "jit/kernel_ir.h"
+
+namespace metajit {
+namespace {
+
+// An evaluator of the index IR these tests build (the kernels' own is the C++ compiler).
+int64_t evaluate(const IrExprPtr& expression, const std::map<std::string, int64_t>& values) {
+  switch (expression->kind) {
+    case IrKind::IntConstant: return expression->integer;
+    case IrKind::Variable: return values.at(expression->name);
+    case IrKind::IndexBinary: {
+      int64_t a = evaluate(expression->args[0], values), b = evaluate(expression->args[1], values);
+      switch (IndexOperator(expression->op)) {
+        case IndexOperator::Add: return a + b;
+        case IndexOperator::Subtract: return a - b;
+        case IndexOperator::Minimum: return std::min(a, b);
+        case IndexOperator::Maximum: return std::max(a, b);
+        case IndexOperator::Less: return a < b;
+        case IndexOperator::LessEqual: return a <= b;
+        case IndexOperator::Greater: return a > b;
+        case IndexOperator::GreaterEqual: return a >= b;
+        default: break;
+      }
+      break;
+    }
+    default: break;
+  }
+  ADD_FAILURE() << "unexpected IR node in an index: " << ir_key(expression);
+  return 0;
+}
+
+int64_t direct(IndexOperator op, int64_t a, int64_t b) {
+  switch (op) {
+    case IndexOperator::Minimum: return std::min(a, b);
+    case IndexOperator::Maximum: return std::max(a, b);
+    case IndexOperator::Less: return a < b;
+    case IndexOperator::LessEqual: return a <= b;
+    case IndexOperator::Greater: return a > b;
+    default: return a >= b;
+  }
+}
+
+TEST(KernelIrTest, RangeFoldedComparisonsAndClampsKeepTheirValueEverywhere) {
+  const IndexOperator operators[] = {IndexOperator::Minimum, IndexOperator::Maximum, IndexOperator::Less,
+                                     IndexOperator::LessEqual, IndexOperator::Greater, IndexOperator::GreaterEqual};
+  int folded = 0;
+  for (IndexOperator op : operators)
+    for (int64_t extent : {1, 4, 9})
+      for (int64_t offset = -12; offset <= 12; offset += 3)
+        for (int64_t constant = -3; constant <= 12; constant += 1)
+          for (bool constant_left : {false, true}) {
+            IrExprPtr index = ir_index(IndexOperator::Add, ir_loop_variable("i", extent), ir_int(offset));
+            IrExprPtr left = constant_left ? ir_int(constant) : index, right = constant_left ? index : ir_int(constant);
+            IrExprPtr result = ir_fold_by_ranges(ir_index(op, left, right));
+            bool was_folded = !(result->kind == IrKind::IndexBinary && IndexOperator(result->op) == op);
+            folded += was_folded;
+            for (int64_t i = 0; i < extent; ++i) {
+              int64_t value = i + offset;
+              int64_t expected = constant_left ? direct(op, constant, value) : direct(op, value, constant);
+              ASSERT_EQ(evaluate(result, {{"i", i}}), expected)
+                  << ir_key(result) << " at i = " << i << " (extent " << extent << ", offset " << offset << ")";
+            }
+          }
+  EXPECT_GT(folded, 1000);  // most of these ranges decide the result
+}
+
+TEST(KernelIrTest, AGuardAndClampInsideOnePieceFoldAway) {
+  // The second piece of a cat along a dim of 768: element = 256 + p, p in [0, 256).
+  IrExprPtr element = ir_index(IndexOperator::Add, ir_loop_variable("p", 256), ir_int(256));
+  IrExprPtr shifted = ir_index(IndexOperator::Subtract, element, ir_int(256));
+  IrExprPtr guard = ir_fold_by_ranges(
+      ir_index(IndexOperator::LogicalAnd, ir_index(IndexOperator::GreaterEqual, shifted, ir_int(0)),
+               ir_index(IndexOperator::Less, shifted, ir_int(256))));
+  ASSERT_EQ(guard->kind, IrKind::IntConstant) << ir_key(guard);
+  EXPECT_EQ(guard->integer, 1);
+  IrExprPtr clamp = ir_fold_by_ranges(
+      ir_index(IndexOperator::Minimum, ir_index(IndexOperator::Maximum, shifted, ir_int(0)), ir_int(255)));
+  EXPECT_EQ(clamp, shifted) << ir_key(clamp);
+  // The third piece's guard, seen from this piece, is false.
+  IrExprPtr other = ir_fold_by_ranges(
+      ir_index(IndexOperator::GreaterEqual, ir_index(IndexOperator::Subtract, element, ir_int(512)), ir_int(0)));
+  ASSERT_EQ(other->kind, IrKind::IntConstant) << ir_key(other);
+  EXPECT_EQ(other->integer, 0);
+}
+
+}  // namespace
+}  // namespace metajit
