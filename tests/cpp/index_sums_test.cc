@@ -9,35 +9,10 @@
 
 #include "jit/index_sums.h"
 #include "jit/kernel_ir.h"
+#include "tests/cpp/index_ir_evaluator.h"
 
 namespace metajit {
 namespace {
-
-int64_t floor_divide(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
-int64_t floor_modulo(int64_t a, int64_t b) { return a - floor_divide(a, b) * b; }
-
-// An evaluator of index IR written for the test (the kernels' own is the C++ compiler).
-int64_t evaluate(const IrExprPtr& expression, const std::map<std::string, int64_t>& values) {
-  switch (expression->kind) {
-    case IrKind::IntConstant: return expression->integer;
-    case IrKind::Variable: return values.at(expression->name);
-    case IrKind::IndexBinary: {
-      int64_t a = evaluate(expression->args[0], values), b = evaluate(expression->args[1], values);
-      switch (IndexOperator(expression->op)) {
-        case IndexOperator::Add: return a + b;
-        case IndexOperator::Subtract: return a - b;
-        case IndexOperator::Multiply: return a * b;
-        case IndexOperator::FloorDivide: return floor_divide(a, b);
-        case IndexOperator::FloorModulo: return floor_modulo(a, b);
-        default: break;
-      }
-      break;
-    }
-    default: break;
-  }
-  ADD_FAILURE() << "unexpected IR node in an index: " << ir_key(expression);
-  return 0;
-}
 
 IrExprPtr add(IrExprPtr a, IrExprPtr b) { return ir_index(IndexOperator::Add, std::move(a), std::move(b)); }
 IrExprPtr multiply(IrExprPtr a, int64_t b) { return ir_index(IndexOperator::Multiply, std::move(a), ir_int(b)); }

@@ -8,35 +8,10 @@
 #include <string>
 
 #include "jit/kernel_ir.h"
+#include "tests/cpp/index_ir_evaluator.h"
 
 namespace metajit {
 namespace {
-
-// An evaluator of the index IR these tests build (the kernels' own is the C++ compiler).
-int64_t evaluate(const IrExprPtr& expression, const std::map<std::string, int64_t>& values) {
-  switch (expression->kind) {
-    case IrKind::IntConstant: return expression->integer;
-    case IrKind::Variable: return values.at(expression->name);
-    case IrKind::IndexBinary: {
-      int64_t a = evaluate(expression->args[0], values), b = evaluate(expression->args[1], values);
-      switch (IndexOperator(expression->op)) {
-        case IndexOperator::Add: return a + b;
-        case IndexOperator::Subtract: return a - b;
-        case IndexOperator::Minimum: return std::min(a, b);
-        case IndexOperator::Maximum: return std::max(a, b);
-        case IndexOperator::Less: return a < b;
-        case IndexOperator::LessEqual: return a <= b;
-        case IndexOperator::Greater: return a > b;
-        case IndexOperator::GreaterEqual: return a >= b;
-        default: break;
-      }
-      break;
-    }
-    default: break;
-  }
-  ADD_FAILURE() << "unexpected IR node in an index: " << ir_key(expression);
-  return 0;
-}
 
 int64_t direct(IndexOperator op, int64_t a, int64_t b) {
   switch (op) {
