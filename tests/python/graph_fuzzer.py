@@ -266,10 +266,22 @@ def _sigmoid(v):
         return 1.0 / (1.0 + np.exp(-v))
 
 
-FLOAT_FUNCTIONS = {  # name: (function, monotone, ulps)
-    "exp": (np.exp, True, 4), "log": (np.log, True, 4), "sqrt": (np.sqrt, True, 1),
-    "rsqrt": (lambda v: 1.0 / np.sqrt(v), True, 2), "sin": (np.sin, False, 4), "cos": (np.cos, False, 4),
-    "tanh": (np.tanh, True, 4), "sigmoid": (_sigmoid, True, 6),
+def _erf(v):
+    return np.vectorize(math.erf, otypes=[np.float64])(v) if np.size(v) else np.zeros(np.shape(v))
+
+
+FLOAT_FUNCTIONS = {  # name: (function, error model, ulps)
+    # "monotone": the error bound is the larger change at the ends of the input's interval; "lipschitz1": a
+    # derivative of at most 1 in magnitude (the change is at most the input's error, and never more than 2);
+    # "tan": monotone between poles, no bound across one; "cosh": convex with its minimum 1 at 0.
+    "exp": (np.exp, "monotone", 4), "log": (np.log, "monotone", 4), "sqrt": (np.sqrt, "monotone", 1),
+    "rsqrt": (lambda v: 1.0 / np.sqrt(v), "monotone", 2), "sin": (np.sin, "lipschitz1", 4),
+    "cos": (np.cos, "lipschitz1", 4), "tanh": (np.tanh, "monotone", 4), "sigmoid": (_sigmoid, "monotone", 6),
+    # the libm functions (computed in float32 for float16 and float32, in double for float64)
+    "log1p": (np.log1p, "monotone", 4), "expm1": (np.expm1, "monotone", 4), "log2": (np.log2, "monotone", 4),
+    "log10": (np.log10, "monotone", 4), "erf": (_erf, "monotone", 4), "tan": (np.tan, "tan", 4),
+    "asin": (np.arcsin, "monotone", 4), "acos": (np.arccos, "monotone", 4), "atan": (np.arctan, "monotone", 4),
+    "sinh": (np.sinh, "monotone", 4), "cosh": (np.cosh, "cosh", 4),
 }
 UNARY_OPS = list(FLOAT_FUNCTIONS) + ["neg", "abs", "relu", "floor", "ceil", "round", "logical_not", "bitwise_not"]
 
@@ -285,17 +297,22 @@ def ref_unary(op, x, grad=False):
         if op in FLOAT_FUNCTIONS:
             if not is_float(d):
                 x, d = cast_ref(x, "float32"), "float32"
-            function, monotone, ulps = FLOAT_FUNCTIONS[op]
+            function, model, ulps = FLOAT_FUNCTIONS[op]
             v, e = x.value, x.err
             r = function(v)
             below, above = function(v - e), function(v + e)
-            if monotone:
-                err = np.maximum(np.abs(below - r), np.abs(above - r))
-            else:
+            if model == "lipschitz1":
                 err = np.minimum(e, 2.0)
+            else:
+                err = np.maximum(np.abs(below - r), np.abs(above - r))
+            if model == "cosh":  # the interval holds 0: cosh falls to 1 there
+                err = np.where(np.abs(v) <= e, np.maximum(err, r - 1.0), err)
             err = np.where(e > 0, err, 0.0)
             certain_nan = np.isnan(r) & np.isnan(below) & np.isnan(above)  # e.g. log of a surely negative value
             valid = x.valid
+            if model == "tan":  # a pole (pi/2 + k pi) within the input's interval: any value is possible
+                branch = lambda t: np.floor(t / np.pi + 0.5)  # noqa: E731
+                valid = valid & ((e == 0) | (branch(v - e) == branch(v + e)))
             if op == "rsqrt":  # rsqrt(+-0) = +-inf
                 valid = valid & ~((v == 0) & (e == 0) & ~x.zsign)
             return finish_float(d, r, err, valid, e > 0, False, ulps, certain_nan, x.zsign)
@@ -1242,11 +1259,19 @@ class Generator:
     def op_unary(self):
         x = self.pick()
         if self.grad:
-            op = self.choice(["exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "neg", "abs", "relu"])
+            op = self.choice(["exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "neg", "abs", "relu",
+                              "log1p", "expm1", "log2", "log10", "erf", "tan", "asin", "acos", "atan", "sinh",
+                              "cosh"])
             v = self.refs[x].value
-            if op == "exp" and v.size and v.max() > 4:
-                raise Reject("exp too big")
-            if op in ("log", "sqrt", "rsqrt") and v.size and v.min() < 0.2:
+            if op in ("exp", "expm1", "sinh", "cosh") and v.size and np.abs(v).max() > 4:
+                raise Reject("too big")
+            if op in ("log", "sqrt", "rsqrt", "log2", "log10") and v.size and v.min() < 0.2:
+                raise Reject("outside the smooth domain")
+            if op == "log1p" and v.size and v.min() < -0.8:
+                raise Reject("outside the smooth domain")
+            if op == "tan" and v.size and np.abs(v).max() > 1.2:
+                raise Reject("too close to a pole")
+            if op in ("asin", "acos") and v.size and np.abs(v).max() > 0.8:
                 raise Reject("outside the smooth domain")
         else:
             op = self.choice(UNARY_OPS)
