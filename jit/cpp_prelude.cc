@@ -214,6 +214,41 @@ static inline bool mj_any_lane(mj_mask_vector mask) {
   return any != 0;
 }
 )PRELUDE"},
+    {"mj_prefix_sum mj_prefix_product",
+     R"PRELUDE(// Inclusive prefix sums (products) across a vector's lanes, for the vector loop of a running sum: log2(MJ_LANES)
+// steps, each combining the vector with itself moved up by 1, 2, 4, ... lanes (the identity moved in below).
+// mj_lanes_up(x, fill, s): lane k is x[k - s], or fill[0] for k < s (shuffle indices: fill's lanes first).
+#if MJ_LANES == 16
+#define mj_lanes_up_1(x, f) __builtin_shufflevector(f, x, 0, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30)
+#define mj_lanes_up_2(x, f) __builtin_shufflevector(f, x, 0, 0, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29)
+#define mj_lanes_up_4(x, f) __builtin_shufflevector(f, x, 0, 0, 0, 0, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27)
+#define mj_lanes_up_8(x, f) __builtin_shufflevector(f, x, 0, 0, 0, 0, 0, 0, 0, 0, 16, 17, 18, 19, 20, 21, 22, 23)
+#define MJ_PREFIX_STEPS(combine) combine(1) combine(2) combine(4) combine(8)
+#elif MJ_LANES == 8
+#define mj_lanes_up_1(x, f) __builtin_shufflevector(f, x, 0, 8, 9, 10, 11, 12, 13, 14)
+#define mj_lanes_up_2(x, f) __builtin_shufflevector(f, x, 0, 0, 8, 9, 10, 11, 12, 13)
+#define mj_lanes_up_4(x, f) __builtin_shufflevector(f, x, 0, 0, 0, 0, 8, 9, 10, 11)
+#define MJ_PREFIX_STEPS(combine) combine(1) combine(2) combine(4)
+#else
+#define mj_lanes_up_1(x, f) __builtin_shufflevector(f, x, 0, 4, 5, 6)
+#define mj_lanes_up_2(x, f) __builtin_shufflevector(f, x, 0, 0, 4, 5)
+#define MJ_PREFIX_STEPS(combine) combine(1) combine(2)
+#endif
+static inline mj_float_vector mj_prefix_sum(mj_float_vector x) {
+  const mj_float_vector zero = mj_splat(0.0f);
+#define MJ_ADD_UP(s) x = x + mj_lanes_up_##s(x, zero);
+  MJ_PREFIX_STEPS(MJ_ADD_UP)
+#undef MJ_ADD_UP
+  return x;
+}
+static inline mj_float_vector mj_prefix_product(mj_float_vector x) {
+  const mj_float_vector one = mj_splat(1.0f);
+#define MJ_MULTIPLY_UP(s) x = x * mj_lanes_up_##s(x, one);
+  MJ_PREFIX_STEPS(MJ_MULTIPLY_UP)
+#undef MJ_MULTIPLY_UP
+  return x;
+}
+)PRELUDE"},
 };
 
 // Every piece in prelude order: one selection over all of them, so any piece can name one before it.

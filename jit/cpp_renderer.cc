@@ -451,25 +451,6 @@ class Renderer : ExpressionRenderer {
     out_ << pad << "}\n";
   }
 
-  // Whether `condition` says loop variable `low` <= loop variable `high`: written !(low > high), low <= high or
-  // high >= low (a reindex's "skip when low > high" arrives as the first).
-  static bool at_most(const IrExprPtr& condition, const std::string& low, const std::string& high) {
-    auto is_variable = [](const IrExprPtr& expression, const std::string& name) {
-      return expression->kind == IrKind::Variable && expression->name == name;
-    };
-    if (condition->kind == IrKind::IndexUnary && IndexOperator(condition->op) == IndexOperator::Not) {
-      const IrExprPtr& inner = condition->args[0];
-      return inner->kind == IrKind::IndexBinary && IndexOperator(inner->op) == IndexOperator::Greater &&
-             is_variable(inner->args[0], low) && is_variable(inner->args[1], high);
-    }
-    if (condition->kind != IrKind::IndexBinary) return false;
-    IndexOperator op = IndexOperator(condition->op);
-    return (op == IndexOperator::LessEqual && is_variable(condition->args[0], low) &&
-            is_variable(condition->args[1], high)) ||
-           (op == IndexOperator::GreaterEqual && is_variable(condition->args[0], high) &&
-            is_variable(condition->args[1], low));
-  }
-
   // A running sum: the kernel's first statement sums terms r = 0 .. R-1, each kept only where r <= the last
   // index i (cumsum's triangle: reindex to [..., n, R] with r > i reading 0, then a sum over r), the terms
   // depending on nothing else of i. Element i's sum is element i-1's plus term i, so a row is one pass
@@ -478,41 +459,14 @@ class Renderer : ExpressionRenderer {
   const IrStatement* running_sum() const {
     const std::vector<IrStatement>& body = kernel_.body;
     int rank = int(kernel_.domain.size());
-    if (rank == 0 || !kernel_.row_body.empty() || body.empty() || body[0].kind != IrStatement::Kind::ReduceLoop)
-      return nullptr;
+    if (rank == 0 || body.empty() || body[0].kind != IrStatement::Kind::ReduceLoop) return nullptr;
     const IrStatement& sum = body[0];
-    bool product = sum.reduce_op == ReduceOp::Multiply;  // cumprod's triangle: the same, with 1 for the 0
-    if ((sum.reduce_op != ReduceOp::Add && !product) || sum.loops.size() != 1 || !sum.spill.empty()) return nullptr;
+    if (!sum.spill.empty()) return nullptr;
     for (size_t position = 1; position < body.size(); ++position)
       if (body[position].kind == IrStatement::Kind::ReduceLoop || body[position].kind == IrStatement::Kind::ScatterAccumulate)
         return nullptr;
-    const std::string& term_index = sum.loops[0].first;
-    std::string element = "i" + std::to_string(rank - 1);
-    auto let_value = [&](const IrExprPtr& expression) {  // a Variable's Let in the sum's body, followed through
-      IrExprPtr current = expression;
-      for (bool followed = true; followed && current->kind == IrKind::Variable;) {
-        followed = false;
-        for (const IrStatement& let : sum.body)
-          if (let.kind == IrStatement::Kind::Let && let.name == current->name) {
-            current = let.value;
-            followed = true;
-          }
-      }
-      return current;
-    };
-    IrExprPtr guarded = let_value(sum.value);
-    if (guarded->kind != IrKind::Select) return nullptr;
-    const IrExprPtr& otherwise = guarded->args[2];  // the reduction's identity: terms past i change nothing
-    double identity_value = product ? 1.0 : 0.0;
-    if (!(otherwise->kind == IrKind::FloatConstant && otherwise->floating == identity_value) &&
-        !(otherwise->kind == IrKind::IntConstant && otherwise->integer == int64_t(identity_value)))
-      return nullptr;
-    IrExprPtr condition = let_value(guarded->args[0]);
-    if (!at_most(condition, term_index, element) || mentions_variable(guarded->args[1], element)) return nullptr;
-    // Nothing else in the sum may depend on i: every Let but the guard's own reads only r and outer indices.
-    for (const IrStatement& let : sum.body)
-      if (let.value != condition && let.value != guarded && mentions_variable(let.value, element)) return nullptr;
-    return &sum;
+    // Sums (cumsum) and products (cumprod's triangle: the same, with 1 for the 0).
+    return ir_running_sum_guard(sum, "i" + std::to_string(rank - 1)) ? &sum : nullptr;
   }
 
   // [begin, end) is a range of rows; each row's sum runs along it once, adding its terms in order.
@@ -523,6 +477,16 @@ class Renderer : ExpressionRenderer {
     std::string element = "i" + std::to_string(rank - 1);
     out_ << "  for (int64_t row = begin; row < end; ++row) {\n";
     row_indices();
+    // The row's own reductions first (a long cumsum's offset: the scan of the block totals before this block).
+    row_level_ = true;
+    row_buffers_read_.clear();
+    statements(kernel_.row_body, 2);
+    row_level_ = false;
+    if (terms == extent && vector_running_sum_loop(sum, element, extent)) {
+      out_ << "  }\n";
+      running_rows_ = shape_numel(domain) / std::max<int64_t>(1, extent);
+      return;
+    }
     out_ << "    " << value_type(sum.dtype) << " " << sum.name << " = " << identity(sum.reduce_op, sum.dtype) << ";\n";
     out_ << "    for (int64_t " << element << " = 0; " << element << " < " << extent << "; ++" << element << ") {\n";
     if (terms < extent) out_ << "      if (" << element << " < " << terms << ")\n";
@@ -533,6 +497,51 @@ class Renderer : ExpressionRenderer {
     statements(std::vector<IrStatement>(kernel_.body.begin() + 1, kernel_.body.end()), 3);
     out_ << "    }\n  }\n";
     running_rows_ = shape_numel(domain) / std::max<int64_t>(1, extent);
+  }
+
+  // A float32 running sum's row as explicit SIMD: each vector of terms (the kept term of the guard, at r = i) is
+  // scanned across its lanes (mj_prefix_sum), plus the total of the vectors before it, and the rest of the
+  // element body runs on that vector. The chain from one vector to the next is one add and one lane read, not
+  // one add per element (a block of cumsum was bound by the add's latency). The sums are the serial ones
+  // reassociated within each vector. False (nothing rendered) when a statement has no vector form.
+  bool vector_running_sum_loop(const IrStatement& sum, const std::string& element, int64_t extent) {
+    if (sum.dtype != DType::Float32) return false;
+    bool product = sum.reduce_op == ReduceOp::Multiply;
+    IrExprPtr guarded = ir_running_sum_guard(sum, element);
+    IrExprPtr condition = ir_let_value(sum, guarded->args[0]);
+    IrExprPtr position = ir_loop_variable(element, extent);
+    std::vector<IrStatement> vector_body;  // the sum's Lets but the guard's, at r = i; then the term
+    for (const IrStatement& let : sum.body) {
+      if (let.kind != IrStatement::Kind::Let) return false;
+      if (let.value == condition || let.value == guarded) continue;
+      vector_body.push_back(substitute_statement(let, sum.loops[0].first, position));
+    }
+    std::string term = sum.name + "_term";
+    IrStatement term_let{IrStatement::Kind::Let, term, DType::Float32,
+                         ir_fold_by_ranges(substitute(guarded->args[1], sum.loops[0].first, position)), nullptr, 0};
+    vector_body.push_back(term_let);
+    // The scanned vector takes the sum's name: the element statements read it there.
+    IrStatement scanned{IrStatement::Kind::Let, sum.name, DType::Float32, ir_variable(term, DType::Float32), nullptr, 0};
+    std::vector<IrStatement> elements(kernel_.body.begin() + 1, kernel_.body.end());
+    std::vector<IrStatement> everything = vector_body;
+    everything.push_back(scanned);
+    everything.insert(everything.end(), elements.begin(), elements.end());
+    VectorExpressionRenderer vector(*this, kernel_, element);
+    if (!vector.accepts(everything, true)) return false;
+    std::string lanes = element + "_lanes", total = sum.name + "_before";
+    vector.limit_lanes(lanes);
+    out_ << "    float " << total << " = " << (product ? "1.0f" : "0.0f") << ";\n";
+    out_ << "    for (int64_t " << element << " = 0; " << element << " < " << extent << "; " << element
+         << " += MJ_LANES) {\n";
+    out_ << "      const int64_t " << lanes << " = " << extent << " - " << element << " < MJ_LANES ? " << extent
+         << " - " << element << " : MJ_LANES;\n";
+    out_ << vector.statements(vector_body, "      ");
+    out_ << "      const mj_float_vector " << sum.name << " = " << (product ? "mj_prefix_product(" : "mj_prefix_sum(")
+         << term << ") " << (product ? "*" : "+") << " " << total << ";\n";
+    out_ << "      " << total << " = " << sum.name << "[" << lanes << " - 1];\n";
+    out_ << vector.statements(elements, "      ");
+    out_ << "    }\n";
+    return true;
   }
 
   // The loads of a pointwise kernel that step at least half a tile along the last dim, with a linear offset.
@@ -838,7 +847,7 @@ class Renderer : ExpressionRenderer {
       if (body[position].kind != IrStatement::Kind::Let || mentions_variable(body[position].value, target_index))
         return nullptr;
     const IrStatement& scatter = body.back();
-    if (!at_most(scatter.condition, target_index, source_index) || mentions_variable(scatter.value, target_index))
+    if (!ir_at_most(scatter.condition, target_index, source_index) || mentions_variable(scatter.value, target_index))
       return nullptr;
     if (!only_index_variables(scatter.offset, rank - 1) || mentions_variable(scatter.offset, source_index))
       return nullptr;

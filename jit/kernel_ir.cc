@@ -314,6 +314,56 @@ bool mentions_variable(const IrExprPtr& expression, const std::string& name) {
   return false;
 }
 
+bool ir_at_most(const IrExprPtr& condition, const std::string& low, const std::string& high) {
+  auto is_variable = [](const IrExprPtr& expression, const std::string& name) {
+    return expression->kind == IrKind::Variable && expression->name == name;
+  };
+  if (condition->kind == IrKind::IndexUnary && IndexOperator(condition->op) == IndexOperator::Not) {
+    const IrExprPtr& inner = condition->args[0];
+    return inner->kind == IrKind::IndexBinary && IndexOperator(inner->op) == IndexOperator::Greater &&
+           is_variable(inner->args[0], low) && is_variable(inner->args[1], high);
+  }
+  if (condition->kind != IrKind::IndexBinary) return false;
+  IndexOperator op = IndexOperator(condition->op);
+  return (op == IndexOperator::LessEqual && is_variable(condition->args[0], low) &&
+          is_variable(condition->args[1], high)) ||
+         (op == IndexOperator::GreaterEqual && is_variable(condition->args[0], high) &&
+          is_variable(condition->args[1], low));
+}
+
+IrExprPtr ir_let_value(const IrStatement& reduction, const IrExprPtr& expression) {
+  IrExprPtr current = expression;
+  for (bool followed = true; followed && current->kind == IrKind::Variable;) {
+    followed = false;
+    for (const IrStatement& let : reduction.body)
+      if (let.kind == IrStatement::Kind::Let && let.name == current->name) {
+        current = let.value;
+        followed = true;
+      }
+  }
+  return current;
+}
+
+IrExprPtr ir_running_sum_guard(const IrStatement& reduction, const std::string& index) {
+  if (reduction.kind != IrStatement::Kind::ReduceLoop || reduction.loops.size() != 1 ||
+      (reduction.reduce_op != ReduceOp::Add && reduction.reduce_op != ReduceOp::Multiply))
+    return nullptr;
+  IrExprPtr guarded = ir_let_value(reduction, reduction.value);
+  if (guarded->kind != IrKind::Select) return nullptr;
+  const IrExprPtr& otherwise = guarded->args[2];  // the reduction's identity: terms past index change nothing
+  double identity = reduction.reduce_op == ReduceOp::Multiply ? 1.0 : 0.0;
+  if (!(otherwise->kind == IrKind::FloatConstant && otherwise->floating == identity) &&
+      !(otherwise->kind == IrKind::IntConstant && otherwise->integer == int64_t(identity)))
+    return nullptr;
+  IrExprPtr condition = ir_let_value(reduction, guarded->args[0]);
+  if (!ir_at_most(condition, reduction.loops[0].first, index) || mentions_variable(guarded->args[1], index))
+    return nullptr;
+  // Nothing else in the sum may depend on index: every Let but the guard's own reads only r and other indices.
+  for (const IrStatement& let : reduction.body)
+    if (let.value != condition && let.value != guarded && mentions_variable(let.value, index)) return nullptr;
+  return guarded;
+}
+
 bool splits_variable(const IrExprPtr& expression, const std::string& name) {
   if (expression->kind == IrKind::IndexBinary &&
       (IndexOperator(expression->op) == IndexOperator::FloorDivide ||

@@ -88,6 +88,17 @@ struct IrStatement {
   std::string spill;
 };
 
+// Whether `condition` says loop variable `low` <= loop variable `high`: written !(low > high), low <= high or
+// high >= low (a reindex's "skip when low > high" arrives as the first).
+bool ir_at_most(const IrExprPtr& condition, const std::string& low, const std::string& high);
+// `expression` followed through the Lets of `reduction`'s body while it is a Variable they define.
+IrExprPtr ir_let_value(const IrStatement& reduction, const IrExprPtr& expression);
+// Whether `reduction` is a running sum along `index`: one loop of Add or Multiply whose value keeps its term
+// only where the loop variable r <= index (the identity otherwise), and nothing but that guard depends on
+// `index`. Then the result at index + 1 is the result at index combined with one more term (cumsum's triangle).
+// The guarding Select (followed through Lets), or null.
+IrExprPtr ir_running_sum_guard(const IrStatement& reduction, const std::string& index);
+
 struct IrBuffer {
   std::string name;   // in0, in1, ..., out0
   DType dtype;        // storage type

@@ -22,10 +22,13 @@ class Lowerer {
  public:
   // `first_rows`: per-row reductions (and the indices they are read at) to lower before anything else, so their
   // kept terms are there when the elements need them.
-  // `merged`: loop over the root's last `merged` dims as one (0 or 1: no merging).
+  // `merged`: loop over the computed node's last `merged` dims as one (0 or 1: no merging).
+  // `computed`: the node whose value the kernel computes and stores: the root, or the source of a root that
+  // only reshapes it (the same row-major elements, so the same flat offsets in the root's buffer).
   Lowerer(const NodePtr& root, const std::unordered_set<Node*>& materialized, RowReductions first_rows = {},
-          int merged = 0)
-      : root_(root), materialized_(materialized), first_rows_(std::move(first_rows)), merged_(merged) {}
+          int merged = 0, NodePtr computed = nullptr)
+      : root_(root), computed_(computed ? std::move(computed) : root), materialized_(materialized),
+        first_rows_(std::move(first_rows)), merged_(merged) {}
 
   const RowReductions& row_reductions() const { return row_reductions_; }
 
@@ -41,12 +44,12 @@ class Lowerer {
       lower_scatter();
     } else {
       kernel.kind = IrKernel::Kind::Pointwise;
-      kernel.domain = root_->shape;
+      kernel.domain = computed_->shape;
       std::vector<IrExprPtr> indices = domain_indices();
       if (merged_ >= 2) indices = merge_trailing_dims();
       for (const auto& [node, node_indices] : first_rows_) node_value(node, node_indices);
-      IrExprPtr value = node_value(root_, indices, /*is_root=*/true);
-      emit({IrStatement::Kind::Store, "", root_->dtype, value, offset_of(root_->shape, indices), nullptr, 0});
+      IrExprPtr value = node_value(computed_, indices, /*is_root=*/true);
+      emit({IrStatement::Kind::Store, "", root_->dtype, value, offset_of(computed_->shape, indices), nullptr, 0});
     }
     result.lowered.output = root_;
     result.lowered.inputs = std::move(inputs_);
@@ -61,10 +64,10 @@ class Lowerer {
   };
   static constexpr size_t kRowScope = 0, kElementScope = 1;
 
-  // The kernel loops over the root's last merged_ dims as one index m; the root's own indices are m split by
+  // The kernel loops over the computed node's last merged_ dims as one index m; its own indices are m split by
   // floor division and modulo, which the index simplifier joins back where a buffer is read in that order.
   std::vector<IrExprPtr> merge_trailing_dims() {
-    const Shape& shape = root_->shape;
+    const Shape& shape = computed_->shape;
     size_t first = shape.size() - size_t(merged_);
     Shape domain(shape.begin(), shape.begin() + first);
     int64_t extent = 1;
@@ -413,6 +416,14 @@ class Lowerer {
     return let("reindex", ir_select(condition, value, overflow));
   }
 
+  // A per-row reduction that is a running sum along a row index (cumsum's scan of its block totals, read once per
+  // block): computed per row it costs up to its whole length every row; in a kernel of its own it is one pass.
+  bool runs_across_rows(const IrStatement& loop) const {
+    for (size_t dim = 0; dim + 1 < kernel_->domain.size(); ++dim)
+      if (ir_running_sum_guard(loop, "i" + std::to_string(dim))) return true;
+    return false;
+  }
+
   IrExprPtr reduce_value(const NodePtr& node, const std::vector<IrExprPtr>& indices, bool per_row) {
     const NodePtr& source = node->inputs[0];
     IrStatement loop;
@@ -445,9 +456,17 @@ class Lowerer {
     scopes_.push_back({&loop.body, {}});
     size_t outer_context = context_;
     context_ = home;
+    size_t earlier_requests = requests_.size();
     loop.value = node_value(source, source_indices);
     context_ = outer_context;
     scopes_.pop_back();
+    if (per_row && runs_across_rows(loop)) {
+      for (size_t level = 0; level <= home; ++level) saved[level] = std::move(scopes_[level]);
+      scopes_ = std::move(saved);
+      requests_.resize(earlier_requests);  // what its terms needed is its own kernel's business
+      request(node.get());
+      return constant_of(0, node->dtype);
+    }
     // A per-row sum over the row's own dim whose terms are computed (not plain loads): the row's elements will
     // likely need the same terms at their own index, so keep them in a row-sized array.
     int last = int(kernel_->domain.size()) - 1;
@@ -500,6 +519,7 @@ class Lowerer {
   }
 
   const NodePtr& root_;
+  NodePtr computed_;
   const std::unordered_set<Node*>& materialized_;
   RowReductions first_rows_, row_reductions_;
   int merged_ = 0;
@@ -522,19 +542,19 @@ class Lowerer {
 // When every buffer is read in the order of the output's trailing dims, loop over those dims as one.
 constexpr int64_t kShortRow = 256;
 
-LoweringResult merge_short_rows(const NodePtr& root, const std::unordered_set<Node*>& materialized,
-                                LoweringResult plain) {
+LoweringResult merge_short_rows(const NodePtr& root, const NodePtr& computed,
+                                const std::unordered_set<Node*>& materialized, LoweringResult plain) {
   const IrKernel& kernel = plain.lowered.kernel;
-  int rank = int(root->shape.size());
+  int rank = int(computed->shape.size());
   if (kernel.kind != IrKernel::Kind::Pointwise || rank < 2 || !kernel.row_body.empty() ||
-      root->shape.back() >= kShortRow || shape_numel(root->shape) == 0)
+      computed->shape.back() >= kShortRow || shape_numel(computed->shape) == 0)
     return plain;
   // Reductions (and the contractions among them, which the library matcher reads by their loop structure) keep
   // their shape; this is for elementwise and gather kernels.
   for (const IrStatement& statement : kernel.body)
     if (statement.kind == IrStatement::Kind::ReduceLoop) return plain;
   for (int merged = rank; merged >= 2; --merged) {
-    LoweringResult candidate = Lowerer(root, materialized, {}, merged).run();
+    LoweringResult candidate = Lowerer(root, materialized, {}, merged, computed).run();
     const IrKernel& merged_kernel = candidate.lowered.kernel;
     std::string flat = "i" + std::to_string(merged_kernel.domain.size() - 1);
     if (candidate.materialize_requests != plain.materialize_requests || !merged_kernel.row_body.empty() ||
@@ -545,13 +565,32 @@ LoweringResult merge_short_rows(const NodePtr& root, const std::unordered_set<No
   return plain;
 }
 
-LoweringResult lower_group(const NodePtr& root, const std::unordered_set<Node*>& materialized) {
-  Lowerer first(root, materialized);
+static LoweringResult lower_group_computing(const NodePtr& root, const NodePtr& computed,
+                                            const std::unordered_set<Node*>& materialized) {
+  Lowerer first(root, materialized, {}, 0, computed);
   LoweringResult result = first.run();
-  if (first.row_reductions().empty()) return merge_short_rows(root, materialized, std::move(result));
+  if (first.row_reductions().empty()) return merge_short_rows(root, computed, materialized, std::move(result));
   // Again, with the per-row reductions first: an element may have computed a term before the reduction that
   // keeps it was reached (softmax's numerator is lowered before its denominator).
-  return Lowerer(root, materialized, first.row_reductions()).run();
+  return Lowerer(root, materialized, first.row_reductions(), 0, computed).run();
+}
+
+LoweringResult lower_group(const NodePtr& root, const std::unordered_set<Node*>& materialized) {
+  LoweringResult result = lower_group_computing(root, root, materialized);
+  if (result.materialize_requests.empty() || root->kind != NodeKind::Reshape) return result;
+  // A root that only reshapes a pending value: computed at the reshape's indices, a reduction inside it is read
+  // at split indices and has to become a kernel of its own (cumsum's blocks, scanned and offset, then reshaped
+  // back to the row). Looping over the source's own shape instead stores the same elements at the same offsets;
+  // take that kernel when it asks for fewer values to be materialised.
+  NodePtr source = root->inputs[0];
+  while (source->kind == NodeKind::Reshape && !source->is_computed() && !materialized.count(source.get()))
+    source = source->inputs[0];
+  if (source->is_computed() || materialized.count(source.get()) || source->kind == NodeKind::ReindexReduce ||
+      source->kind == NodeKind::Code || source->kind == NodeKind::Data)
+    return result;
+  LoweringResult peeled = lower_group_computing(root, source, materialized);
+  if (peeled.materialize_requests.size() < result.materialize_requests.size()) return peeled;
+  return result;
 }
 
 }  // namespace metajit

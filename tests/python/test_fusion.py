@@ -48,6 +48,20 @@ def test_reduction_followed_by_elementwise_is_one_kernel(rng):
     assert kernels == 1
 
 
+def test_reshape_of_a_fused_reduction_stays_one_kernel(rng):
+    """Reshaping a pending result reads it at split indices; the kernel loops over the reshaped value's own shape
+    instead (same elements, same offsets), so a reduction inside it is not forced into a kernel of its own."""
+    data = rng.standard_normal((6, 8, 40)).astype(np.float32)
+    offsets = rng.standard_normal((6, 8)).astype(np.float32)
+    x, z = mj.array(data), mj.array(offsets)
+    result, kernels = launched(lambda: ((x * x).sum(2) + z).reshape([48]).numpy())
+    np.testing.assert_allclose(result, ((data.astype(np.float64) ** 2).sum(2) + offsets).reshape(48), rtol=1e-5)
+    assert kernels == 1
+    result, kernels = launched(lambda: (x.max(2, keepdim=True) - x).reshape([6, 320]).numpy())
+    np.testing.assert_allclose(result, (data.max(2, keepdims=True) - data).reshape(6, 320), rtol=1e-6)
+    assert kernels == 1
+
+
 def softmax_reference(data):
     shifted = data.astype(np.float64) - data.max(-1, keepdims=True)
     return np.exp(shifted) / np.exp(shifted).sum(-1, keepdims=True)

@@ -3,13 +3,16 @@ reindex written that way) renders as one pass along each row (jit/cpp_renderer.c
 its gradient, a scatter of every element into the targets r <= i (reverse_running_sum). Results must match
 numpy for every length, dtype and dim, and sums whose terms depend on the position must not take those paths."""
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
 
 import metajit as mj
 
-RUNNING = re.compile(r"const int64_t r\d+ = i\d+;")
+# the scalar form (term r = i added to the sum) or the vector form (a vector of terms scanned across its lanes)
+RUNNING = re.compile(r"const int64_t r\d+ = i\d+;|mj_prefix_(sum|product)\(")
 
 
 def running_sum_kernels(var):
@@ -129,3 +132,127 @@ def test_cumprod_gradient_is_right_at_zeros(rng):
     reference = torch.tensor(data, requires_grad=True)
     (reference.cumprod(1) * torch.tensor(weights)).sum().backward()
     np.testing.assert_allclose(gradient, reference.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+# ------------------------------------------------------------------------------- vector scans (float32)
+def vector_scan_kernels(var, helper="mj_prefix_sum("):
+    return sum(helper in kernel["source"] for kernel in mj.inspect_kernels(var))
+
+
+@pytest.mark.parametrize("length", [2, 15, 16, 17, 33, 64])
+def test_float32_running_sums_scan_whole_vectors_and_carry_across_them(rng, length):
+    """Each vector of terms is scanned across its lanes and offset by the vectors before it; lengths end inside,
+    at and just past a vector (16 lanes with AVX-512, 8 with AVX2, 4 otherwise)."""
+    data = rng.standard_normal((5, length)).astype(np.float32)
+    result = mj.array(data).cumsum(1)
+    assert vector_scan_kernels(result) == 1
+    np.testing.assert_allclose(result.numpy(), np.cumsum(data.astype(np.float64), axis=1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("length", [7, 40])
+def test_float32_cumprod_scans_vectors_with_zeros_and_infinities(rng, length):
+    data = rng.uniform(0.8, 1.25, (4, length)).astype(np.float32)
+    data[1, length // 2] = 0.0
+    data[2, 3] = np.inf
+    data[3, 1] = -0.0
+    result = mj.array(data).cumprod(1)
+    assert vector_scan_kernels(result, "mj_prefix_product(") == 1
+    with np.errstate(invalid="ignore"):
+        expected = np.cumprod(data.astype(np.float64), axis=1)
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-5, atol=1e-30)
+    np.testing.assert_array_equal(np.signbit(result.numpy()), np.signbit(expected))
+
+
+def test_vector_scan_of_computed_terms_with_work_after_it(rng):
+    data = rng.standard_normal((6, 50)).astype(np.float32)
+    result = ((mj.array(data) * 0.5).exp().cumsum(1) + 1.0) * 2.0
+    kernels = mj.inspect_kernels(result)
+    assert len(kernels) == 1 and "mj_prefix_sum(" in kernels[0]["source"] and "mj_exp(" in kernels[0]["source"]
+    expected = (np.cumsum(np.exp(data.astype(np.float64) * 0.5), axis=1) + 1.0) * 2.0
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-5)
+
+
+def test_float64_running_sums_stay_scalar(rng):
+    data = rng.standard_normal((3, 40))
+    result = mj.array(data).cumsum(1)
+    assert running_sum_kernels(result) == 1 and vector_scan_kernels(result) == 0
+    np.testing.assert_allclose(result.numpy(), np.cumsum(data, axis=1), rtol=1e-12, atol=1e-12)
+
+
+SCAN_CHECK = r"""
+extern "C" int printf(const char*, ...);
+int main() {
+  float input[4 * 37], output[4 * 37];
+  for (int i = 0; i < 4 * 37; ++i) { input[i] = (float)((i * 7) % 11) - 5.0f; output[i] = -1000.0f; }
+  void* buffers[2] = {output, input};
+  metajit_kernel(buffers, 1, 3);  // rows 1 and 2 only: rows 0 and 3 stay untouched
+  for (int i = 0; i < 4 * 37; ++i) printf("%.9g\n", output[i]);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("compiler_name", ["clang++-14", "g++"])
+@pytest.mark.parametrize("target", [["-march=native"], ["-mavx2", "-mfma", "-mno-avx512f"], []],
+                         ids=["native", "avx2", "sse"])
+def test_vector_scans_at_every_width_and_with_gcc(tmp_path, compiler_name, target):
+    # The JIT only runs the host's width: the 8- and 4-lane scans (and g++, the subprocess fallback) run here.
+    compiler = shutil.which(compiler_name)
+    assert compiler, f"{compiler_name} (installed by tools/install_dependencies.sh) is needed for this check"
+    kernel = mj.inspect(mj.array(np.ones((4, 37), np.float32)).cumsum(1))[0]
+    assert "mj_prefix_sum(" in kernel.source
+    (tmp_path / "scan.cc").write_text(kernel.full_source + SCAN_CHECK)
+    binary = tmp_path / "scan"
+    subprocess.run([compiler, "-O2", *target, str(tmp_path / "scan.cc"), "-o", str(binary)], check=True,
+                   capture_output=True)
+    output = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
+                      dtype=np.float64).reshape(4, 37)
+    inputs = ((np.arange(4 * 37) * 7) % 11 - 5.0).reshape(4, 37)
+    expected = np.cumsum(inputs, axis=1)  # small integers: every order of adding them is exact
+    expected[[0, 3]] = -1000.0
+    np.testing.assert_array_equal(output, expected)
+
+
+# ------------------------------------------------------------------------------------------- long scans
+@pytest.mark.parametrize("length", [1000, 4096])
+def test_long_scan_is_block_totals_their_scan_and_one_pass_over_the_blocks(rng, length):
+    """A row longer than 64 is scanned in blocks: the block totals, their running sum, then one kernel that
+    scans each block offset by the totals before it (read per block, not summed again per block)."""
+    data = rng.standard_normal((8, length)).astype(np.float32)
+    result = mj.array(data).cumsum(1)
+    kernels = mj.inspect_kernels(result)
+    assert len(kernels) == 3
+    final = kernels[-1]["source"]
+    assert "mj_prefix_sum(" in final and not re.search(r"for \(int64_t r\d", final), final
+    np.testing.assert_allclose(result.numpy(), np.cumsum(data.astype(np.float64), axis=1), rtol=1e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("length", [65, 4093, 8192, 100000])
+def test_scans_of_rows_with_and_without_a_block_divisor(rng, length):
+    data = rng.standard_normal((3, length)).astype(np.float32)
+    result = mj.array(data).cumsum(1)
+    assert len(mj.inspect_kernels(result)) <= 5
+    expected = np.cumsum(data.astype(np.float64), axis=1)
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-4, atol=1e-6 * length)
+
+
+def test_gradient_of_a_long_cumsum(rng):
+    data = rng.standard_normal((2, 1000)).astype(np.float32)
+    weights = rng.standard_normal((2, 1000)).astype(np.float32)
+    x = mj.array(data, requires_grad=True)
+    gradient = mj.grad((x.cumsum(1) * mj.array(weights)).sum(), x)
+    expected = np.cumsum(weights[:, ::-1].astype(np.float64), axis=1)[:, ::-1]
+    np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-4, atol=2e-4)
+
+
+def test_a_running_sum_across_rows_is_its_own_kernel(rng):
+    """x[b, k, j] + cumsum(t)[b, k]: the scan is read once per row of x, but it runs along the rows, so computed
+    per row it would cost up to k terms each; it is a kernel of its own, one pass."""
+    x = rng.standard_normal((4, 50, 30)).astype(np.float32)
+    t = rng.standard_normal((4, 50)).astype(np.float32)
+    result = mj.array(x) + mj.array(t).cumsum(1).reshape([4, 50, 1])
+    kernels = mj.inspect_kernels(result)
+    assert len(kernels) == 2
+    assert sum(bool(RUNNING.search(kernel["source"])) for kernel in kernels) == 1
+    expected = x + np.cumsum(t.astype(np.float64), axis=1)[:, :, None]
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-5, atol=1e-5)

@@ -420,6 +420,17 @@ def argmin(input, dim=None, keepdim=False):
 _TRIANGLE_LIMIT = 64  # up to this length a scan is one masked reduction over an n x n triangle
 
 
+def _scan_block(extent):
+    """Block length for a long scan: the largest divisor of extent from 16 to 64, so the row needs no padding
+    (a padded block's terms are guarded loads, which keep its scan scalar), preferring one that leaves at most
+    64 blocks (one level of blocks); else about sqrt(extent), padded."""
+    divisors = [block for block in range(_TRIANGLE_LIMIT, 15, -1) if extent % block == 0]
+    single_level = [block for block in divisors if extent // block <= _TRIANGLE_LIMIT]
+    if single_level or divisors:
+        return (single_level or divisors)[0]
+    return math.isqrt(extent - 1) + 1
+
+
 def _scan_last(input, op):
     """Inclusive prefix sums (op "add") or products ("mul") along the last dim. Short rows: the reduction over
     the triangle k <= i (a reindex plus a reduction, O(n^2)). Long rows: blocks of about sqrt(n), scanned inside
@@ -434,12 +445,15 @@ def _scan_last(input, op):
         triangle = _core.reindex(input, list(input.shape) + [extent], indexes, identity,
                                  [f"i{rank} > i{rank - 1}"], [])
         return _core.reduce(triangle, op, [rank], False)
-    block = math.isqrt(extent - 1) + 1
+    block = _scan_block(extent)
     blocks = -(-extent // block)
     padded = pad(input, [0, blocks * block - extent], value=fill)
     grouped = padded.reshape(list(input.shape[:-1]) + [blocks, block])
     inside = _scan_last(grouped, op)
-    totals = inside[..., block - 1]
+    # A sum's block totals are summed from the input, not read off the scan's last column: then nothing but the
+    # final combination reads the scan, and both fuse into one kernel (one pass per block, offset as it goes).
+    # A product's keep the scan's last column, so they overflow or vanish exactly where a running product does.
+    totals = grouped.sum(-1) if op == "add" else inside[..., block - 1]
     # The exclusive scan of the block totals, as the inclusive scan of the totals shifted right by one (not the
     # inclusive scan undone by the totals: inf - inf or 0 / 0 would turn a block into NaN).
     shifted = pad(totals, [1, 0], value=fill)[..., :blocks]
