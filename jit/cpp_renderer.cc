@@ -527,7 +527,8 @@ class Renderer : ExpressionRenderer {
     everything.push_back(scanned);
     everything.insert(everything.end(), elements.begin(), elements.end());
     VectorExpressionRenderer vector(*this, kernel_, element);
-    if (!vector.accepts(everything, true)) return false;
+    // A term that is the same at every element (a scan of a broadcast scalar) stays a scalar Let: scalar loop.
+    if (!vector.accepts(everything, true) || !vector.varies(ir_variable(sum.name, DType::Float32))) return false;
     std::string lanes = element + "_lanes", total = sum.name + "_before";
     vector.limit_lanes(lanes);
     out_ << "    float " << total << " = " << (product ? "1.0f" : "0.0f") << ";\n";

@@ -67,5 +67,42 @@ TEST(KernelIrTest, AGuardAndClampInsideOnePieceFoldAway) {
   EXPECT_EQ(other->integer, 0);
 }
 
+// A reduction loop over r whose Lets are `lets` and whose value is `value` (cumsum's triangle, by hand).
+IrStatement reduction_over_r(ReduceOp op, std::vector<IrStatement> lets, IrExprPtr value) {
+  IrStatement loop{IrStatement::Kind::ReduceLoop, "sum_0", DType::Float32, std::move(value), nullptr, nullptr, -1, op,
+                   {{"r2", 64}}, std::move(lets), ""};
+  return loop;
+}
+
+IrStatement let(const std::string& name, DType dtype, IrExprPtr value) {
+  return IrStatement{IrStatement::Kind::Let, name, dtype, std::move(value), nullptr, nullptr, -1, ReduceOp::Add, {}, {}, ""};
+}
+
+TEST(KernelIrTest, RunningSumGuardsAreFoundThroughLetsForTheirIndexOnly) {
+  IrExprPtr r = ir_loop_variable("r2", 64), i = ir_loop_variable("i1", 64);
+  IrExprPtr term = ir_load(1, DType::Float32, ir_index(IndexOperator::Add, r, ir_int(128)));
+  auto triangle = [&](ReduceOp op, IrExprPtr condition, double identity, IrExprPtr kept) {
+    return reduction_over_r(op, {let("term_1", DType::Float32, kept), let("in_bounds_2", DType::Bool, condition),
+                                 let("reindex_3", DType::Float32,
+                                     ir_select(ir_variable("in_bounds_2", DType::Bool),
+                                               ir_variable("term_1", DType::Float32), ir_float(identity, DType::Float32)))},
+                            ir_variable("reindex_3", DType::Float32));
+  };
+  IrExprPtr not_greater = ir_index(IndexOperator::Not, ir_index(IndexOperator::Greater, r, i));
+  // The three spellings of r <= i, for sums and products.
+  for (IrExprPtr condition : {not_greater, ir_index(IndexOperator::LessEqual, r, i),
+                              ir_index(IndexOperator::GreaterEqual, i, r)}) {
+    EXPECT_TRUE(ir_running_sum_guard(triangle(ReduceOp::Add, condition, 0.0, term), "i1")) << ir_key(condition);
+    EXPECT_TRUE(ir_running_sum_guard(triangle(ReduceOp::Multiply, condition, 1.0, term), "i1")) << ir_key(condition);
+    EXPECT_FALSE(ir_running_sum_guard(triangle(ReduceOp::Add, condition, 0.0, term), "i0")) << "another index";
+  }
+  // Not running sums: the wrong identity, a max, r < i's mirror (r >= i), a term that depends on i.
+  EXPECT_FALSE(ir_running_sum_guard(triangle(ReduceOp::Multiply, not_greater, 0.0, term), "i1"));
+  EXPECT_FALSE(ir_running_sum_guard(triangle(ReduceOp::Maximum, not_greater, 0.0, term), "i1"));
+  EXPECT_FALSE(ir_running_sum_guard(triangle(ReduceOp::Add, ir_index(IndexOperator::GreaterEqual, r, i), 0.0, term), "i1"));
+  IrExprPtr depends = ir_load(1, DType::Float32, ir_index(IndexOperator::Add, r, i));
+  EXPECT_FALSE(ir_running_sum_guard(triangle(ReduceOp::Add, not_greater, 0.0, depends), "i1"));
+}
+
 }  // namespace
 }  // namespace metajit

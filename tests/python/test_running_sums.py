@@ -256,3 +256,11 @@ def test_a_running_sum_across_rows_is_its_own_kernel(rng):
     assert sum(bool(RUNNING.search(kernel["source"])) for kernel in kernels) == 1
     expected = x + np.cumsum(t.astype(np.float64), axis=1)[:, :, None]
     np.testing.assert_allclose(result.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("length", [3, 20])
+def test_scan_of_a_term_that_is_the_same_everywhere(length):
+    """A scan of a broadcast scalar: its term does not change along the row, so it has no vector of terms."""
+    value = mj.array(np.array(1.5, np.float32))
+    result = mj.reindex(value, [4, length], []).cumsum(1)
+    np.testing.assert_array_equal(result.numpy(), np.cumsum(np.full((4, length), 1.5, np.float32), axis=1))
