@@ -926,17 +926,20 @@ def ref_conv2d(x, w, bias, stride, padding, dilation, groups):
         r = _conv2d_numpy(x.value, w.value, stride, padding, dilation, groups)
         X, W = np.abs(x.value), np.abs(w.value)
         k = w.shape[1] * w.shape[2] * w.shape[3]
+        magnitude = _conv2d_numpy(X, W, stride, padding, dilation, groups)
         err = (_conv2d_numpy(X, w.err, stride, padding, dilation, groups) +
                _conv2d_numpy(x.err, W, stride, padding, dilation, groups) +
                _conv2d_numpy(x.err, w.err, stride, padding, dilation, groups) +
-               (k + 3) * UNIT[d] * _conv2d_numpy(X, W, stride, padding, dilation, groups))
+               (k + 3) * UNIT[d] * magnitude)
         # a non-finite weight makes its whole output channel uncertain: zero padding times infinity may count as
         # NaN or as nothing
         bad = _conv2d_numpy((~_finite_valid(x)).astype(float), np.ones(w.shape), stride, padding, dilation, groups) + \
             (~_finite_valid(w)).reshape(w.shape[0], -1).any(1).reshape(1, -1, 1, 1)
         inexact = (_conv2d_numpy((x.err > 0).astype(float), np.ones(w.shape), stride, padding, dilation, groups) +
                    _conv2d_numpy(np.ones(x.shape), (w.err > 0).astype(float), stride, padding, dilation, groups)) > 0
-        valid = bad == 0
+        # terms near overflow: a partial sum may overflow in some order even where the exact total is finite (as
+        # for matmul)
+        valid = (bad == 0) & ~(magnitude > LIMIT[d])
         if bias is not None:
             shaped = (1, -1, 1, 1)
             r = r + bias.value.reshape(shaped)
