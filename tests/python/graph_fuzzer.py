@@ -901,6 +901,29 @@ def ref_softmax(x, dim, log=False):
         return finish_float(d, r, err, row_ok, inexact, np.zeros(v.shape, bool), ulps=4, zsign=r != 0)
 
 
+def cumprod_ref(source, d, dim, valid):
+    """Running products along dim. The error bound is the interval one, prod(|v| + e) - prod(|v|), plus one
+    rounding per factor. Past a partial product that overflows, or that falls below the smallest normal (it
+    loses relative precision there, which later factors scale up), the row is not compared."""
+    with np.errstate(all="ignore"):
+        v = source.value
+        if not is_float(d):
+            magnitude = np.cumprod(np.abs(v.astype(np.float64)), axis=dim)
+            if ((magnitude > 2.0 ** 62) & valid).any():
+                raise Reject("int64 overflow")
+            return Ref(d, np.cumprod(v, axis=dim), None, valid)
+        n = source.shape[dim]
+        r = np.cumprod(v, axis=dim)
+        absolute = np.cumprod(np.abs(v), axis=dim)
+        bound = np.cumprod(np.abs(v) + source.err, axis=dim)
+        err = (bound - absolute) + (n + 1) * UNIT[d] * bound
+        hazard = (bound > LIMIT[d]) | ((absolute > 0) & (absolute < TINY[d]))
+        if source.size:
+            hazard = np.logical_or.accumulate(hazard, axis=dim)
+        inexact = np.logical_or.accumulate(source.err > 0, axis=dim) if source.size else source.err > 0
+        return finish_float(d, r, err, valid & ~hazard, inexact, np.zeros(r.shape, bool), zsign=r != 0)
+
+
 def _conv2d_numpy(x, w, stride, padding, dilation, groups):
     n, c, h, width = x.shape
     o, cg, kh, kw = w.shape
@@ -2026,12 +2049,17 @@ class Generator:
         x = self.pick(lambda r: r.ndim >= 1)
         ndim = self.refs[x].ndim
         dim = self.integer(-ndim, ndim - 1)
+        name = "cumprod" if self.coin(0.3) else "cumsum"
+        if name == "cumprod" and self.grad and self.refs[x].size and np.abs(self.refs[x].value).max() > 2:
+            raise Reject("products of large factors")
 
         def compute(refs):
             source = refs[0]
             d = source.dtype if is_float(source.dtype) else "int64"
             source = cast_ref(source, d)
             valid = np.logical_and.accumulate(source.valid, axis=dim) if source.size else source.valid
+            if name == "cumprod":
+                return cumprod_ref(source, d, dim, valid)
             if not is_float(d):
                 magnitude = np.cumsum(np.abs(source.value.astype(np.float64)), axis=dim)
                 if ((magnitude > 2.0 ** 62) & valid).any():
@@ -2050,8 +2078,9 @@ class Generator:
                 # an infinity or NaN poisons the rest of its row
                 return finish_float(d, r, err, valid, inexact, exact, zsign=r != 0)
         spelling = self.coin(0.5)
-        code = (lambda out: f"{out} = {x}.cumsum({dim})") if spelling else (lambda out: f"{out} = F.cumsum({x}, {dim})")
-        return self.add([x], code, compute, {"kind": "cumsum"})
+        code = (lambda out: f"{out} = {x}.{name}({dim})") if spelling else \
+            (lambda out: f"{out} = F.{name}({x}, {dim})")
+        return self.add([x], code, compute, {"kind": name})
 
     def shape_into(self, target):
         """A shape that broadcasts to `target` (not the other way round)."""
