@@ -469,6 +469,64 @@ class Renderer : ExpressionRenderer {
     return ir_running_sum_guard(sum, "i" + std::to_string(rank - 1)) ? &sum : nullptr;
   }
 
+  // A running sum along the next-to-last dim: as running_sum(), with the guard r <= i on index rank-2 (a scan
+  // over dim -2 of [..., n, B], which cumsum writes that way when B is wide, instead of transposing twice).
+  const IrStatement* column_running_sum() const {
+    const std::vector<IrStatement>& body = kernel_.body;
+    int rank = int(kernel_.domain.size());
+    if (rank < 2 || !kernel_.row_body.empty() || body.empty() || body[0].kind != IrStatement::Kind::ReduceLoop)
+      return nullptr;
+    const IrStatement& sum = body[0];
+    if (!sum.spill.empty()) return nullptr;
+    for (size_t position = 1; position < body.size(); ++position)
+      if (body[position].kind == IrStatement::Kind::ReduceLoop || body[position].kind == IrStatement::Kind::ScatterAccumulate)
+        return nullptr;
+    return ir_running_sum_guard(sum, "i" + std::to_string(rank - 2)) ? &sum : nullptr;
+  }
+
+  // Work items are (every index before dim rank-2, a tile of the last dim). Each walks dim rank-2 in order with
+  // one accumulator per column of its tile; the column loop is contiguous in memory, so it vectorises.
+  void column_running_sum_body(const IrStatement& sum) {
+    constexpr int64_t kTile = 1024;  // columns; their accumulators (4 KB) stay in L1
+    const Shape& domain = kernel_.domain;
+    int rank = int(domain.size());
+    int64_t along = domain[rank - 2], columns = domain[rank - 1], terms = sum.loops[0].second;
+    int64_t tiles = std::max<int64_t>(1, (columns + kTile - 1) / kTile);
+    std::string step = "i" + std::to_string(rank - 2), column = "i" + std::to_string(rank - 1);
+    std::string totals = sum.name + "_columns", type = value_type(sum.dtype);
+    out_ << "  for (int64_t item = begin; item < end; ++item) {\n";
+    out_ << "    const int64_t tile = item % " << tiles << ";\n";
+    std::string remaining = "(item / " + std::to_string(tiles) + ")";
+    for (int dim = rank - 3; dim >= 0; --dim) {
+      if (dim == 0) {
+        out_ << "    const int64_t i0 = " << remaining << ";\n";
+      } else {
+        out_ << "    const int64_t i" << dim << " = " << remaining << " % " << domain[dim] << ";\n";
+        out_ << "    const int64_t row_" << dim << " = " << remaining << " / " << domain[dim] << ";\n";
+        remaining = "row_" + std::to_string(dim);
+      }
+    }
+    out_ << "    const int64_t column_begin = tile * " << kTile << ";\n";
+    out_ << "    const int64_t column_end = column_begin + " << kTile << " < " << columns << " ? column_begin + " << kTile
+         << " : " << columns << ";\n";
+    out_ << "    " << type << " " << totals << "[" << std::min(kTile, columns) << "];\n";
+    out_ << "    for (int64_t " << column << " = column_begin; " << column << " < column_end; ++" << column << ") "
+         << totals << "[" << column << " - column_begin] = " << identity(sum.reduce_op, sum.dtype) << ";\n";
+    out_ << "    for (int64_t " << step << " = 0; " << step << " < " << along << "; ++" << step << ") {\n";
+    out_ << "      for (int64_t " << column << " = column_begin; " << column << " < column_end; ++" << column << ") {\n";
+    std::string total = totals + "[" + column + " - column_begin]";
+    if (terms < along) out_ << "        if (" << step << " < " << terms << ")\n";
+    out_ << "        {\n          const int64_t " << sum.loops[0].first << " = " << step << ";\n";
+    statements(sum.body, 5);
+    out_ << "          " << total << " = " << combine(sum.reduce_op, sum.dtype, total, expression(sum.value)) << ";\n";
+    out_ << "        }\n";
+    out_ << "        const " << type << " " << sum.name << " = " << total << ";\n";
+    statements(std::vector<IrStatement>(kernel_.body.begin() + 1, kernel_.body.end()), 4);
+    out_ << "      }\n    }\n  }\n";
+    column_items_ = shape_numel(domain) / std::max<int64_t>(1, along * columns) * tiles;
+    column_item_work_ = along * std::min(kTile, columns);
+  }
+
   // [begin, end) is a range of rows; each row's sum runs along it once, adding its terms in order.
   void running_sum_body(const IrStatement& sum) {
     const Shape& domain = kernel_.domain;
@@ -727,6 +785,7 @@ class Renderer : ExpressionRenderer {
       return;
     }
     if (const IrStatement* scan = running_sum()) return running_sum_body(*scan);
+    if (const IrStatement* scan = column_running_sum()) return column_running_sum_body(*scan);
     // Unrolling and interleaving the element loop buy nothing measurable on these memory-bound loops but
     // cost several milliseconds of compile time per kernel.
     const char* loop_pragma = "#pragma clang loop unroll(disable) interleave_count(1)\n";
@@ -893,7 +952,10 @@ class Renderer : ExpressionRenderer {
       pointwise_body();
       rendered.work_items = shape_numel(kernel_.domain);
       rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, kernel_.inner_work));
-      if (running_rows_ >= 0) {  // work items are rows
+      if (column_items_ >= 0) {  // work items are column tiles of a running sum along dim rank-2
+        rendered.work_items = column_items_;
+        rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, column_item_work_));
+      } else if (running_rows_ >= 0) {  // work items are rows
         rendered.work_items = running_rows_;
         rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, kernel_.domain.back()));
       } else if (tiles_ >= 0) {  // work items are tiles
@@ -923,6 +985,8 @@ class Renderer : ExpressionRenderer {
   std::set<int> stash_hosts_;   // output buffers holding a row's terms (stash_declaration)
   int64_t tiles_ = -1;          // a transposing kernel's tile count (transposed_body); -1 otherwise
   int64_t running_rows_ = -1;   // a running-sum kernel's row count (running_sum_body); -1 otherwise
+  int64_t column_items_ = -1;   // a column running sum's work items (column_running_sum_body); -1 otherwise
+  int64_t column_item_work_ = 0;
   std::set<int> row_buffers_read_;  // buffers the row's vector reductions have read so far (row_prefetches)
 };
 

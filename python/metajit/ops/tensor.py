@@ -431,39 +431,46 @@ def _scan_block(extent):
     return math.isqrt(extent - 1) + 1
 
 
-def _scan_last(input, op):
-    """Inclusive prefix sums (op "add") or products ("mul") along the last dim. Short rows: the reduction over
-    the triangle k <= i (a reindex plus a reduction, O(n^2)). Long rows: blocks of about sqrt(n), scanned inside
-    each block by the triangle, then combined with the exclusive scan of the block totals, O(n^1.5); both parts
-    are meta-ops, so the gradient comes from their rules. The C++ renderer runs a triangle as one pass per row
-    (docs/design.md, "Running sums")."""
+def _scan_along(input, op, from_end):
+    """Inclusive prefix sums (op "add") or products ("mul") along dim -1 (from_end 1) or -2 (from_end 2). Short
+    rows: the reduction over the triangle k <= i (a reindex plus a reduction). Long rows: blocks (see
+    _scan_block), scanned inside each block by the triangle, then combined with the exclusive scan of the block
+    totals; both parts are meta-ops, so the gradient comes from their rules. The C++ renderer runs a triangle as
+    one pass (docs/design.md, "Running sums"): along the last dim row by row, along dim -2 with one accumulator
+    per column."""
     identity = 0.0 if op == "add" else 1.0
     fill = None if op == "add" else 1  # pad's value: its default 0 for sums, an int 1 keeps integer dtypes
-    rank, extent = input.ndim, input.shape[-1]
+    rank = input.ndim
+    axis = rank - from_end
+    extent, head, tail = input.shape[axis], list(input.shape[:axis]), list(input.shape[axis + 1:])
     if extent <= _TRIANGLE_LIMIT:
-        indexes = _loop_indices(rank - 1) + [f"i{rank}"]
-        triangle = _core.reindex(input, list(input.shape) + [extent], indexes, identity,
-                                 [f"i{rank} > i{rank - 1}"], [])
+        indexes = _loop_indices(rank)
+        indexes[axis] = f"i{rank}"  # the triangle's last dim is the term r; element i keeps terms r <= i
+        triangle = _core.reindex(input, list(input.shape) + [extent], indexes, identity, [f"i{rank} > i{axis}"], [])
         return _core.reduce(triangle, op, [rank], False)
     block = _scan_block(extent)
     blocks = -(-extent // block)
-    padded = pad(input, [0, blocks * block - extent], value=fill)
-    grouped = padded.reshape(list(input.shape[:-1]) + [blocks, block])
-    inside = _scan_last(grouped, op)
+    widths = [0, 0] * len(tail) + [0, blocks * block - extent]  # pad's pairs run from the last dim
+    grouped = pad(input, widths, value=fill).reshape(head + [blocks, block] + tail)
+    inside = _scan_along(grouped, op, from_end)
     # A sum's block totals are summed from the input, not read off the scan's last column: then nothing but the
     # final combination reads the scan, and both fuse into one kernel (one pass per block, offset as it goes).
     # A product's keep the scan's last column, so they overflow or vanish exactly where a running product does.
-    totals = grouped.sum(-1) if op == "add" else inside[..., block - 1]
+    block_dim = len(head) + 1
+    if op == "add":
+        totals = grouped.sum(block_dim)
+    else:
+        totals = inside[tuple([slice(None)] * block_dim + [block - 1])]
     # The exclusive scan of the block totals, as the inclusive scan of the totals shifted right by one (not the
     # inclusive scan undone by the totals: inf - inf or 0 / 0 would turn a block into NaN).
-    shifted = pad(totals, [1, 0], value=fill)[..., :blocks]
-    before = _scan_last(shifted, op).reshape(list(totals.shape) + [1])
+    shifted = pad(totals, [0, 0] * len(tail) + [1, 0], value=fill)[tuple([slice(None)] * len(head) + [slice(0, blocks)])]
+    before = _scan_along(shifted, op, from_end).reshape(head + [blocks, 1] + tail)
     combined = inside + before if op == "add" else inside * before
-    return combined.reshape(list(input.shape[:-1]) + [blocks * block])[..., :extent]
+    joined = combined.reshape(head + [blocks * block] + tail)
+    return joined[tuple([slice(None)] * len(head) + [slice(0, extent)])]
 
 
-def _cumsum_last(input):
-    return _scan_last(input, "add")
+_COLUMN_SCAN_WIDTH = 16  # scans along a dim with at least this many elements after it run in place (dim -2)
 
 
 def _scan(name, op, input, dim, dtype):
@@ -478,8 +485,14 @@ def _scan(name, op, input, dim, dtype):
     dim = _normalize_dim(dim, input.ndim, name)
     last = input.ndim - 1
     if dim == last:
-        return _scan_last(input, op)
-    return _scan_last(input.transpose(dim, last), op).transpose(dim, last)
+        return _scan_along(input, op, 1)
+    inner = math.prod(input.shape[dim + 1:])
+    if inner >= _COLUMN_SCAN_WIDTH:
+        # [outer, n, inner] without moving data; the scan walks n with a vector of columns at a time.
+        outer = math.prod(input.shape[:dim])
+        scanned = _scan_along(input.reshape([outer, input.shape[dim], inner]), op, 2)
+        return scanned.reshape(list(input.shape))
+    return _scan_along(input.transpose(dim, last), op, 1).transpose(dim, last)
 
 
 def cumprod(input, dim, *, dtype=None):
