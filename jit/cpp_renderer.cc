@@ -354,8 +354,9 @@ class Renderer : ExpressionRenderer {
     return true;
   }
 
-  // Elementwise kernels go explicit SIMD only for exp (and sigmoid): LLVM vectorises everything else as well,
-  // but applies exp lane by lane at about twice the instructions (see the vector mj_exp in the prelude).
+  // Elementwise kernels go explicit SIMD only for exp (and sigmoid and tanh, which use it): LLVM vectorises
+  // everything else as well, but applies exp lane by lane at about twice the instructions (see the vector mj_exp
+  // in the prelude).
   bool kernel_uses_exp() const {
     for (const IrStatement& statement : kernel_.body)
       for (const IrExprPtr& part : {statement.value, statement.offset, statement.condition})
@@ -365,7 +366,8 @@ class Renderer : ExpressionRenderer {
 
   static bool contains_exp(const IrExprPtr& node) {
     if (node->kind == IrKind::Unary && node->dtype == DType::Float32 &&
-        (UnaryOp(node->op) == UnaryOp::Exp || UnaryOp(node->op) == UnaryOp::Sigmoid))
+        (UnaryOp(node->op) == UnaryOp::Exp || UnaryOp(node->op) == UnaryOp::Sigmoid ||
+         UnaryOp(node->op) == UnaryOp::Tanh))
       return true;
     for (const IrExprPtr& argument : node->args)
       if (contains_exp(argument)) return true;

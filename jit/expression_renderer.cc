@@ -123,7 +123,7 @@ std::string ExpressionRenderer::unary(UnaryOp op, DType dtype, const IrExprPtr& 
     case UnaryOp::Rsqrt: return single ? "(1.0f / " + builtin("sqrt", true, x) + ")" : "(1.0 / " + builtin("sqrt", false, x) + ")";
     case UnaryOp::Sin: return (single ? "sinf(" : "sin(") + x + ")";
     case UnaryOp::Cos: return (single ? "cosf(" : "cos(") + x + ")";
-    case UnaryOp::Tanh: return (single ? "tanhf(" : "tanh(") + x + ")";
+    case UnaryOp::Tanh: return (single ? "mj_tanh(" : "tanh(") + x + ")";
     case UnaryOp::Sigmoid:
       return single ? "(1.0f / (1.0f + mj_exp(-" + x + ")))" : "(1.0 / (1.0 + exp(-" + x + ")))";
     case UnaryOp::Relu: return "(" + x + " < 0 ? (" + type + ")0 : " + x + ")";

@@ -260,3 +260,91 @@ def test_vector_exp_equals_scalar_exp_bit_for_bit(tmp_path, target, lanes):
         assert width == lanes
     assert checked > 1_000_000
     assert mismatches == 0
+
+
+TANH_CHECK = r"""
+extern "C" int printf(const char*, ...);
+extern "C" double tanh(double);
+// ulps of `value` from the double `exact`, in units of the float spacing at exact
+static double ulps(float value, double exact) {
+  float rounded = (float)exact;
+  uint32_t bits = mj_float_to_bits(rounded) & 0x7fffffffu;
+  float next = mj_bits_to_float(bits + 1u);
+  double spacing = (double)next - (double)mj_bits_to_float(bits);
+  double difference = (double)value - exact;
+  return (difference < 0 ? -difference : difference) / spacing;
+}
+int main() {
+  long long checked = 0, wrong_special = 0;
+  double worst_scalar = 0, worst_vector = 0;
+  for (unsigned long long start = 0; start < (1ull << 32); start += MJ_LANES * 1031ull) {
+    mj_float_vector x;
+    for (int lane = 0; lane < MJ_LANES; ++lane) x[lane] = mj_bits_to_float((uint32_t)(start + lane * 1031ull));
+    mj_float_vector vector_result = mj_tanh(x);
+    for (int lane = 0; lane < MJ_LANES; ++lane, ++checked) {
+      float input = x[lane], scalar = mj_tanh(input), vector = vector_result[lane];
+      double exact = tanh((double)input);
+      if (input != input) {
+        wrong_special += (scalar == scalar) + (vector == vector);
+        continue;
+      }
+      if (input == 0.0f) {  // the sign of zero is kept
+        wrong_special += (mj_float_to_bits(scalar) != mj_float_to_bits(input)) +
+                         (mj_float_to_bits(vector) != mj_float_to_bits(input));
+        continue;
+      }
+      double scalar_error = ulps(scalar, exact), vector_error = ulps(vector, exact);
+      if (scalar_error > worst_scalar) worst_scalar = scalar_error;
+      if (vector_error > worst_vector) worst_vector = vector_error;
+    }
+  }
+  const float zeros[2] = {0.0f, -0.0f};  // not among the patterns above
+  for (float zero : zeros) {
+    wrong_special += mj_float_to_bits(mj_tanh(zero)) != mj_float_to_bits(zero);
+    wrong_special += mj_float_to_bits(mj_tanh(mj_splat(zero))[MJ_LANES - 1]) != mj_float_to_bits(zero);
+  }
+  printf("%d %lld %lld %.4f %.4f\n", MJ_LANES, checked, wrong_special, worst_scalar, worst_vector);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target, lanes", [(["-march=native", "-mprefer-vector-width=512"], None),
+                                           (["-mavx2", "-mfma", "-mno-avx512f"], 8), ([], 4)])
+def test_tanh_is_within_two_ulp_everywhere_scalar_and_vector(tmp_path, target, lanes):
+    """mj_tanh (the prelude's, instead of glibc's scalar tanhf) against double tanh over float32 inputs spread
+    over every bit pattern (every 1031st), at each vector width: NaN stays NaN, zeros keep their sign."""
+    compiler = shutil.which("clang++-14")
+    assert compiler, "clang++-14 (installed by tools/install_dependencies.sh) is needed for this check"
+    kernel = mj.inspect(mj.array(np.ones(40, np.float32)).tanh())[0]
+    assert "mj_tanh(in0_" in kernel.source and "mj_float_vector" in kernel.source, kernel.source
+    source = kernel.full_source
+    prelude = source[:source.index("static __attribute__((noinline)) void kernel_body")]
+    (tmp_path / "check.cc").write_text(prelude + TANH_CHECK)
+    binary = tmp_path / "check"
+    subprocess.run([compiler, "-O2", "-ffp-contract=fast", "-fno-math-errno", *target, str(tmp_path / "check.cc"),
+                    "-o", str(binary)], check=True, capture_output=True)
+    fields = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split()
+    width, checked, wrong_special = map(int, fields[:3])
+    worst_scalar, worst_vector = map(float, fields[3:])
+    if lanes is not None:
+        assert width == lanes
+    assert checked > 4_000_000 and wrong_special == 0
+    assert worst_scalar <= 2.0 and worst_vector <= 2.0, (worst_scalar, worst_vector)
+
+
+def test_tanh_kernels_match_numpy_at_special_and_threshold_values(rng):
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-40, 1e-8, 0.6249999, 0.625, 0.6250001,
+                        -0.625, 9.0, 9.1, 44.0, 89.0, 3e38, -3e38], np.float32)
+    data = np.concatenate([special, (rng.standard_normal(1000) * 4).astype(np.float32)])
+    result = mj.array(data).tanh().numpy()
+    expected = np.tanh(data.astype(np.float64))
+    finite = np.isfinite(expected)
+    spacing = np.spacing(np.abs(expected[finite]).astype(np.float32)).astype(np.float64)
+    assert np.all(np.abs(result[finite] - expected[finite]) <= 2 * spacing)
+    assert np.isnan(result[~finite]).all()
+    np.testing.assert_array_equal(np.signbit(result[:2]), [False, True])
+    rows = mj.array(data[:1000].reshape(10, 100))  # inside a row kernel's vector loop too
+    in_rows = (rows - rows.max(-1, keepdim=True)).tanh().sum(-1).numpy()
+    d64 = data[:1000].reshape(10, 100).astype(np.float64)
+    np.testing.assert_allclose(in_rows, np.tanh(d64 - d64.max(-1, keepdims=True)).sum(-1), rtol=1e-5)
