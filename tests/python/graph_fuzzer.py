@@ -470,8 +470,13 @@ def ref_binary(op, a, b, grad=False):
             eq = np.where(denominator > 0, (ex + np.abs(q) * ey) / denominator, np.inf) + 4 * UNIT[result] * np.abs(q)
             valid &= ~(inexact & ((denominator <= 0) | _near_integer(q, eq)))
             if op == "floor_div":
-                r, err = np.floor_divide(x, y), 0.0
-                exact = valid
+                r = np.floor_divide(x, y)
+                # From 2^(mantissa - 1) on, integers are whole ulps apart: numpy and PyTorch derive the quotient
+                # in the dtype ((x - fmod(x, y)) / y, then minus 1 when the signs differ), and those roundings
+                # may land on the next representable integer (16777216 // -0.75 is -22369624 in float32).
+                big = np.abs(q) >= 2.0 ** (MANTISSA[result] - 1)
+                err = np.where(big, 4 * UNIT[result] * np.abs(q), 0.0)
+                exact = valid & ~big
             else:
                 r = np.mod(x, y)
                 err = ex + (np.abs(np.floor(q)) + 1) * ey + 2 * UNIT[result] * np.abs(y)
