@@ -241,6 +241,36 @@ def test_column_sum_of_computed_terms_and_its_kernel(rng):
     assert "_columns[" not in row_kernel.source, row_kernel.source
 
 
+@pytest.mark.parametrize("shape,dims", [((300, 1030), (0,)), ((4, 50, 33), (1,)), ((3, 2, 4, 40), (0, 2))], ids=str)
+def test_column_max_min_and_argmax_match_numpy(shape, dims, rng):
+    """Max and min over outer dims are column reductions too (a max over dim 0 walked each column down memory,
+    one cache line per term), NaN-propagating; integer ones as well (argmax over dim 0 takes a column min of
+    the positions that hold the max)."""
+    data = rng.standard_normal(shape).astype(np.float32)
+    data.flat[rng.choice(data.size, 3, replace=False)] = [np.nan, np.inf, -np.inf]
+    x = mj.array(data)
+    for name in ("max", "min"):
+        result = getattr(x, name)(list(dims))
+        assert any("_columns[" in kernel.source for kernel in mj.inspect(result))
+        np.testing.assert_array_equal(result.numpy(), getattr(np, name)(data, axis=dims))
+    integers = rng.integers(-1000, 1000, shape)
+    np.testing.assert_array_equal(mj.array(integers).max(list(dims)).numpy(), integers.max(axis=dims))
+    np.testing.assert_array_equal(mj.array(integers).min(list(dims)).numpy(), integers.min(axis=dims))
+    if len(dims) == 1:
+        clean = rng.standard_normal(shape).astype(np.float32)
+        clean[(0,) * len(shape)] = clean.max()  # a tie: the first position wins
+        np.testing.assert_array_equal(mj.array(clean).argmax(dims[0]).numpy(), clean.argmax(axis=dims[0]))
+
+
+def test_softmax_over_dim_0_is_column_reductions(rng):
+    data = (rng.standard_normal((500, 70)) * 3).astype(np.float32)
+    result = mj.nn.functional.softmax(mj.array(data), 0)
+    assert sum("_columns[" in kernel.source for kernel in mj.inspect(result)) == 2  # the max and the sum
+    shifted = data.astype(np.float64) - data.max(0, keepdims=True)
+    np.testing.assert_allclose(result.numpy(), np.exp(shifted) / np.exp(shifted).sum(0, keepdims=True), rtol=1e-5,
+                               atol=1e-8)
+
+
 @pytest.mark.parametrize("values", [[2.0, 0.0, 3.0], [2.0, 0.0, 0.0], [2.0, 4.0, 3.0], [0.0], [-1.5, 0.0, 2.0, 4.0]])
 def test_product_gradient_is_the_product_of_the_others_even_at_zeros(values):
     """prod / x is undefined at 0; the gradient is the product of the other elements there (PyTorch's too)."""
