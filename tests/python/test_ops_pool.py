@@ -139,6 +139,26 @@ def test_adaptive_max_pool2d_matches_torch(rng, output_size):
                          lambda x: TF.adaptive_max_pool2d(x, output_size, return_indices=True), image)
 
 
+@pytest.mark.parametrize("output_size", [1, 4, (2, 8), (1, 4)], ids=str)
+def test_adaptive_pools_with_equal_windows_match_torch(rng, output_size):
+    """Sizes that divide the input evenly take plain strided windows (no guard): values and gradients as torch,
+    max-pool indices included."""
+    image = rng.standard_normal((2, 3, 8, 16))
+    assert_matches_torch(lambda x: F.adaptive_avg_pool2d(x, output_size),
+                         lambda x: TF.adaptive_avg_pool2d(x, output_size), image)
+    assert_matches_torch(lambda x: F.adaptive_max_pool2d(x, output_size, return_indices=True),
+                         lambda x: TF.adaptive_max_pool2d(x, output_size, return_indices=True), image)
+
+
+def test_global_average_pool_is_one_loop_over_each_plane(rng):
+    image = rng.standard_normal((4, 8, 28, 28)).astype(np.float32)
+    pooled = F.adaptive_avg_pool2d(mj.array(image), 1)
+    kernel, = mj.inspect(pooled)
+    assert "< 784; ++" in kernel.source and ">=" not in kernel.source, kernel.source  # 28 x 28, no guard
+    assert_close(pooled, image.astype(np.float64).mean((2, 3), keepdims=True), rtol=1e-5, atol=1e-6,
+                 dtype=np.float32)
+
+
 def test_adaptive_pools_1d_and_3d_match_torch(rng):
     assert_matches_torch(lambda x: F.adaptive_avg_pool1d(x, 4), lambda x: TF.adaptive_avg_pool1d(x, 4),
                          rng.standard_normal((2, 3, 9)))

@@ -207,6 +207,14 @@ def _adaptive_windows(input, sizes, overflow_value):
     for d, size in enumerate(sizes):
         extent = input.shape[2 + d]
         output, slot = f"i{2 + d}", f"i{2 + spatial + d}"
+        if extent % size == 0:
+            # Equal windows with no gaps (a global average pool's one window, or 56 -> 7): plain strided windows,
+            # no guard, so a reduction over them walks memory in order (one loop over a whole 56x56 plane).
+            length = extent // size
+            indexes.append(f"{output}*{length}+{slot}")
+            kernel.append(length)
+            lengths.append(_core.constant([size], "int64", length))
+            continue
         start = f"({output}*{extent})/{size}"
         end = f"(({output}+1)*{extent}+{size - 1})/{size}"
         indexes.append(f"{start}+{slot}")
