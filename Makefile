@@ -3,8 +3,8 @@
 #   make demo    install missing deps, build, run examples/demo.py
 #   make test    install missing deps, build, run the C++ (ctest) and Python (pytest) suites
 #   make bench   install missing deps, build, run bench/run_benchmarks.py, the operator benchmark (softmax, layer norm,
-#                matmul, conv2d against PyTorch), the convolution-variant benchmark (grouped, depthwise, 1x1) and
-#                the small-CNN and transformer training benchmarks
+#                matmul, conv2d against PyTorch), the operator sweep (about 40 library ops against PyTorch, slowest
+#                first), the convolution-variant benchmark (grouped, depthwise, 1x1) and the training benchmarks
 #   make bench-training   the training benchmark with ResNet-18 too
 #   make test-asan   build the C++ code with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/) and run
 #                the C++ tests (LeakSanitizer on) and a Python subset against it
@@ -73,6 +73,7 @@ demo: setup
 bench: setup
 	$(PY_ENV) $(PYTHON) bench/run_benchmarks.py
 	$(PY_ENV) $(PYTHON) bench/operator_benchmark.py
+	$(PY_ENV) $(PYTHON) bench/operator_sweep.py
 	$(PY_ENV) $(PYTHON) bench/convolution_benchmark.py
 	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn,resnet18,transformer
 
