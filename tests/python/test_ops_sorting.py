@@ -63,3 +63,31 @@ def test_zero_dim_and_empty_inputs_and_errors():
     assert tuple(empty.values.shape) == (0, 4) and tuple(empty.indices.shape) == (0, 4)
     with pytest.raises(ValueError, match="out of range"):
         mj.topk(mj.array(np.zeros(3, np.float32)), 4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("descending", [False, True])
+def test_signed_zeros_infinities_and_nans_of_both_signs_order_as_pytorch(dtype, descending):
+    """The integer keys: -0 ties with +0 (original order), NaN of either sign above +inf, negatives below."""
+    data = np.array([[0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, -1e-45, 1e-45, -3.5, 3.5, -0.0, 0.0,
+                      np.finfo(dtype).max, -np.finfo(dtype).max, np.nan]], dtype)
+    values, indices = mj.sort(mj.array(data), descending=descending)
+    expected = torch.sort(torch.from_numpy(data), descending=descending, stable=True)
+    np.testing.assert_array_equal(indices.numpy(), expected.indices.numpy())
+    np.testing.assert_array_equal(np.signbit(values.numpy()), np.signbit(expected.values.numpy()))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int64, np.bool_])
+def test_integer_extremes_and_bools_order_as_numpy(rng, dtype):
+    if dtype == np.bool_:
+        data = rng.integers(0, 2, (3, 50)).astype(np.bool_)
+    else:
+        info = np.iinfo(dtype)
+        data = rng.integers(info.min, info.max, (3, 50), dtype=dtype, endpoint=True)
+        data[:, :2] = [info.min, info.max]
+    values, indices = mj.sort(mj.array(data), descending=True)
+    order = np.argsort(-data.astype(np.float64) if dtype != np.int64 else ~data, axis=-1, kind="stable")
+    np.testing.assert_array_equal(indices.numpy(), order)
+    np.testing.assert_array_equal(values.numpy(), np.take_along_axis(data, order, -1))
+    top = mj.topk(mj.array(data), 5)
+    np.testing.assert_array_equal(top.indices.numpy(), order[:, :5])

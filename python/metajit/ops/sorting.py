@@ -1,7 +1,7 @@
 """sort, argsort and topk with PyTorch's signatures and results.
 
 Ordering is not expressible with the meta-ops, so the order itself comes from a Code op (std::sort or
-std::partial_sort per row, on the input moved so the sorted dim is last); the values are then a gather of the
+std::partial_sort per row of integer keys, on the input moved so the sorted dim is last); the values are then a gather of the
 input by that order, so they fuse and differentiate like any gather (the gradient scatters back to where each
 value came from). Ties keep their original order (every sort here is stable) and NaN sorts above every number,
 as in PyTorch.
@@ -19,35 +19,73 @@ SortResult = collections.namedtuple("SortResult", ["values", "indices"])
 TopkResult = collections.namedtuple("TopkResult", ["values", "indices"])
 
 # The order of one row of `in0` ([rows, n]) into `out0` ([rows, count]): the first `count` positions of the
-# sorted row. Ties break by position, which makes std::sort and std::partial_sort stable.
+# sorted row. Each element becomes an unsigned key in the row's order (NaN the largest, -0 equal to +0,
+# complemented for descending) with its position beside it, and those pairs are sorted as plain integers: ties
+# break by position, which makes the sort stable, and no comparison looks back into the row (a comparator
+# that did was 2.7x slower than PyTorch's sort of [2048, 1024]). Keys of 32 bits or fewer and the position share
+# one 64-bit word.
 _ORDER_HEADER = """
 #include <algorithm>
-#include <numeric>
+#include <cstdint>
+#include <cstring>
 #include <vector>
-template <typename T> static inline bool metajit_is_nan(T value) { return value != value; }
+static inline uint32_t metajit_order_key(float value) {
+  if (value != value) return 0xffffffffu;  // NaN above every number
+  if (value == 0.0f) value = 0.0f;         // -0 ties with +0
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+static inline uint64_t metajit_order_key(double value) {
+  if (value != value) return ~uint64_t(0);
+  if (value == 0.0) value = 0.0;
+  uint64_t bits;
+  std::memcpy(&bits, &value, 8);
+  return (bits >> 63) ? ~bits : (bits | (uint64_t(1) << 63));
+}
+static inline uint32_t metajit_order_key(int32_t value) { return uint32_t(value) ^ 0x80000000u; }
+static inline uint32_t metajit_order_key(int8_t value) { return metajit_order_key(int32_t(value)); }
+static inline uint32_t metajit_order_key(uint8_t value) { return value; }
+static inline uint32_t metajit_order_key(bool value) { return value; }
+static inline uint64_t metajit_order_key(int64_t value) { return uint64_t(value) ^ (uint64_t(1) << 63); }
+template <typename Key> struct metajit_keyed { Key key; uint64_t position; };
+// Sorts `items` (the first `count` of them when count < their number) by their integer order.
+template <typename Item, typename Less>
+static void metajit_order(std::vector<Item>& items, int64_t count, Less less) {
+  if (count < (int64_t)items.size())
+    std::partial_sort(items.begin(), items.begin() + count, items.end(), less);
+  else
+    std::sort(items.begin(), items.end(), less);
+}
 """
 _ORDER_SOURCE = """
 const bool descending = data["descending"] != 0;
 const int64_t length = in0_shape1, count = out0_shape1;
-std::vector<int64_t> order(length);
+typedef decltype(metajit_order_key(in0_type())) key_type;
+std::vector<uint64_t> packed;                      // one row's work space, kept across rows
+std::vector<metajit_keyed<uint64_t>> keyed;
 for (int64_t row = 0; row < in0_shape0; ++row) {
-  const in0_type* key = in0_p + row * length;
-  std::iota(order.begin(), order.end(), int64_t(0));
-  auto before = [key, descending](int64_t left, int64_t right) {
-    const in0_type a = key[left], b = key[right];
-    const bool a_nan = metajit_is_nan(a), b_nan = metajit_is_nan(b);
-    if (a_nan || b_nan) {  // NaN is the largest value
-      if (a_nan && b_nan) return left < right;
-      return descending ? a_nan : b_nan;
+  const in0_type* values = in0_p + row * length;
+  int64_t* order = out0_p + row * count;
+  if (sizeof(key_type) <= 4) {  // key and position in one word
+    packed.resize(length);
+    for (int64_t position = 0; position < length; ++position) {
+      uint64_t key = metajit_order_key(values[position]);
+      packed[position] = ((descending ? 0xffffffffu - key : key) << 32) | uint64_t(position);
     }
-    if (a != b) return descending ? b < a : a < b;
-    return left < right;
-  };
-  if (count < length)
-    std::partial_sort(order.begin(), order.begin() + count, order.end(), before);
-  else
-    std::sort(order.begin(), order.end(), before);
-  for (int64_t position = 0; position < count; ++position) out0_p[row * count + position] = order[position];
+    metajit_order(packed, count, [](uint64_t a, uint64_t b) { return a < b; });
+    for (int64_t position = 0; position < count; ++position) order[position] = int64_t(packed[position] & 0xffffffffu);
+  } else {
+    keyed.resize(length);
+    for (int64_t position = 0; position < length; ++position) {
+      uint64_t key = metajit_order_key(values[position]);
+      keyed[position] = {descending ? ~key : key, uint64_t(position)};
+    }
+    metajit_order(keyed, count, [](const metajit_keyed<uint64_t>& a, const metajit_keyed<uint64_t>& b) {
+      return a.key != b.key ? a.key < b.key : a.position < b.position;
+    });
+    for (int64_t position = 0; position < count; ++position) order[position] = int64_t(keyed[position].position);
+  }
 }
 """
 
