@@ -736,10 +736,10 @@ class Renderer : ExpressionRenderer {
 
   // 0, the edges inside the row, and `last`: the pieces of the element loop; just {0, last} when there are none,
   // or too many to be worth a copy of the loop body each.
-  std::vector<int64_t> piece_edges(const std::string& element, int64_t last) {
+  std::vector<int64_t> piece_edges(const std::vector<IrStatement>& body, const std::string& element, int64_t last) {
     constexpr size_t kMostPieces = 8;
     std::set<int64_t> edges;
-    for (const IrStatement& statement : kernel_.body) statement_edges(statement, element, edges);
+    for (const IrStatement& statement : body) statement_edges(statement, element, edges);
     std::vector<int64_t> pieces{0};
     for (int64_t edge : edges)
       if (edge > 0 && edge < last) pieces.push_back(edge);
@@ -760,22 +760,67 @@ class Renderer : ExpressionRenderer {
   // The element loop once per piece, the element index there being `piece_begin + offset within the piece`:
   // the index ranges then decide every guard and clamp (ir_fold_by_ranges), so out-of-piece reads vanish and
   // the rest are plain loads that vectorise (a cat of three pieces was three clamped, guarded loads per element).
-  void piece_loops(const std::string& element, const std::vector<int64_t>& edges, const char* loop_pragma) {
-    std::string within = element + "_in_piece";
+  void piece_loops(const std::vector<IrStatement>& body, const std::string& element, const std::vector<int64_t>& edges,
+                   const char* loop_pragma, int depth) {
+    std::string pad(depth * 2, ' '), within = element + "_in_piece";
     for (size_t piece = 0; piece + 1 < edges.size(); ++piece) {
       std::string low = std::to_string(edges[piece]), high = std::to_string(edges[piece + 1]);
       IrExprPtr index = ir_index(IndexOperator::Add, ir_loop_variable(within, edges[piece + 1] - edges[piece]),
                                  ir_int(edges[piece]));
-      std::vector<IrStatement> body;
-      for (const IrStatement& statement : kernel_.body) body.push_back(substitute_statement(statement, element, index));
-      out_ << "    // columns [" << low << ", " << high << ")\n";
-      out_ << "    " << loop_pragma;
-      out_ << "    for (int64_t " << element << " = column_begin > " << low << " ? column_begin : " << low << "; "
+      std::vector<IrStatement> piece_body;
+      for (const IrStatement& statement : body) piece_body.push_back(substitute_statement(statement, element, index));
+      out_ << pad << "// columns [" << low << ", " << high << ")\n";
+      out_ << pad << loop_pragma;
+      out_ << pad << "for (int64_t " << element << " = column_begin > " << low << " ? column_begin : " << low << "; "
            << element << " < (column_end < " << high << " ? column_end : " << high << "); ++" << element << ") {\n";
-      out_ << "      const int64_t " << within << " = " << element << " - " << low << ";\n";
-      statements(body, 3);
-      out_ << "    }\n";
+      out_ << pad << "  const int64_t " << within << " = " << element << " - " << low << ";\n";
+      statements(piece_body, depth + 1);
+      out_ << pad << "}\n";
     }
+  }
+
+  // The element loop of a flat pointwise kernel over [column_begin, column_end): once per piece of the row
+  // when the body's guards and clamps cut it into pieces, else once.
+  void element_loops(const std::vector<IrStatement>& body, const std::string& element, int64_t last,
+                     const char* loop_pragma, int depth) {
+    std::string pad(depth * 2, ' ');
+    std::vector<int64_t> edges = piece_edges(body, element, last);
+    if (edges.size() > 2) return piece_loops(body, element, edges, loop_pragma, depth);
+    out_ << pad << loop_pragma;
+    out_ << pad << "for (int64_t " << element << " = column_begin; " << element << " < column_end; ++" << element
+         << ") {\n";
+    statements(body, depth + 1);
+    out_ << pad << "}\n";
+  }
+
+  // Row pieces: when guards and clamps cut an outer dim into pieces (a cat along dim 0: rows of the first input,
+  // then of the second), each row belongs to one piece, so the row picks its piece's copy of the element loops,
+  // where that dim's index is `piece_begin + offset` and the index ranges fold the other pieces' reads away.
+  // False when no outer dim has pieces.
+  bool row_piece_loops(const std::string& element, int64_t last, const char* loop_pragma) {
+    constexpr size_t kMostLoopCopies = 16;  // row pieces times column pieces: each is a copy of the body to compile
+    const Shape& domain = kernel_.domain;
+    size_t column_pieces = piece_edges(kernel_.body, element, last).size() - 1;
+    for (size_t dim = 0; dim + 1 < domain.size(); ++dim) {
+      std::string variable = "i" + std::to_string(dim), within = variable + "_in_piece";
+      std::vector<int64_t> edges = piece_edges(kernel_.body, variable, domain[dim]);
+      if (edges.size() <= 2 || (edges.size() - 1) * column_pieces > kMostLoopCopies) continue;
+      for (size_t piece = 0; piece + 1 < edges.size(); ++piece) {
+        std::string low = std::to_string(edges[piece]), high = std::to_string(edges[piece + 1]);
+        IrExprPtr index = ir_index(IndexOperator::Add, ir_loop_variable(within, edges[piece + 1] - edges[piece]),
+                                   ir_int(edges[piece]));
+        std::vector<IrStatement> piece_body;
+        for (const IrStatement& statement : kernel_.body)
+          piece_body.push_back(substitute_statement(statement, variable, index));
+        out_ << "    " << (piece == 0 ? "if (" : "} else if (") << variable << " < " << high << ") {  // rows ["
+             << low << ", " << high << ") of dim " << dim << "\n";
+        out_ << "      const int64_t " << within << " = " << variable << " - " << low << ";\n";
+        element_loops(piece_body, element, last, loop_pragma, 3);
+      }
+      out_ << "    }\n";
+      return true;
+    }
+    return false;
   }
 
   // Pointwise: [begin, end) is a range of flat output elements, walked row by row so the innermost loop is the
@@ -837,16 +882,7 @@ class Renderer : ExpressionRenderer {
     if (columns) {
       column_sum_loops(*columns, "column_begin", "column_end", 2);
     } else if (!kernel_uses_exp() || !vector_element_loop(element, "column_begin", "column_end", {}, 2)) {
-      std::vector<int64_t> edges = piece_edges(element, last);
-      if (edges.size() > 2) {
-        piece_loops(element, edges, loop_pragma);
-      } else {
-        out_ << "    " << loop_pragma;
-        out_ << "    for (int64_t " << element << " = column_begin; " << element << " < column_end; ++" << element
-             << ") {\n";
-        statements(kernel_.body, 3);
-        out_ << "    }\n";
-      }
+      if (!row_piece_loops(element, last, loop_pragma)) element_loops(kernel_.body, element, last, loop_pragma, 2);
     }
     out_ << "    flat += column_end - column_begin;\n";
     out_ << "  }\n";

@@ -66,3 +66,41 @@ def test_many_pieces_keep_one_guarded_loop(rng):
     result = mj.cat([mj.array(part) + 1.0 for part in parts], dim=1)
     assert piece_count(result) == 0  # 12 pieces: one loop body, not twelve
     np.testing.assert_array_equal(result.numpy(), np.concatenate(parts, axis=1) + np.float32(1.0))
+
+
+# ------------------------------------------------------------------------------------------------ row pieces
+def row_piece_count(var):
+    return sum(kernel["source"].count("// rows [") for kernel in mj.inspect_kernels(var))
+
+
+@pytest.mark.parametrize("heights, dim", [((2048, 2048), 0), ((1, 40, 3), 0), ((5, 1, 9, 2), 1), ((3, 700), 1)])
+def test_cat_along_an_outer_dim_picks_each_rows_piece(rng, threads, heights, dim):
+    """A cat along an outer dim: each row belongs to one piece, so the row runs that piece's copy of the element
+    loop (its guards folded): every row written once, with its own piece's values."""
+    def shape(height):
+        return (height, 64) if dim == 0 else (3, height, 33)
+    parts = [rng.standard_normal(shape(height)).astype(np.float32) for height in heights]
+    result = mj.cat([mj.array(part) - float(index) for index, part in enumerate(parts)], dim=dim)
+    assert row_piece_count(result) == len(heights)
+    expected = np.concatenate([part - index for index, part in enumerate(parts)], axis=dim)
+    np.testing.assert_array_equal(result.numpy(), expected)
+
+
+@pytest.mark.parametrize("padding", [[1, 1, 1, 1], [0, 0, 2, 3], [2, 1, -1, 2], [3, 0, 0, 1]])
+def test_padding_rows_and_columns_of_images(rng, threads, padding):
+    # rows of 300: long enough that the kernel keeps its row dims (short rows are merged into one flat loop)
+    data = rng.standard_normal((2, 3, 9, 300)).astype(np.float32)
+    result = F.pad(mj.array(data) * 2.0, padding, value=0.5)
+    left, right, top, bottom = padding
+    cropped = (data * 2.0)[:, :, max(0, -top):9 - max(0, -bottom), max(0, -left):300 - max(0, -right)]
+    widths = ((0, 0), (0, 0), (max(0, top), max(0, bottom)), (max(0, left), max(0, right)))
+    if max(top, bottom) > 0:
+        assert row_piece_count(result) >= 2
+    np.testing.assert_array_equal(result.numpy(), np.pad(cropped, widths, constant_values=0.5))
+
+
+def test_more_row_pieces_than_worth_copying_keep_one_guarded_loop(rng):
+    parts = [rng.standard_normal((2, 5)).astype(np.float32) for _ in range(12)]  # 12 row pieces, more than 8
+    result = mj.cat([mj.array(part) for part in parts], dim=0)
+    assert row_piece_count(result) == 0
+    np.testing.assert_array_equal(result.numpy(), np.concatenate(parts, axis=0))
