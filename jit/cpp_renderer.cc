@@ -455,37 +455,24 @@ class Renderer : ExpressionRenderer {
     out_ << pad << "}\n";
   }
 
-  // A running sum: the kernel's first statement sums terms r = 0 .. R-1, each kept only where r <= the last
-  // index i (cumsum's triangle: reindex to [..., n, R] with r > i reading 0, then a sum over r), the terms
-  // depending on nothing else of i. Element i's sum is element i-1's plus term i, so a row is one pass
-  // instead of n sums of up to R terms (a [256, 64, 64] triangle took 5.3 ms). Products (cumprod, terms past i
-  // reading 1) run the same way. The ReduceLoop, or nullptr.
-  const IrStatement* running_sum() const {
+  // A running sum: the kernel's first statement sums terms r = 0 .. R-1, each kept only where r <= the index i
+  // of dim rank - from_end (cumsum's triangle: reindex to [..., n, R] with r > i reading 0, then a sum over r),
+  // the terms depending on nothing else of i. Element i's sum is element i-1's plus term i, so a row is one
+  // pass instead of n sums of up to R terms (a [256, 64, 64] triangle took 5.3 ms). Products (cumprod, terms
+  // past i reading 1) run the same way. from_end 1: along the last dim, row by row (running_sum_body); 2: along
+  // the next-to-last, a scan over dim -2 of [..., n, B] that cumsum writes that way when B is wide, instead of
+  // transposing twice (column_running_sum_body, which has no row body). The ReduceLoop, or nullptr.
+  const IrStatement* running_sum(int from_end) const {
     const std::vector<IrStatement>& body = kernel_.body;
     int rank = int(kernel_.domain.size());
-    if (rank == 0 || body.empty() || body[0].kind != IrStatement::Kind::ReduceLoop) return nullptr;
+    if (rank < from_end || body.empty() || body[0].kind != IrStatement::Kind::ReduceLoop) return nullptr;
+    if (from_end > 1 && !kernel_.row_body.empty()) return nullptr;
     const IrStatement& sum = body[0];
     if (!sum.spill.empty()) return nullptr;
     for (size_t position = 1; position < body.size(); ++position)
       if (body[position].kind == IrStatement::Kind::ReduceLoop || body[position].kind == IrStatement::Kind::ScatterAccumulate)
         return nullptr;
-    // Sums (cumsum) and products (cumprod's triangle: the same, with 1 for the 0).
-    return ir_running_sum_guard(sum, "i" + std::to_string(rank - 1)) ? &sum : nullptr;
-  }
-
-  // A running sum along the next-to-last dim: as running_sum(), with the guard r <= i on index rank-2 (a scan
-  // over dim -2 of [..., n, B], which cumsum writes that way when B is wide, instead of transposing twice).
-  const IrStatement* column_running_sum() const {
-    const std::vector<IrStatement>& body = kernel_.body;
-    int rank = int(kernel_.domain.size());
-    if (rank < 2 || !kernel_.row_body.empty() || body.empty() || body[0].kind != IrStatement::Kind::ReduceLoop)
-      return nullptr;
-    const IrStatement& sum = body[0];
-    if (!sum.spill.empty()) return nullptr;
-    for (size_t position = 1; position < body.size(); ++position)
-      if (body[position].kind == IrStatement::Kind::ReduceLoop || body[position].kind == IrStatement::Kind::ScatterAccumulate)
-        return nullptr;
-    return ir_running_sum_guard(sum, "i" + std::to_string(rank - 2)) ? &sum : nullptr;
+    return ir_running_sum_guard(sum, "i" + std::to_string(rank - from_end)) ? &sum : nullptr;
   }
 
   // Work items are (every index before dim rank-2, a tile of the last dim). Each walks dim rank-2 in order with
@@ -833,8 +820,8 @@ class Renderer : ExpressionRenderer {
       statements(kernel_.body, 1);
       return;
     }
-    if (const IrStatement* scan = running_sum()) return running_sum_body(*scan);
-    if (const IrStatement* scan = column_running_sum()) return column_running_sum_body(*scan);
+    if (const IrStatement* scan = running_sum(1)) return running_sum_body(*scan);
+    if (const IrStatement* scan = running_sum(2)) return column_running_sum_body(*scan);
     // Unrolling and interleaving the element loop buy nothing measurable on these memory-bound loops but
     // cost several milliseconds of compile time per kernel.
     const char* loop_pragma = "#pragma clang loop unroll(disable) interleave_count(1)\n";

@@ -242,20 +242,25 @@ int main() {
 """
 
 
-@pytest.mark.parametrize("target, lanes", [(["-march=native", "-mprefer-vector-width=512"], None),
-                                           (["-mavx2", "-mfma", "-mno-avx512f"], 8), ([], 4)])
-def test_vector_exp_equals_scalar_exp_bit_for_bit(tmp_path, target, lanes):
+def run_prelude_check(tmp_path, kernel, check, target):
+    """Compiles a kernel's prelude (what the JIT compiles before the kernel body) followed by `check`, a C++ main,
+    for `target` with clang++-14, runs it and returns the words it printed."""
     compiler = shutil.which("clang++-14")
     assert compiler, "clang++-14 (installed by tools/install_dependencies.sh) is needed for this check"
-    kernel = mj.inspect(F.softmax(mj.array(np.ones((2, 32), np.float32)), dim=-1))[0]
     source = kernel.full_source
     prelude = source[:source.index("static __attribute__((noinline)) void kernel_body")]
-    (tmp_path / "check.cc").write_text(prelude + EXP_CHECK)
+    (tmp_path / "check.cc").write_text(prelude + check)
     binary = tmp_path / "check"
     subprocess.run([compiler, "-O2", "-ffp-contract=fast", "-fno-math-errno", *target, str(tmp_path / "check.cc"),
                     "-o", str(binary)], check=True, capture_output=True)
-    width, checked, mismatches = map(int, subprocess.run([str(binary)], check=True, capture_output=True,
-                                                         text=True).stdout.split())
+    return subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split()
+
+
+@pytest.mark.parametrize("target, lanes", [(["-march=native", "-mprefer-vector-width=512"], None),
+                                           (["-mavx2", "-mfma", "-mno-avx512f"], 8), ([], 4)])
+def test_vector_exp_equals_scalar_exp_bit_for_bit(tmp_path, target, lanes):
+    kernel = mj.inspect(F.softmax(mj.array(np.ones((2, 32), np.float32)), dim=-1))[0]
+    width, checked, mismatches = map(int, run_prelude_check(tmp_path, kernel, EXP_CHECK, target))
     if lanes is not None:
         assert width == lanes
     assert checked > 1_000_000
@@ -314,17 +319,9 @@ int main() {
 def test_tanh_is_within_two_ulp_everywhere_scalar_and_vector(tmp_path, target, lanes):
     """mj_tanh (the prelude's, instead of glibc's scalar tanhf) against double tanh over float32 inputs spread
     over every bit pattern (every 1031st), at each vector width: NaN stays NaN, zeros keep their sign."""
-    compiler = shutil.which("clang++-14")
-    assert compiler, "clang++-14 (installed by tools/install_dependencies.sh) is needed for this check"
     kernel = mj.inspect(mj.array(np.ones(40, np.float32)).tanh())[0]
     assert "mj_tanh(in0_" in kernel.source and "mj_float_vector" in kernel.source, kernel.source
-    source = kernel.full_source
-    prelude = source[:source.index("static __attribute__((noinline)) void kernel_body")]
-    (tmp_path / "check.cc").write_text(prelude + TANH_CHECK)
-    binary = tmp_path / "check"
-    subprocess.run([compiler, "-O2", "-ffp-contract=fast", "-fno-math-errno", *target, str(tmp_path / "check.cc"),
-                    "-o", str(binary)], check=True, capture_output=True)
-    fields = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split()
+    fields = run_prelude_check(tmp_path, kernel, TANH_CHECK, target)
     width, checked, wrong_special = map(int, fields[:3])
     worst_scalar, worst_vector = map(float, fields[3:])
     if lanes is not None:
