@@ -2420,7 +2420,7 @@ FIXED_BUGS = [
         "description": "Rows longer than 64 are scanned in blocks of about sqrt(n). The offset of each block was "
                        "the inclusive scan of the block totals minus the block's own total, inf - inf = NaN for "
                        "the block holding an infinity, so elements before the infinity became NaN. Fixed in "
-                       "ops/tensor.py (_cumsum_last): the exclusive scan is the inclusive scan of the totals "
+                       "ops/tensor.py (_scan_along): the exclusive scan is the inclusive scan of the totals "
                        "shifted by one.",
         "reproducer": "import numpy as np\n"
                       "import metajit as mj\n"
