@@ -320,11 +320,12 @@ class Renderer : ExpressionRenderer {
     return text + "begin, end";
   }
 
-  // Declares i0 .. i(rank-2) from `row`, the index of a row (every dim but the last).
-  void row_indices() {
+  // Declares i0 .. i(rank-2) from `row`, the index of a row (every dim but the last); or i0 .. i`highest` from
+  // the flat index `remaining` over those dims.
+  void row_indices() { row_indices("row", int(kernel_.domain.size()) - 2); }
+  void row_indices(std::string remaining, int highest) {
     const Shape& domain = kernel_.domain;
-    std::string remaining = "row";
-    for (int dim = int(domain.size()) - 2; dim >= 0; --dim) {
+    for (int dim = highest; dim >= 0; --dim) {
       if (dim == 0) {
         out_ << "    const int64_t i0 = " << remaining << ";\n";
       } else {
@@ -487,16 +488,7 @@ class Renderer : ExpressionRenderer {
     std::string totals = sum.name + "_columns", type = value_type(sum.dtype);
     out_ << "  for (int64_t item = begin; item < end; ++item) {\n";
     out_ << "    const int64_t tile = item % " << tiles << ";\n";
-    std::string remaining = "(item / " + std::to_string(tiles) + ")";
-    for (int dim = rank - 3; dim >= 0; --dim) {
-      if (dim == 0) {
-        out_ << "    const int64_t i0 = " << remaining << ";\n";
-      } else {
-        out_ << "    const int64_t i" << dim << " = " << remaining << " % " << domain[dim] << ";\n";
-        out_ << "    const int64_t row_" << dim << " = " << remaining << " / " << domain[dim] << ";\n";
-        remaining = "row_" + std::to_string(dim);
-      }
-    }
+    row_indices("(item / " + std::to_string(tiles) + ")", rank - 3);
     out_ << "    const int64_t column_begin = tile * " << kTile << ";\n";
     out_ << "    const int64_t column_end = column_begin + " << kTile << " < " << columns << " ? column_begin + " << kTile
          << " : " << columns << ";\n";
