@@ -6,6 +6,8 @@
 #                matmul, conv2d against PyTorch), the operator sweep (about 40 library ops against PyTorch, slowest
 #                first), the convolution-variant benchmark (grouped, depthwise, 1x1) and the training benchmarks
 #   make bench-training   the training benchmark with ResNet-18 too
+#   make bench-frameworks   make bench with Jittor and tinygrad beside metajit and PyTorch, from a virtual
+#                environment (.bench-frameworks/) that tools/install_bench_frameworks.sh sets up
 #   make test-asan   build the C++ code with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/) and run
 #                the C++ tests (LeakSanitizer on) and a Python subset against it
 #   make fuzz    differential fuzzing against numpy for FUZZ_SECONDS
@@ -29,7 +31,8 @@ CMAKE_ARGS ?=
 TEST_CACHE_DIR := $(abspath $(BUILD_DIR))/test-kernel-cache
 PY_ENV := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all setup deps configure build test test-asan demo bench bench-training fuzz soak clean
+.PHONY: all setup deps configure build test test-asan demo bench bench-run bench-frameworks bench-training fuzz soak \
+	clean
 
 all: setup
 
@@ -71,11 +74,20 @@ demo: setup
 	$(PY_ENV) $(PYTHON) examples/demo.py
 
 bench: setup
+	$(MAKE) --no-print-directory bench-run
+
+# The benchmarks themselves, with whichever interpreter PYTHON names (bench-frameworks gives its own).
+bench-run:
 	$(PY_ENV) $(PYTHON) bench/run_benchmarks.py
 	$(PY_ENV) $(PYTHON) bench/operator_benchmark.py
 	$(PY_ENV) $(PYTHON) bench/operator_sweep.py
 	$(PY_ENV) $(PYTHON) bench/convolution_benchmark.py
 	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn,resnet18,transformer
+
+BENCH_FRAMEWORKS_VENV ?= .bench-frameworks
+bench-frameworks: setup
+	bash tools/install_bench_frameworks.sh $(BENCH_FRAMEWORKS_VENV) $(PYTHON)
+	$(MAKE) --no-print-directory bench-run PYTHON=$(BENCH_FRAMEWORKS_VENV)/bin/python
 
 bench-training: setup
 	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn,resnet18,transformer --steps 2

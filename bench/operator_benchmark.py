@@ -31,6 +31,7 @@ import metajit.nn.functional as F
 
 sys.path.insert(0, HERE)
 from run_benchmarks import cpu_model  # noqa: E402  (one definition of the CPU name for every report)
+from other_frameworks import installed_frameworks  # noqa: E402
 
 ROWS, FEATURES = 4096, 1024                 # softmax / layer norm input
 MATRIX = 1024                               # matmul M = N = K
@@ -40,6 +41,8 @@ BATCH, CHANNELS, SIZE, KERNEL = 32, 64, 56, 3  # conv2d: input [32, 64, 56, 56],
 PEAK_MATRIX = 2048                          # matmul used as the compute limit
 TRIAD_ELEMENTS = 16 * 1024 * 1024           # STREAM triad arrays (64 MB of float32 each)
 LIMIT_RUNS = 10                             # runs of each machine-limit measurement (the best one counts)
+OTHER_BUDGET_SECONDS = 10                   # Jittor / tinygrad stop timing an operator after this (at least 3 runs):
+                                            # Jittor's convolution without oneDNN takes seconds a run
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
@@ -76,15 +79,19 @@ class Operator:
 
     metajit_inputs() runs outside the timed region; metajit_compute(*inputs) returns the Vars to force, and the
     timed region ends after mj.sync() of all of them. torch_variants maps a label to (inputs, compute) in the same
-    shape; PyTorch eager is synchronous on the CPU, so its compute returning is the end of the work."""
+    shape; PyTorch eager is synchronous on the CPU, so its compute returning is the end of the work.
+    other_variants maps a label to (inputs, compute, adapter) for Jittor and tinygrad (bench/other_frameworks.py):
+    lazy like metajit, so their timed region ends when adapter.finish() of the results returns."""
 
     def __init__(self, name, description, runs, metajit_inputs, metajit_compute, torch_variants=None,
-                 flops=None, traffic_bytes=None, numpy_reference=None, direct_variants=None):
+                 flops=None, traffic_bytes=None, numpy_reference=None, direct_variants=None, other_variants=None):
         self.name, self.description, self.runs = name, description, runs
         self.metajit_inputs, self.metajit_compute = metajit_inputs, metajit_compute
         self.torch_variants = torch_variants or {}
         # Like torch_variants, for a library called directly on numpy arrays (oneDNN's sgemm for the matmul).
         self.direct_variants = direct_variants or {}
+        self.other_variants = other_variants or {}
+        self.disagreeing = set()  # labels of other frameworks whose results failed the check against metajit's
         self.flops, self.traffic_bytes = flops, traffic_bytes
         self.numpy_reference = numpy_reference  # the check when PyTorch is missing; None: no check then
 
@@ -132,8 +139,16 @@ def torch_copy(torch, array):
 
 
 # ------------------------------------------------------------------------------------------------- operators
-def build_operators(torch, runs, backward_runs, rng):
+def build_operators(torch, runs, backward_runs, rng, others=()):
     operators = []
+
+    def other_variants(method, *arrays, gradients=0):
+        """A variant per installed other framework (`others`): fresh tensors of `arrays`, the first `gradients` of
+        them differentiated, made outside the timed region; then the adapter's `method` on them."""
+        def inputs_for(adapter):
+            return lambda: tuple(adapter.array(array, requires_grad=index < gradients)
+                                 for index, array in enumerate(arrays))
+        return {adapter.label: (inputs_for(adapter), getattr(adapter, method), adapter) for adapter in others}
 
     # Softmax and layer norm: standard normal rows. Traffic counts one read and one write of the tensor, the
     # least any implementation must move.
@@ -154,12 +169,13 @@ def build_operators(torch, runs, backward_runs, rng):
     operators.append(Operator(
         "softmax", f"softmax, last dim of [{ROWS}, {FEATURES}]", runs,
         lambda: (mj.array(rows),), lambda x: [F.softmax(x, dim=-1)],
-        row_variants(lambda x: [torch.softmax(x, dim=-1)]), traffic_bytes=row_bytes, numpy_reference=numpy_softmax))
+        row_variants(lambda x: [torch.softmax(x, dim=-1)]), traffic_bytes=row_bytes, numpy_reference=numpy_softmax,
+        other_variants=other_variants("softmax", rows)))
     operators.append(Operator(
         "layer_norm", f"layer norm, last dim of [{ROWS}, {FEATURES}]", runs,
         lambda: (mj.array(rows),), lambda x: [F.layer_norm(x, [FEATURES])],
         row_variants(lambda x: [torch.nn.functional.layer_norm(x, [FEATURES])]),
-        traffic_bytes=row_bytes, numpy_reference=numpy_layer_norm))
+        traffic_bytes=row_bytes, numpy_reference=numpy_layer_norm, other_variants=other_variants("layer_norm", rows)))
 
     # Transpose, materialised (a strided read along the written dim: metajit tiles it). Traffic: one read and
     # one write of the matrix.
@@ -169,7 +185,8 @@ def build_operators(torch, runs, backward_runs, rng):
         lambda: (mj.array(square),), lambda x: [x.T],
         {} if torch is None else {"PyTorch": (lambda: (torch_copy(torch, square),),
                                               lambda x: [x.t().contiguous()])},
-        traffic_bytes=2 * square.nbytes, numpy_reference=lambda: [square.T]))
+        traffic_bytes=2 * square.nbytes, numpy_reference=lambda: [square.T],
+        other_variants=other_variants("transpose", square)))
 
     # Cumulative sum along the last dim (metajit: blocked triangle sums, rendered as running sums). Traffic: one
     # read and one write.
@@ -179,7 +196,8 @@ def build_operators(torch, runs, backward_runs, rng):
         lambda: (mj.array(scanned),), lambda x: [x.cumsum(-1)],
         {} if torch is None else {"PyTorch": (lambda: (torch_copy(torch, scanned),),
                                               lambda x: [torch.cumsum(x, -1)])},
-        traffic_bytes=2 * scanned.nbytes, numpy_reference=lambda: [np.cumsum(scanned, axis=-1)]))
+        traffic_bytes=2 * scanned.nbytes, numpy_reference=lambda: [np.cumsum(scanned, axis=-1)],
+        other_variants=other_variants("cumsum", scanned)))
 
     # Matmul: scaled so the products are about N(0, 1), which keeps the absolute tolerance of the check meaningful.
     left = rng.standard_normal((MATRIX, MATRIX), dtype=np.float32) / np.float32(np.sqrt(MATRIX))
@@ -192,7 +210,7 @@ def build_operators(torch, runs, backward_runs, rng):
         lambda: (mj.array(left), mj.array(right)), lambda a, b: [a @ b],
         {} if torch is None else {"PyTorch": (lambda: (torch_copy(torch, left), torch_copy(torch, right)),
                                               lambda a, b: [torch.mm(a, b)])},
-        flops=2 * MATRIX ** 3, numpy_reference=lambda: [left @ right],
+        flops=2 * MATRIX ** 3, numpy_reference=lambda: [left @ right], other_variants=other_variants("matmul", left, right),
         direct_variants={} if direct is None else {
             "oneDNN `dnnl_sgemm` called directly": (lambda: (aligned_copy(left), aligned_copy(right)),
                                                     lambda a, b: [direct(a, b)])}))
@@ -245,12 +263,12 @@ def build_operators(torch, runs, backward_runs, rng):
         metajit_conv_inputs(False), lambda x, w: [F.conv2d(x, w, padding=1)],
         {label: (torch_conv_inputs(layout, False), lambda x, w: [torch.nn.functional.conv2d(x, w, padding=1)])
          for label, layout in layouts.items()},
-        flops=conv_flops))
+        flops=conv_flops, other_variants=other_variants("conv2d", images, weight)))
     operators.append(Operator(
         "conv2d_backward", f"conv2d forward+backward (y, dx, dw), {shape}", backward_runs,
         metajit_conv_inputs(True), metajit_conv_backward,
         {label: (torch_conv_inputs(layout, True), torch_conv_backward) for label, layout in layouts.items()},
-        flops=3 * conv_flops))
+        flops=3 * conv_flops, other_variants=other_variants("conv2d_backward", images, weight, upstream, gradients=2)))
     return operators
 
 
@@ -279,13 +297,28 @@ def torch_runner(torch, operator, inputs, compute):
     return run_once
 
 
-def direct_runner(inputs, compute):
+def direct_runner(inputs, compute, finish=None):
+    """A run of a library called directly (finish None: its call returning is the end of the work) or of a lazy
+    framework whose finish(results) forces them."""
     def run_once():
         arguments = inputs()
         start = time.perf_counter()
         results = compute(*arguments)
+        if finish is not None:
+            finish(results)
         return time.perf_counter() - start, results, None
     return run_once
+
+
+def as_numpy(label, operator, result):
+    """One result of a variant's run as a numpy array, whichever framework made it."""
+    if isinstance(result, np.ndarray):
+        return result
+    if label == "metajit":
+        return result.numpy()
+    if label in operator.other_variants:
+        return operator.other_variants[label][2].to_numpy(result)
+    return result.detach().numpy()
 
 
 def measure(torch, operator):
@@ -297,18 +330,22 @@ def measure(torch, operator):
                     for label, (inputs, compute) in operator.torch_variants.items()})
     runners.update({label: direct_runner(inputs, compute)
                     for label, (inputs, compute) in operator.direct_variants.items()})
+    runners.update({label: direct_runner(inputs, compute, adapter.finish)
+                    for label, (inputs, compute, adapter) in operator.other_variants.items()})
     values = {}
     for label, run_once in runners.items():
         # Two warm-up runs: the first compiles kernels, the second settles the allocators' free lists.
         for _ in range(2):
             run_once()
         results = run_once()[1]
-        values[label] = [result if isinstance(result, np.ndarray) else
-                         result.numpy() if label == "metajit" else result.detach().numpy() for result in results]
+        values[label] = [as_numpy(label, operator, result) for result in results]
         results = None
     samples = {label: {"times": [], "library_calls": [], "planning": []} for label in runners}
     for _ in range(operator.runs):
         for label, run_once in runners.items():
+            times = samples[label]["times"]
+            if label in operator.other_variants and len(times) >= 3 and sum(times) > OTHER_BUDGET_SECONDS:
+                continue
             outcome = run_once()
             seconds, stats = outcome[0], outcome[2]
             outcome = None  # drop the results before the next run, so it can reuse their memory
@@ -404,7 +441,7 @@ def value_range(values, format_spec):
     return format(low, format_spec) if low == high else f"{format(low, format_spec)}-{format(high, format_spec)}"
 
 
-def build_report(arguments, torch, limits, measurements):
+def build_report(arguments, torch, limits, measurements, others=()):
     lines = ["# Operator benchmark: metajit vs PyTorch eager", ""]
     if torch is not None:
         torch_note = f"PyTorch {torch.__version__} eager ({torch.get_num_threads()} threads)"
@@ -422,7 +459,7 @@ def build_report(arguments, torch, limits, measurements):
               "from fresh `mj.array` inputs (made outside the timed region) and ends when `mj.sync` of every "
               "result returns, so it includes recording the lazy graph and planning. PyTorch's inputs are "
               "likewise fresh copies in its own (64-byte aligned) memory, made outside the timed region. "
-              f"{check_note} (`assert_allclose`, rtol 1e-3, atol 1e-3; softmax atol 1e-6).", ""]
+              f"{check_note} (`assert_allclose`, rtol 1e-3, atol 1e-3; softmax atol 1e-6).", "", others_note(others), ""]
     lines += ["| machine limit | value | measured with |", "|---|---:|---|",
               f"| compute peak | {limits['peak'][0]:.0f} GFLOP/s | {limits['peak'][1]} |"]
     for rate, how in limits["triads"].values():
@@ -444,9 +481,11 @@ def build_report(arguments, torch, limits, measurements):
         for label, result in theirs.items():
             reference = statistics.median(result["times"])
             rate, unit = work_rate(operator, reference)
-            lines.append(f"| | {label} | {reference * 1e3:.2f} | {min(result['times']) * 1e3:.2f} | "
+            shown = f"{label} (result differs from metajit's)" if label in operator.disagreeing else label
+            runs = "" if len(result["times"]) == operator.runs else f" ({len(result['times'])} runs)"
+            lines.append(f"| | {shown}{runs} | {reference * 1e3:.2f} | {min(result['times']) * 1e3:.2f} | "
                          f"{rate:.1f} {unit} | {limit_share(operator, rate, limits) * 100:.0f}% | "
-                         f"**{mine / reference:.2f}x** | | |")
+                         f"**{ratio_text(mine / reference)}** | | |")
     lines += target_lines(measurements)
     lines += ["", "\"metajit / this\" is metajit's median time over that variant's: below 1 metajit is "
               "faster. oneDNN's `dnnl_sgemm` is called through ctypes on the same library and thread team metajit "
@@ -461,6 +500,22 @@ def build_report(arguments, torch, limits, measurements):
               f"cache bandwidth. The limits are the best of {LIMIT_RUNS} runs, yet on a shared host a later median "
               "can still beat them (over 100%); single runs are noisy, so compare rows of one run."]
     return lines
+
+
+def ratio_text(ratio):
+    """metajit's time over another's, with a third digit where two would round it to 0.00x."""
+    return f"{ratio:.2f}x" if ratio >= 0.1 else f"{ratio:.3f}x"
+
+
+def others_note(others):
+    """The report's sentence on Jittor and tinygrad."""
+    if not others:
+        return ("Jittor and tinygrad were not installed, so they have no rows (`make bench-frameworks` installs "
+                "them and runs the benchmarks with them).")
+    return ("Also measured, in the same alternation and checked against metajit the same way: "
+            + "; ".join(adapter.description for adapter in others)
+            + ". Their inputs are tensors computed outside the timed region, and a run ends when the framework has "
+              "computed every result (`jt.sync` / `Tensor.realize`), as metajit's ends at `mj.sync`.")
 
 
 # (operator, variant, the most metajit's time may be of the variant's, what the issue asks)
@@ -503,6 +558,8 @@ def write_chart(path, measurements):
     labels, ratios = [], []
     for operator, ours, theirs in measurements:
         for label, result in theirs.items():
+            if label in operator.other_variants:  # the chart is against PyTorch and oneDNN; tables have the rest
+                continue
             name = short_names.get(operator.name, operator.name)
             if label in operator.direct_variants:
                 name += "\nvs oneDNN direct"
@@ -542,17 +599,26 @@ def main():
         torch = None
         print("PyTorch is not installed: measuring metajit only, checked against numpy (`pip install torch`)")
 
+    others = installed_frameworks()
     load_before = machine_load()
     print("machine limits ...", flush=True)
     limits = measure_limits(torch, runs=LIMIT_RUNS)
     measurements = []
-    for operator in build_operators(torch, arguments.runs, arguments.backward_runs, np.random.default_rng(0)):
+    for operator in build_operators(torch, arguments.runs, arguments.backward_runs, np.random.default_rng(0),
+                                    others):
         print(f"{operator.name} ...", flush=True)
         theirs, values = measure(torch, operator)
         ours = theirs.pop("metajit")
         for label in theirs:
-            check(operator, label, values["metajit"], values[label])
-        if not theirs:
+            if label not in operator.other_variants:
+                check(operator, label, values["metajit"], values[label])
+                continue
+            try:  # another framework's numerics are not metajit's to fail on: its row says so instead
+                check(operator, label, values["metajit"], values[label])
+            except AssertionError as error:
+                print(f"{operator.name}: {label}'s result differs from metajit's:\n{error}")
+                operator.disagreeing.add(label)
+        if not operator.torch_variants:
             if operator.numpy_reference is not None:
                 check(operator, "numpy", values["metajit"], operator.numpy_reference())
             else:
@@ -561,7 +627,7 @@ def main():
         measurements.append((operator, ours, theirs))
     limits["other_load"] = other_load(load_before, machine_load())
 
-    lines = build_report(arguments, torch, limits, measurements)
+    lines = build_report(arguments, torch, limits, measurements, others)
     with open(arguments.output, "w") as handle:
         handle.write("\n".join(lines) + "\n")
     print("\n".join(lines))

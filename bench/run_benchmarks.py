@@ -93,7 +93,7 @@ def cpu_flags():
 
 
 # ------------------------------------------------------------------------------------------- 1. chain vs triad
-def bench_chain_and_triad(runs, rng):
+def bench_chain_and_triad(runs, rng, others=()):
     a_np = rng.random(N, dtype=np.float32) * 2 - 1
     b_np = rng.random(N, dtype=np.float32)
     c_np = rng.random(N, dtype=np.float32)
@@ -159,6 +159,22 @@ def bench_chain_and_triad(runs, rng):
         for name, values in (("torch_chain", torch_times), ("torch_triad32", torch_triad32),
                              ("torch_triad64", torch_triad64)):
             result[name], result[name + "_min"] = median(values), min(values)
+
+    # Jittor / tinygrad (bench/other_frameworks.py): lazy, so a call ends when the result is computed. Their
+    # numerics are reported like PyTorch's.
+    result["others"] = {}
+    for adapter in others:
+        x, y = adapter.array(a_np), adapter.array(b_np)
+
+        def other_call():
+            outputs = adapter.chain(x, y)
+            adapter.finish(outputs)
+            return outputs[0]
+        error = float(np.max(np.abs(adapter.to_numpy(other_call()) - expected) / expected))
+        other_call()
+        other_times = [timed(other_call) for _ in range(max(5, runs // 3))]
+        result["others"][adapter.label] = {"median": median(other_times), "min": min(other_times),
+                                           "error": error, "description": adapter.description}
     return result
 
 
@@ -268,7 +284,7 @@ def bench_recording(repeats):
 
 
 # ----------------------------------------------------------------------------------------------------- 5. sum
-def bench_sum(runs, rng):
+def bench_sum(runs, rng, others=()):
     """Each implementation reads its own copy of the array, and their runs alternate after two warm-up runs each:
     run one after another on shared memory, the second would find the first's tail still in the last-level
     cache (a 64 MB array is only twice this host's L3)."""
@@ -283,6 +299,13 @@ def bench_sum(runs, rng):
     if torch is not None:
         ta = torch.from_numpy(a_np.copy())
         candidates["torch"] = lambda: ta.sum().item()
+    for adapter in others:
+        def other_sum(adapter=adapter, tensor=adapter.array(a_np.copy())):
+            return adapter.total(tensor)[0].item()
+        value = other_sum()
+        if abs(value - reference) > 1e-4 * abs(reference):
+            print(f"sum: {adapter.label} gives {value}, float64 numpy {reference}")
+        candidates[adapter.label] = other_sum
     times = {name: [] for name in candidates}
     for function in candidates.values():
         function()
@@ -378,6 +401,14 @@ def build_report(info, chain_result, compile_result, load_result, record_result,
                    (f"; **result differs from numpy by up to {error:.1e} (relative)**" if error > 1e-5 else ""))
     else:
         add("| PyTorch eager chain | – | – | – | skipped: torch is not installed (`pip install torch`) |")
+    for label, other in c["others"].items():
+        error = other["error"]
+        add(f"| {label} chain | {other['median']*1e3:.2f} | {other['min']*1e3:.2f} | "
+            f"{chain_bytes / other['median'] / 1e9:.1f} | {other['description']}; metajit per call / this: "
+            f"{c['chain'] / other['median']:.3f}x"
+            + (f"; **result differs from numpy by up to {error:.1e} (relative)**" if error > 1e-5 else "") + " |")
+    if not c["others"]:
+        add("| Jittor, tinygrad chains | – | – | – | not installed (`make bench-frameworks` installs them) |")
     add("")
     add(f"On this host the last-level cache ({info['l3']}) is larger than the 64 MB arrays, so these figures are "
         "partly cache bandwidth and move with what other tenants do; compare rows of one run, not across runs.")
@@ -464,6 +495,9 @@ def build_report(info, chain_result, compile_result, load_result, record_result,
     if "torch" in s:
         add(f"| PyTorch `a.sum().item()` ({info['torch_threads']} threads) | {s['torch']*1e3:.2f} | "
             f"{N*4/s['torch']/1e9:.1f} |")
+    for label in s:
+        if label not in ("metajit", "numpy", "torch"):  # Jittor, tinygrad
+            add(f"| {label} `a.sum().item()` | {s[label]*1e3:.2f} | {N*4/s[label]/1e9:.1f} |")
     add("")
     return "\n".join(lines)
 
@@ -498,6 +532,8 @@ def main():
     }
     if torch is None:
         print("note: torch is not importable; PyTorch comparisons are skipped (pip install torch to include them)")
+    from other_frameworks import installed_frameworks
+    others = installed_frameworks()
     rng = np.random.default_rng(0)
     work = tempfile.mkdtemp(prefix="metajit-bench-")
     original_cache = mj.flags.cache_dir
@@ -506,7 +542,7 @@ def main():
         # The big-array kernels get a private cache too, so a run never touches the user's cache.
         mj.flags.cache_dir = os.path.join(work, "big")
         print("1/5 chain vs triads vs PyTorch ...", flush=True)
-        chain_result = bench_chain_and_triad(arguments.runs, rng)
+        chain_result = bench_chain_and_triad(arguments.runs, rng, others)
         print("2/5 cold compile ...", flush=True)
         cold_dir = os.path.join(work, "cold")
         compile_result = bench_cold_compile(cold_dir, rng)
@@ -516,7 +552,7 @@ def main():
         print("4/5 recording cost ...", flush=True)
         record_result = bench_recording(repeats=7)
         print("5/5 sum ...", flush=True)
-        sum_result = bench_sum(arguments.runs, rng)
+        sum_result = bench_sum(arguments.runs, rng, others)
     finally:
         mj.flags.cache_dir = original_cache
         shutil.rmtree(work, ignore_errors=True)
