@@ -154,8 +154,11 @@ RenderedKernel render_code_kernel(const CodeOp& op, const std::vector<NodePtr>& 
     out << "#line " << line + 1 << " \"kernel.cc\"\n";
     line += 1;
   }
-  out << "extern \"C\" void " << kKernelSymbol << "(void* const* buffers, int64_t begin, int64_t end) {\n"
-      << "  (void)begin; (void)end;\n";
+  out << "extern \"C\" void " << kKernelSymbol << "(void* const* buffers, int64_t begin, int64_t end) {\n";
+  if (op.cpu_work_items > 0)
+    out << "  // cpu_parallel: this call runs work items [begin, end) of " << op.cpu_work_items
+        << "; other threads run the rest.\n";
+  out << "  (void)begin; (void)end;\n";
   for (const NamedBuffer& buffer : buffers) declare_pointers(out, buffer);
   out << "  const mj::CodeData data{static_cast<const double*>(buffers[" << data_buffer << "]), static_cast<double*>(buffers["
       << data_buffer << "]) + " << op.data_names.size() << "};\n  (void)data;\n  {\n";
@@ -170,7 +173,7 @@ RenderedKernel render_code_kernel(const CodeOp& op, const std::vector<NodePtr>& 
   header << "\n";
   rendered.header_comment = header.str();
   rendered.source = out.str();
-  rendered.work_items = 1;
+  rendered.work_items = std::max<int64_t>(1, op.cpu_work_items);
   rendered.grain = 1;
   return rendered;
 }

@@ -177,7 +177,8 @@ class JitGraphRunner : public GraphRunner {
   }
 
   // A Code op runs once for all its outputs; the first of them to be launched publishes every live one.
-  static void launch_code(const NodePtr& output, const std::vector<NodePtr>& inputs, KernelFunction function) {
+  static void launch_code(const NodePtr& output, const std::vector<NodePtr>& inputs, KernelFunction function,
+                          int64_t work_items) {
     if (output->is_computed()) return;  // a sibling output's launch earlier in this plan computed it
     auto* payload = dynamic_cast<const CodePayload*>(output->payload.get());
     if (!payload) throw std::logic_error("internal error: a code kernel's output is not a Code op");
@@ -195,7 +196,10 @@ class JitGraphRunner : public GraphRunner {
     std::vector<double> data = op.data_values;
     data.push_back(0);  // the error slot
     buffers.push_back(data.data());
-    function(buffers.data(), 0, 1);
+    if (work_items > 1)  // cpu_parallel: the source runs its share [begin, end) of the items on each thread
+      parallel_for(work_items, 1, [&](int64_t begin, int64_t end) { function(buffers.data(), begin, end); });
+    else
+      function(buffers.data(), 0, 1);
     stats().kernels_launched++;
     const char* missing = nullptr;
     std::memcpy(&missing, &data.back(), sizeof(missing));
@@ -217,7 +221,7 @@ class JitGraphRunner : public GraphRunner {
 
   static void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& inputs,
                      KernelFunction function) {
-    if (kernel.code) return launch_code(output, inputs, function);
+    if (kernel.code) return launch_code(output, inputs, function, kernel.rendered.work_items);
     StoragePtr storage = allocate(*output, output->dtype, output->shape);
     std::vector<void*> buffers{storage->data()};
     for (const NodePtr& input : inputs) {

@@ -35,6 +35,7 @@ std::string CodeOp::describe() const {
                                      shape_to_string(output_shapes[index]));
   for (const std::string& name : input_names) append_field(text, "input", name);
   for (const std::string& name : data_names) append_field(text, "data", name);
+  if (cpu_work_items > 0) append_field(text, "cpu_work_items", std::to_string(cpu_work_items));
   return text;
 }
 
@@ -107,6 +108,9 @@ std::vector<NodePtr> make_code_op(std::shared_ptr<CodeOp> op, const std::vector<
       if (extent < 0) throw std::invalid_argument("code: output shape " + shape_to_string(shape) + " has a negative size");
   if (op->cpu_source.empty())
     throw std::invalid_argument("code: cpu_src is empty; metajit runs this op on the CPU, so it needs C++ source");
+  if (op->cpu_work_items < 0)
+    throw std::invalid_argument("code: cpu_parallel must be a positive number of work items, got " +
+                                std::to_string(op->cpu_work_items));
   for (size_t index = 0; index < inputs.size(); ++index)
     if (!inputs[index]) throw std::invalid_argument("code: input " + std::to_string(index) + " is None");
   if (op->input_names.empty())

@@ -28,6 +28,9 @@ struct CodeOp {
   std::vector<std::string> data_names;
   std::vector<double> data_values;
   std::vector<std::string> gradient_sources;  // per input; empty: that input has no gradient
+  // 0: the CPU source runs once (begin 0, end 1). n > 0: it handles work items [begin, end) of n, and the
+  // calls are spread over the thread pool (parallel_for), so the source must treat its items independently.
+  int64_t cpu_work_items = 0;
   std::string what;                           // "code op" or "grad_src[1] of the code op"
   std::string source_label = "cpu_src";       // what compiler messages call the source: "cpu_src", "grad_src[1]"
   Provenance provenance;                      // where the user created it

@@ -45,7 +45,7 @@ void bind_code(py::module_& module) {
                         const std::vector<NodePtr>& inputs, const std::string& cpu_source, const std::string& cpu_header,
                         const std::string& cuda_source, const std::string& cuda_header,
                         const std::vector<std::string>& gradient_sources, const std::vector<std::string>& data_names,
-                        const std::vector<double>& data_values) {
+                        const std::vector<double>& data_values, int64_t cpu_work_items) {
     auto op = std::make_shared<CodeOp>();
     for (const auto& shape : shapes) op->output_shapes.push_back(Shape(shape.begin(), shape.end()));
     for (const std::string& dtype : dtypes) op->output_dtypes.push_back(dtype_from_name(dtype));
@@ -56,6 +56,7 @@ void bind_code(py::module_& module) {
     op->gradient_sources = gradient_sources;
     op->data_names = data_names;
     op->data_values = data_values;
+    op->cpu_work_items = cpu_work_items;
     return make_code_op(op, inputs);
   });
   module.def("custom_function", [](const std::vector<NodePtr>& values, const std::vector<NodePtr>& inputs,

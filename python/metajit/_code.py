@@ -12,7 +12,8 @@ def _is_shape(value):
     return isinstance(value, (list, tuple)) and all(isinstance(extent, numbers.Integral) for extent in value)
 
 
-def code(shape, dtype, inputs, cpu_src, cpu_header="", cuda_src="", cuda_header="", grad_src=None, data=None):
+def code(shape, dtype, inputs, cpu_src, cpu_header="", cuda_src="", cuda_header="", grad_src=None, data=None,
+         cpu_parallel=None):
     """Runs `cpu_src` (C++) to compute a new Var of `shape` and `dtype` from `inputs`.
 
     Several outputs: pass a list of shapes and a list of dtypes; a list of Vars comes back.
@@ -22,6 +23,9 @@ def code(shape, dtype, inputs, cpu_src, cpu_header="", cuda_src="", cuda_header=
     `grad_src` gives one C++ source per input (``None`` or ``""`` for an input without gradient). In it,
     ``dout`` is the incoming gradient, ``pout`` the forward output (``dout0``, ``pout0``, ... with several
     outputs), ``in0`` ... the forward inputs, and ``out0`` the gradient being written.
+    `cpu_parallel` (an int n) spreads the CPU source over the threads: it is then called for ranges of n work
+    items and must compute exactly items ``[begin, end)`` (say, rows ``begin`` to ``end - 1``), each independently
+    of the others. Without it the source runs once, with ``begin`` 0 and ``end`` 1.
     """
     from . import array, _dtype_name
     multiple = isinstance(shape, (list, tuple)) and len(shape) > 0 and all(_is_shape(item) for item in shape)
@@ -53,6 +57,12 @@ def code(shape, dtype, inputs, cpu_src, cpu_header="", cuda_src="", cuda_header=
             raise TypeError(f"code: data keys must be strings, got {name!r}")
         if not isinstance(value, numbers.Real):
             raise TypeError(f"code: data[{name!r}] must be a number, got {type(value).__name__}")
+    if cpu_parallel is None:
+        work_items = 0
+    elif isinstance(cpu_parallel, bool) or not isinstance(cpu_parallel, numbers.Integral) or cpu_parallel < 1:
+        raise TypeError(f"code: cpu_parallel must be a positive int (the number of work items), got {cpu_parallel!r}")
+    else:
+        work_items = int(cpu_parallel)
     outputs = _core.code(shapes, dtypes, inputs, cpu_src, cpu_header, cuda_src, cuda_header, gradient_sources,
-                         list(data.keys()), [float(value) for value in data.values()])
+                         list(data.keys()), [float(value) for value in data.values()], work_items)
     return outputs if multiple else outputs[0]

@@ -178,6 +178,50 @@ def test_bad_arguments_raise_at_the_call(arguments, message):
         mj.code(inputs=[x], **arguments)
 
 
+ROWS_TIMES_TWO = """
+for (int64_t row = begin; row < end; ++row) {
+  for (int64_t column = 0; column < in0_shape1; ++column) out0(row, column) = in0(row, column) * 2 + row;
+  out1(row) = begin;  // which call computed this row
+}
+"""
+
+
+def test_cpu_parallel_runs_every_work_item_once_across_calls():
+    values = np.random.default_rng(2).standard_normal((301, 7)).astype(np.float32)
+    threads = mj.flags.num_threads
+    mj.flags.num_threads = 2
+    try:
+        doubled, begins = mj.code([[301, 7], [301]], ["float32", "int64"], [mj.array(values)], ROWS_TIMES_TWO,
+                                  cpu_parallel=301)
+        doubled, begins = doubled.numpy(), begins.numpy()
+    finally:
+        mj.flags.num_threads = threads
+    assert_close(doubled, values * 2 + np.arange(301, dtype=np.float32)[:, None], rtol=1e-6)
+    assert np.all(begins <= np.arange(301)) and np.all(np.diff(begins) >= 0)
+    assert len(np.unique(begins)) > 1  # split into several calls (the thread pool's chunks)
+
+
+def test_without_cpu_parallel_the_source_runs_once_as_item_zero():
+    # The same source as above: without cpu_parallel it is one call with begin 0 and end 1, so only row 0 is
+    # written, and the plan of the parallel op above must not be reused for it (or the reverse).
+    values = np.ones((5, 3), dtype=np.float32)
+    doubled, begins = mj.code([[5, 3], [5]], ["float32", "int64"], [mj.array(values)],
+                              ROWS_TIMES_TWO.replace("out1(row) = begin;", "out1(row) = 40 + end;"))
+    assert_close(doubled.numpy()[0], np.full(3, 2, dtype=np.float32))
+    assert begins.numpy()[0] == 41
+    parallel = mj.code([[5, 3], [5]], ["float32", "int64"], [mj.array(values)],
+                       ROWS_TIMES_TWO.replace("out1(row) = begin;", "out1(row) = 40 + end;"), cpu_parallel=5)
+    assert_close(parallel[0], values * 2 + np.arange(5, dtype=np.float32)[:, None])
+    assert np.all(parallel[1].numpy() >= 41)
+
+
+@pytest.mark.parametrize("work_items", [0, -3, 2.5, True, "4"])
+def test_cpu_parallel_must_be_a_positive_int(work_items):
+    x = mj.array(np.ones(2, dtype=np.float32))
+    with pytest.raises(TypeError, match="cpu_parallel must be a positive int"):
+        mj.code([2], "float32", [x], "out0_p[0] = 1;", cpu_parallel=work_items)
+
+
 def test_code_op_kernels_are_cached_like_any_kernel():
     x = mj.array(np.arange(4, dtype=np.float32))
     source = "for (int i = 0; i < 4; ++i) out0_p[i] = in0_p[i] + 0.25f;  // cached-kernel test"
