@@ -1,7 +1,8 @@
 """sort, argsort and topk with PyTorch's signatures and results.
 
 Ordering is not expressible with the meta-ops, so the order itself comes from a Code op (std::sort or
-std::partial_sort per row of integer keys, on the input moved so the sorted dim is last); the values are then a gather of the
+std::partial_sort per row of integer keys, on the input moved so the sorted dim is last; the rows are its
+work items, spread over the threads); the values are then a gather of the
 input by that order, so they fuse and differentiate like any gather (the gradient scatters back to where each
 value came from). Ties keep their original order (every sort here is stable) and NaN sorts above every number,
 as in PyTorch.
@@ -62,9 +63,9 @@ _ORDER_SOURCE = """
 const bool descending = data["descending"] != 0;
 const int64_t length = in0_shape1, count = out0_shape1;
 typedef decltype(metajit_order_key(in0_type())) key_type;
-std::vector<uint64_t> packed;                      // one row's work space, kept across rows
+std::vector<uint64_t> packed;                      // one row's work space, kept across this call's rows
 std::vector<metajit_keyed<uint64_t>> keyed;
-for (int64_t row = 0; row < in0_shape0; ++row) {
+for (int64_t row = begin; row < end; ++row) {       // cpu_parallel: the rows are the work items
   const in0_type* values = in0_p + row * length;
   int64_t* order = out0_p + row * count;
   if (sizeof(key_type) <= 4) {  // key and position in one word
@@ -103,7 +104,7 @@ def _order(name, input, dim, descending, count=None):
     if rows == 0 or count == 0:
         return _core.constant(list(input.shape[:-1]) + [count], "int64", 0)
     order = code([rows, count], "int64", [flat], _ORDER_SOURCE, cpu_header=_ORDER_HEADER,
-                 data={"descending": 1 if descending else 0})
+                 data={"descending": 1 if descending else 0}, cpu_parallel=rows)
     return order.reshape(list(input.shape[:-1]) + [count])
 
 
