@@ -145,7 +145,10 @@ RenderedKernel render_code_kernel(const CodeOp& op, const std::vector<NodePtr>& 
   for (size_t index = 0; index < op.data_names.size(); ++index)
     out << "    if (__builtin_strcmp(name, \"" << op.data_names[index] << "\") == 0) return values[" << index << "];\n";
   // Not in data: keep the name (a string literal, so it stays valid) for the error after the launch.
-  out << "    __builtin_memcpy(error, &name, sizeof(name));  // not in data: reported after the launch\n"
+  // An atomic store: with cpu_parallel several threads may reach the unknown name at once.
+  out << "    unsigned long long name_bits;  // not in data: reported after the launch\n"
+         "    __builtin_memcpy(&name_bits, &name, sizeof(name_bits));\n"
+         "    __atomic_store_n(reinterpret_cast<unsigned long long*>(error), name_bits, __ATOMIC_RELAXED);\n"
          "    return 0;\n  }\n};\n}  // namespace mj\n";
   int line = count_lines(out.str()) + 1;
   if (!op.cpu_header.empty()) {

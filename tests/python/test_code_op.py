@@ -215,6 +215,13 @@ def test_without_cpu_parallel_the_source_runs_once_as_item_zero():
     assert np.all(parallel[1].numpy() >= 41)
 
 
+def test_unknown_data_name_under_cpu_parallel_is_reported_once():
+    x = mj.array(np.ones((64, 4), dtype=np.float32))
+    source = "for (int64_t row = begin; row < end; ++row) out0(row, 0) = data[\"scale\"];"
+    with pytest.raises(RuntimeError, match=r'read data\["scale"\], which is not in its data \(given: shift\)'):
+        mj.code([64, 1], "float32", [x], source, data={"shift": 1}, cpu_parallel=64).numpy()
+
+
 @pytest.mark.parametrize("work_items", [0, -3, 2.5, True, "4"])
 def test_cpu_parallel_must_be_a_positive_int(work_items):
     x = mj.array(np.ones(2, dtype=np.float32))
