@@ -7,6 +7,7 @@
 #include <functional>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace metajit {
 namespace {
@@ -15,6 +16,35 @@ constexpr int kMaxInstancesPerNode = 16;  // more distinct index patterns than t
 // Per-row reductions (see is_row_index): a row of at most 16K elements (64 KB of float32) stays in L2 between the
 // passes over it; at least 16 rows, unless the whole kernel is too small to be worth splitting.
 constexpr int64_t kMaxRowElements = 16384, kMinRows = 16, kSmallKernelElements = 32768;
+
+// Broadcast values (see broadcast_recomputes): a value of at least this many operations (libm functions count
+// 8, division and square roots 4) that a kernel of at least 2^18 elements rebuilds for at least 16 iterations of
+// the outer loops it does not depend on gets a small kernel of its own.
+constexpr int64_t kBroadcastMinimumCost = 8, kBroadcastMinimumWork = int64_t(1) << 18, kBroadcastMinimumRepeats = 16;
+
+// What one evaluation of an elementwise op costs, roughly, in simple operations.
+int64_t operation_cost(const Node& node) {
+  if (node.kind == NodeKind::Unary) {
+    switch (UnaryOp(node.op_code)) {
+      case UnaryOp::Negate: case UnaryOp::Abs: case UnaryOp::Relu: case UnaryOp::Floor: case UnaryOp::Ceil:
+      case UnaryOp::Round: case UnaryOp::LogicalNot: case UnaryOp::BitwiseNot:
+        return 1;
+      case UnaryOp::Sqrt: case UnaryOp::Rsqrt:
+        return 4;
+      default:  // exp, log, the trigonometric and hyperbolic functions, erf, sigmoid
+        return 8;
+    }
+  }
+  if (node.kind == NodeKind::Binary) {
+    switch (BinaryOp(node.op_code)) {
+      case BinaryOp::Divide: case BinaryOp::FloorDivide: case BinaryOp::Modulo: case BinaryOp::Power:
+        return 4;
+      default:
+        return 1;
+    }
+  }
+  return node.kind == NodeKind::Where || node.kind == NodeKind::Cast || node.kind == NodeKind::Arange ? 1 : 0;
+}
 
 using RowReductions = std::vector<std::pair<NodePtr, std::vector<IrExprPtr>>>;
 
@@ -138,6 +168,60 @@ class Lowerer {
     requests_.push_back(node);
   }
 
+  // Whether `node`, an elementwise value read at `indices`, would be rebuilt over and over: it varies along the
+  // innermost loop (so it cannot be hoisted out of it) but not along outer loops that repeat it at least
+  // kBroadcastMinimumRepeats times, and it costs at least kBroadcastMinimumCost operations. Interpolation's
+  // source indices and weights, and sinusoidal position codes broadcast over a batch, are such values:
+  // stored once by a small kernel, they are loaded instead.
+  bool broadcast_recomputes(const NodePtr& node, const std::vector<IrExprPtr>& indices) const {
+    if (node->kind != NodeKind::Unary && node->kind != NodeKind::Binary && node->kind != NodeKind::Where &&
+        node->kind != NodeKind::Cast)
+      return false;
+    const Shape& domain = kernel_->domain;
+    size_t rank = domain.size();
+    if (kernel_->kind != IrKernel::Kind::Pointwise || context_ != kElementScope || rank < 2 ||
+        shape_numel(domain) < kBroadcastMinimumWork)
+      return false;
+    std::vector<bool> used(rank, false);
+    bool only_loop_variables = true;
+    std::function<void(const IrExprPtr&)> visit = [&](const IrExprPtr& expression) {
+      if (expression->kind == IrKind::Variable) {
+        bool matched = false;
+        for (size_t dim = 0; dim < rank; ++dim)
+          if (expression->name == "i" + std::to_string(dim)) used[dim] = matched = true;
+        only_loop_variables &= matched;  // a let (a loaded index) may hide which loops the value follows
+      }
+      for (const IrExprPtr& argument : expression->args) visit(argument);
+    };
+    for (const IrExprPtr& index : indices) visit(index);
+    if (!only_loop_variables || !used[rank - 1]) return false;
+    int64_t repeats = 1;
+    for (size_t dim = 0; dim + 1 < rank; ++dim)
+      if (!used[dim]) repeats *= domain[dim];
+    return repeats >= kBroadcastMinimumRepeats && recompute_cost(node.get()) >= kBroadcastMinimumCost;
+  }
+
+  // Operations one evaluation of `value` runs, through the pending elementwise ops it is built from (buffers,
+  // gathers and reductions end the walk); stops counting at kBroadcastMinimumCost.
+  int64_t recompute_cost(Node* value) const {
+    int64_t cost = 0;
+    std::vector<Node*> stack{value};
+    std::unordered_set<Node*> seen;
+    while (!stack.empty() && cost < kBroadcastMinimumCost) {
+      Node* node = stack.back();
+      stack.pop_back();
+      if (!seen.insert(node).second) continue;
+      if (node != value && (node->is_computed() || materialized_.count(node))) continue;
+      cost += operation_cost(*node);
+      bool passes_through = node->kind == NodeKind::Unary || node->kind == NodeKind::Binary ||
+                            node->kind == NodeKind::Where || node->kind == NodeKind::Cast ||
+                            node->kind == NodeKind::View || node->kind == NodeKind::Reshape;
+      if (passes_through)
+        for (const NodePtr& input : node->inputs) stack.push_back(input.get());
+    }
+    return cost;
+  }
+
   // Whether a reduction read at `indices` has one result per row of this kernel: every index is an outer loop
   // variable (not the last) or 0 on a size-1 dim, and every outer dim with more than one index appears exactly
   // once. Then computing it once per row costs what its own kernel would, without the round trip to memory.
@@ -240,6 +324,10 @@ class Lowerer {
     if (!is_root && node->kind != NodeKind::Constant && node->kind != NodeKind::View && node->kind != NodeKind::Reshape &&
         node->kind != NodeKind::Custom && ++instances_[node.get()] > kMaxInstancesPerNode) {
       request(node.get());
+    }
+    if (!is_root && broadcast_recomputes(node, indices)) {
+      request(node.get());  // planned again once it is stored: what this kernel makes of it now is discarded
+      return constant_of(0, node->dtype);
     }
     switch (node->kind) {
       case NodeKind::Data:

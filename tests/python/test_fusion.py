@@ -337,3 +337,47 @@ def test_division_by_a_per_row_value_multiplies_by_its_reciprocal(rng):
     kernel, = mj.inspect(floored)
     assert "_reciprocal" not in kernel.source, kernel.source
     np.testing.assert_array_equal(floored.numpy(), data // data.sum(-1, keepdims=True))
+
+
+def _sinusoid(length, width):
+    """Sinusoidal position codes [length, width] from arange vectors, as a transformer builds them."""
+    positions = mj.arange(0, length, 1, "float32").reshape([length, 1])
+    frequencies = (mj.arange(0, width, 1, "float32") * -0.03).exp().reshape([1, width])
+    return (positions * frequencies).sin()
+
+
+def _sinusoid_reference(length, width):
+    frequencies = np.exp(np.arange(width, dtype=np.float32) * np.float32(-0.03))
+    return np.sin(np.arange(length, dtype=np.float32)[:, None] * frequencies[None, :])
+
+
+def _kernel_shapes(var):
+    return [kernel["header"].splitlines()[0].split(" over ")[-1] for kernel in mj.inspect_kernels(var)]
+
+
+def test_costly_value_broadcast_over_outer_dims_gets_its_own_kernel(rng):
+    # sin(position * frequency) varies along the innermost dim and repeats for each of the 64 batch entries:
+    # inlined, it would be rebuilt (exp, sin) 64 times per element; stored, it is computed once and loaded.
+    batch = rng.standard_normal((64, 128, 64)).astype(np.float32)
+    codes = _sinusoid(128, 64)
+    total = mj.array(batch) + codes
+    shapes = _kernel_shapes(total)
+    assert len(shapes) == 2 and shapes[0] == "[128, 64]", shapes  # the codes, then the sum (dims may merge)
+    assert_close(total, batch + _sinusoid_reference(128, 64), rtol=1e-5, atol=1e-5)
+
+
+def test_cheap_or_small_or_hoistable_broadcasts_stay_fused(rng):
+    batch = rng.standard_normal((64, 128, 64)).astype(np.float32)
+    x = mj.array(batch)
+    positions = mj.arange(0, 128, 1, "float32").reshape([128, 1])
+    steps = mj.arange(0, 64, 1, "float32").reshape([1, 64])
+    cheap = x + positions * steps                                # two operations: rebuilding them is cheaper
+    assert len(_kernel_shapes(cheap)) == 1
+    per_row = x + (positions * 0.01).exp().sin()                 # constant along the innermost loop: hoisted
+    assert len(_kernel_shapes(per_row)) == 1
+    small = mj.array(batch[:8, :16]) + _sinusoid(16, 64)         # 8K elements: not worth a second launch
+    assert len(_kernel_shapes(small)) == 1
+    expected_rows = np.sin(np.exp(np.arange(128, dtype=np.float32)[:, None] * np.float32(0.01)))
+    assert_close(cheap, batch + np.arange(128, dtype=np.float32)[:, None] * np.arange(64, dtype=np.float32), rtol=1e-6)
+    assert_close(per_row, batch + expected_rows, rtol=1e-5, atol=1e-6)
+    assert_close(small, batch[:8, :16] + _sinusoid_reference(16, 64), rtol=1e-5, atol=1e-5)
