@@ -52,8 +52,17 @@ def operators(torch, rng):
     left, tleft = both(rng.standard_normal((64, 128, 64)).astype(np.float32))
     right, tright = both(rng.standard_normal((64, 64, 128)).astype(np.float32))
     ones, tones = mj.array(np.ones(64, np.float32)), torch.ones(64)
+    batch, tbatch = both(rng.standard_normal((32, 256, 256)).astype(np.float32))
+
+    def sinusoid(arange):
+        """Position codes sin(position * frequency) of [256, 256], built from aranges in either framework."""
+        positions = arange(0, 256, 1).reshape([256, 1])
+        return (positions * (arange(0, 256, 1) * -0.03).exp().reshape([1, 256])).sin()
     return [
         ("add [2048, 1024]", lambda: a + b, lambda: ta + tb),
+        ("x + sin(position * frequency), x [32, 256, 256]",
+         lambda: batch + sinusoid(lambda *range_: mj.arange(*range_, "float32")),
+         lambda: tbatch + sinusoid(lambda *range_: torch.arange(*range_, dtype=torch.float32))),
         ("gelu", lambda: F.gelu(a), lambda: TF.gelu(ta)),
         ("gelu, tanh approximation", lambda: F.gelu(a, approximate="tanh"), lambda: TF.gelu(ta, approximate="tanh")),
         ("sigmoid", lambda: a.sigmoid(), lambda: ta.sigmoid()),
