@@ -15,8 +15,12 @@ installed framework without knowing its API:
 Both run with their defaults on the CPU, with two settings made before their import unless the caller set them:
 Jittor gets `nvcc_path=""` (these benchmarks are CPU benchmarks, and with CUDA's compiler on the PATH but no GPU it
 fails to import) and `use_mkl=0` when its own oneDNN build has not been downloaded (its import would try to fetch
-it); tinygrad gets `DEV=CPU`, and `CC=clang-14` where Debian's clang has no unversioned `clang`.
+it); tinygrad gets `DEV=CPU`, and `CC=clang-14` where Debian's clang has no unversioned `clang`. After every
+Jittor call the thread's floating-point environment is reset, since loading Jittor's kernels turns on
+flush-to-zero (see restore_floating_point_environment).
 """
+import ctypes
+import ctypes.util
 import glob
 import os
 import shutil
@@ -24,6 +28,15 @@ import shutil
 import numpy as np
 
 CONV_PADDING = 1  # the benchmarks' 3x3 convolutions keep the image size
+
+
+def restore_floating_point_environment():
+    """The default floating-point environment (IEEE subnormals, round to nearest) for the calling thread.
+
+    Jittor builds its kernels with -Ofast, and loading one turns on flush-to-zero and denormals-are-zero for the
+    thread that loads it: metajit's and PyTorch's runs in the same process would then flush subnormals too."""
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    libm.fesetenv(ctypes.c_void_p(-1))  # glibc's FE_DFL_ENV
 
 
 def jittor_oneDNN_downloaded():
@@ -52,10 +65,12 @@ class Jittor:
         if not requires_grad:
             tensor = tensor.stop_grad()
         tensor.sync()
+        restore_floating_point_environment()
         return tensor
 
     def finish(self, results):
         self.jt.sync(list(results))
+        restore_floating_point_environment()
 
     def to_numpy(self, result):
         return result.numpy()
@@ -105,7 +120,9 @@ class Jittor:
         def step():
             loss = nn.cross_entropy_loss(model(images), labels)
             optimizer.step(loss)  # backward and update in one call, Jittor's usual loop
-            return loss.item()
+            value = loss.item()
+            restore_floating_point_environment()
+            return value
         return step
 
 
