@@ -93,6 +93,54 @@ static inline float mj_tanh(float x) {
   return __builtin_copysignf(result, x);
 }
 )PRELUDE"},
+    {"mj_sin mj_cos mj_sin_series mj_cos_series mj_two_over_pi mj_pi_over_2_high mj_pi_over_2_low mj_rounding_shift",
+     R"PRELUDE(// sin and cos for float32 without a libm call (glibc's sinf / cosf are scalar calls), exact to within 1 ulp.
+// Below |x| = 2^20: x = j pi/2 + r, j the integer nearest x * 2/pi, and r = x - j pi/2 in double with pi/2 in two
+// parts (the first has 33 significant bits, so j times it is exact and so is x minus that); |r| <= pi/4 or a
+// hair more. sin r and cos r are Taylor series to r^11 and r^12 in double (truncation below 1e-11), j mod 4
+// picks which and its sign, and the result is rounded to float once. From 2^20 on, and for inf and NaN: libm.
+static const double mj_two_over_pi = 0.6366197723675814;
+static const double mj_pi_over_2_high = 1.5707963267341256;    // 0x1.921fb544p+0
+static const double mj_pi_over_2_low = 6.077100506506192e-11;  // pi/2 - mj_pi_over_2_high
+static const double mj_rounding_shift = 6755399441055744.0;     // 1.5 * 2^52: adding it rounds to an integer
+template <typename D> static inline D mj_sin_series(D r, D r2) {
+  D p = r2 * (-1.0 / 39916800) + 1.0 / 362880;
+  p = p * r2 - 1.0 / 5040;
+  p = p * r2 + 1.0 / 120;
+  p = p * r2 - 1.0 / 6;
+  return r * (1.0 + r2 * p);  // a product, so sin(-0) is -0 (r + r * r2 * p would add +0 to it)
+}
+template <typename D> static inline D mj_cos_series(D r2) {
+  D p = r2 * (1.0 / 479001600) - 1.0 / 3628800;
+  p = p * r2 + 1.0 / 40320;
+  p = p * r2 - 1.0 / 720;
+  p = p * r2 + 1.0 / 24;
+  p = p * r2 - 0.5;
+  return 1.0 + r2 * p;
+}
+// x reduced to r, with j mod 4 in *quadrant.
+static inline double mj_quarter_turns(float x, int64_t* quadrant) {
+  double shifted = (double)x * mj_two_over_pi + mj_rounding_shift;
+  double turns = shifted - mj_rounding_shift;
+  int64_t bits; __builtin_memcpy(&bits, &shifted, 8);
+  *quadrant = bits & 3;  // the low mantissa bits hold 2^51 + j
+  return ((double)x - turns * mj_pi_over_2_high) - turns * mj_pi_over_2_low;
+}
+static inline float mj_sin(float x) {
+  if (!(__builtin_fabsf(x) < 1048576.0f)) return sinf(x);
+  int64_t quadrant;
+  double r = mj_quarter_turns(x, &quadrant), r2 = r * r;
+  double value = (quadrant & 1) ? mj_cos_series(r2) : mj_sin_series(r, r2);
+  return (float)((quadrant & 2) ? -value : value);
+}
+static inline float mj_cos(float x) {
+  if (!(__builtin_fabsf(x) < 1048576.0f)) return cosf(x);
+  int64_t quadrant;
+  double r = mj_quarter_turns(x, &quadrant), r2 = r * r;
+  double value = (quadrant & 1) ? mj_sin_series(r, r2) : mj_cos_series(r2);
+  return (float)(((quadrant + 1) & 2) ? -value : value);
+}
+)PRELUDE"},
     {"mj_log",
      R"PRELUDE(// log for float32: x = m * 2^e with m in [sqrt(0.5), sqrt(2)), log(m) from an odd series in s = (m-1)/(m+1).
 static inline float mj_log(float x) {
@@ -245,6 +293,35 @@ static inline bool mj_any_lane(mj_mask_vector mask) {
   for (int lane = 0; lane < MJ_LANES; ++lane) any |= mask[lane];
   return any != 0;
 }
+)PRELUDE"},
+    {"mj_sin_lanes mj_cos_lanes",
+     R"PRELUDE(// mj_sin / mj_cos on every lane: the same reduction and series, on MJ_LANES doubles; lanes from 2^20 on
+// (and inf, NaN) go to libm one by one. A piece of its own, so only kernels that take sin or cos lane-wise
+// parse it.
+typedef double mj_double_vector __attribute__((vector_size(MJ_LANES * 8)));
+typedef int64_t mj_long_vector __attribute__((vector_size(MJ_LANES * 8)));
+static inline mj_double_vector mj_quarter_turns(mj_float_vector x, mj_long_vector* quadrant) {
+  mj_double_vector wide = __builtin_convertvector(x, mj_double_vector);
+  mj_double_vector shifted = wide * mj_two_over_pi + mj_rounding_shift;
+  mj_double_vector turns = shifted - mj_rounding_shift;
+  *quadrant = (mj_long_vector)shifted & 3;
+  return (wide - turns * mj_pi_over_2_high) - turns * mj_pi_over_2_low;
+}
+static inline mj_float_vector mj_sin_cos(mj_float_vector x, int64_t cosine) {
+  mj_long_vector quadrant;
+  mj_double_vector r = mj_quarter_turns(x, &quadrant), r2 = r * r;
+  quadrant += cosine;  // cos x = sin(x + pi/2)
+  mj_double_vector value = (quadrant & 1) != 0 ? mj_cos_series(r2) : mj_sin_series(r, r2);
+  value = (quadrant & 2) != 0 ? -value : value;
+  mj_float_vector result = __builtin_convertvector(value, mj_float_vector);
+  mj_mask_vector outside = ~((mj_mask_vector)(mj_abs(x) < 1048576.0f));
+  if (mj_any_lane(outside))
+    for (int lane = 0; lane < MJ_LANES; ++lane)
+      if (outside[lane]) result[lane] = cosine ? cosf(x[lane]) : sinf(x[lane]);
+  return result;
+}
+static inline mj_float_vector mj_sin_lanes(mj_float_vector x) { return mj_sin_cos(x, 0); }
+static inline mj_float_vector mj_cos_lanes(mj_float_vector x) { return mj_sin_cos(x, 1); }
 )PRELUDE"},
     {"mj_prefix_sum mj_prefix_product",
      R"PRELUDE(// Inclusive prefix sums (products) across a vector's lanes, for the vector loop of a running sum: log2(MJ_LANES)

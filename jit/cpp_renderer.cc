@@ -355,23 +355,24 @@ class Renderer : ExpressionRenderer {
     return true;
   }
 
-  // Elementwise kernels go explicit SIMD only for exp (and sigmoid and tanh, which use it): LLVM vectorises
-  // everything else as well, but applies exp lane by lane at about twice the instructions (see the vector mj_exp
-  // in the prelude).
-  bool kernel_uses_exp() const {
+  // Elementwise kernels go explicit SIMD only for exp (and sigmoid and tanh, which use it), sin and cos: LLVM
+  // vectorises everything else as well, but applies exp lane by lane at about twice the instructions (see the
+  // vector mj_exp in the prelude), and sin and cos not at all (their libm fallback is a call).
+  bool kernel_uses_vector_math() const {
     for (const IrStatement& statement : kernel_.body)
       for (const IrExprPtr& part : {statement.value, statement.offset, statement.condition})
-        if (part && contains_exp(part)) return true;
+        if (part && contains_vector_math(part)) return true;
     return false;
   }
 
-  static bool contains_exp(const IrExprPtr& node) {
-    if (node->kind == IrKind::Unary && node->dtype == DType::Float32 &&
-        (UnaryOp(node->op) == UnaryOp::Exp || UnaryOp(node->op) == UnaryOp::Sigmoid ||
-         UnaryOp(node->op) == UnaryOp::Tanh))
-      return true;
+  static bool contains_vector_math(const IrExprPtr& node) {
+    if (node->kind == IrKind::Unary && node->dtype == DType::Float32) {
+      UnaryOp op = UnaryOp(node->op);
+      if (op == UnaryOp::Exp || op == UnaryOp::Sigmoid || op == UnaryOp::Tanh || op == UnaryOp::Sin || op == UnaryOp::Cos)
+        return true;
+    }
     for (const IrExprPtr& argument : node->args)
-      if (contains_exp(argument)) return true;
+      if (contains_vector_math(argument)) return true;
     return false;
   }
 
@@ -820,7 +821,7 @@ class Renderer : ExpressionRenderer {
     const IrStatement* columns = column_sum();
     if (rank == 1) {
       if (columns) return column_sum_loops(*columns, "begin", "end", 1);
-      if (kernel_uses_exp() && vector_element_loop("i0", "begin", "end", {}, 1)) return;
+      if (kernel_uses_vector_math() && vector_element_loop("i0", "begin", "end", {}, 1)) return;
       out_ << "  " << loop_pragma;
       out_ << "  for (int64_t i0 = begin; i0 < end; ++i0) {\n";
       statements(kernel_.body, 2);
@@ -860,7 +861,7 @@ class Renderer : ExpressionRenderer {
     std::string element = "i" + std::to_string(rank - 1);
     if (columns) {
       column_sum_loops(*columns, "column_begin", "column_end", 2);
-    } else if (!kernel_uses_exp() || !vector_element_loop(element, "column_begin", "column_end", {}, 2)) {
+    } else if (!kernel_uses_vector_math() || !vector_element_loop(element, "column_begin", "column_end", {}, 2)) {
       if (!row_piece_loops(element, last, loop_pragma)) element_loops(kernel_.body, element, last, loop_pragma, 2);
     }
     out_ << "    flat += column_end - column_begin;\n";

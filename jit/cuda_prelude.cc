@@ -16,6 +16,8 @@ MJ_DEVICE uint32_t mj_float_to_bits(float value) { return __float_as_uint(value)
 MJ_DEVICE float mj_exp(float x) { return expf(x); }
 MJ_DEVICE float mj_log(float x) { return logf(x); }
 MJ_DEVICE float mj_tanh(float x) { return tanhf(x); }
+MJ_DEVICE float mj_sin(float x) { return sinf(x); }
+MJ_DEVICE float mj_cos(float x) { return cosf(x); }
 )PRELUDE";
 const char* const kCudaEnd = R"PRELUDE(// One lane's value from the lane `offset` away (xor); types without a shuffle of their own travel as int.
 MJ_DEVICE float mj_shuffle_xor(float value, int offset) { return __shfl_xor_sync(0xffffffffu, value, offset); }

@@ -121,8 +121,8 @@ std::string ExpressionRenderer::unary(UnaryOp op, DType dtype, const IrExprPtr& 
     case UnaryOp::Log: return single ? "mj_log(" + x + ")" : "log(" + x + ")";
     case UnaryOp::Sqrt: return builtin("sqrt", single, x);
     case UnaryOp::Rsqrt: return single ? "(1.0f / " + builtin("sqrt", true, x) + ")" : "(1.0 / " + builtin("sqrt", false, x) + ")";
-    case UnaryOp::Sin: return (single ? "sinf(" : "sin(") + x + ")";
-    case UnaryOp::Cos: return (single ? "cosf(" : "cos(") + x + ")";
+    case UnaryOp::Sin: return (single ? "mj_sin(" : "sin(") + x + ")";
+    case UnaryOp::Cos: return (single ? "mj_cos(" : "cos(") + x + ")";
     case UnaryOp::Tanh: return (single ? "mj_tanh(" : "tanh(") + x + ")";
     case UnaryOp::Sigmoid:
       return single ? "(1.0f / (1.0f + mj_exp(-" + x + ")))" : "(1.0 / (1.0 + exp(-" + x + ")))";

@@ -267,9 +267,8 @@ def test_vector_exp_equals_scalar_exp_bit_for_bit(tmp_path, target, lanes):
     assert mismatches == 0
 
 
-TANH_CHECK = r"""
+ULPS = r"""
 extern "C" int printf(const char*, ...);
-extern "C" double tanh(double);
 // ulps of `value` from the double `exact`, in units of the float spacing at exact
 static double ulps(float value, double exact) {
   float rounded = (float)exact;
@@ -279,6 +278,10 @@ static double ulps(float value, double exact) {
   double difference = (double)value - exact;
   return (difference < 0 ? -difference : difference) / spacing;
 }
+"""
+
+TANH_CHECK = ULPS + r"""
+extern "C" double tanh(double);
 int main() {
   long long checked = 0, wrong_special = 0;
   double worst_scalar = 0, worst_vector = 0;
@@ -328,6 +331,79 @@ def test_tanh_is_within_two_ulp_everywhere_scalar_and_vector(tmp_path, target, l
         assert width == lanes
     assert checked > 4_000_000 and wrong_special == 0
     assert worst_scalar <= 2.0 and worst_vector <= 2.0, (worst_scalar, worst_vector)
+
+
+SIN_COS_CHECK = ULPS + r"""
+extern "C" double sin(double);
+extern "C" double cos(double);
+int main() {
+  long long checked = 0, wrong_special = 0;
+  double worst[4] = {0, 0, 0, 0};  // sin scalar, sin vector, cos scalar, cos vector
+  for (unsigned long long start = 0; start < (1ull << 32); start += MJ_LANES * 1031ull) {
+    mj_float_vector x;
+    for (int lane = 0; lane < MJ_LANES; ++lane) x[lane] = mj_bits_to_float((uint32_t)(start + lane * 1031ull));
+    mj_float_vector sines = mj_sin_lanes(x), cosines = mj_cos_lanes(x);
+    for (int lane = 0; lane < MJ_LANES; ++lane, ++checked) {
+      float input = x[lane];
+      float results[4] = {mj_sin(input), sines[lane], mj_cos(input), cosines[lane]};
+      if (input != input || input - input != 0.0f) {  // NaN and inf give NaN
+        for (float result : results) wrong_special += result == result;
+        continue;
+      }
+      double exact[2] = {sin((double)input), cos((double)input)};
+      for (int which = 0; which < 4; ++which) {
+        double error = ulps(results[which], exact[which / 2]);
+        if (error > worst[which]) worst[which] = error;
+      }
+    }
+  }
+  const float zeros[2] = {0.0f, -0.0f};  // sin keeps the sign of zero; cos of either is 1
+  for (float zero : zeros) {
+    wrong_special += mj_float_to_bits(mj_sin(zero)) != mj_float_to_bits(zero);
+    wrong_special += mj_float_to_bits(mj_sin_lanes(mj_splat(zero))[MJ_LANES - 1]) != mj_float_to_bits(zero);
+    wrong_special += mj_cos(zero) != 1.0f;
+    wrong_special += mj_cos_lanes(mj_splat(zero))[0] != 1.0f;
+  }
+  printf("%d %lld %lld %.4f %.4f %.4f %.4f\n", MJ_LANES, checked, wrong_special, worst[0], worst[1], worst[2],
+         worst[3]);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target, lanes", [(["-march=native", "-mprefer-vector-width=512"], None),
+                                           (["-mavx2", "-mfma", "-mno-avx512f"], 8), ([], 4)])
+def test_sin_and_cos_are_within_one_ulp_everywhere_scalar_and_vector(tmp_path, target, lanes):
+    """mj_sin / mj_cos (the prelude's, instead of glibc's scalar sinf / cosf) against double sin / cos over
+    float32 inputs spread over every bit pattern (every 1031st; from 2^20 on they are libm's), at each vector
+    width: NaN and inf give NaN, sin keeps the sign of zero."""
+    x = mj.array(np.ones(40, np.float32))
+    kernel = mj.inspect(x.sin() + x.cos())[0]
+    assert "mj_sin_lanes(in0_" in kernel.source and "mj_cos_lanes(in0_" in kernel.source, kernel.source
+    fields = run_prelude_check(tmp_path, kernel, SIN_COS_CHECK, target)
+    width, checked, wrong_special = map(int, fields[:3])
+    worst = list(map(float, fields[3:]))
+    if lanes is not None:
+        assert width == lanes
+    assert checked > 4_000_000 and wrong_special == 0
+    assert max(worst) <= 1.0, worst
+
+
+def test_sin_and_cos_kernels_match_numpy_at_quadrant_edges_and_large_arguments(rng):
+    edges = np.pi / 4 * np.arange(-12, 13)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-30, 1048575.9, 1048576.0, -1048576.0,
+                        3e7, -1e20, 3e38], np.float32)
+    data = np.concatenate([special, edges.astype(np.float32), np.nextafter(edges, 10).astype(np.float32),
+                           (rng.standard_normal(1000) * 100).astype(np.float32)])
+    for name in ("sin", "cos"):
+        result = getattr(mj.array(data), name)().numpy()
+        with np.errstate(invalid="ignore"):  # of inf
+            expected = getattr(np, name)(data.astype(np.float64))
+        finite = np.isfinite(expected)
+        spacing = np.spacing(np.abs(expected[finite]).astype(np.float32)).astype(np.float64)
+        assert np.all(np.abs(result[finite] - expected[finite]) <= spacing), name
+        assert np.isnan(result[~finite]).all(), name
+    np.testing.assert_array_equal(np.signbit(mj.array(data[:2]).sin().numpy()), [False, True])
 
 
 def test_tanh_kernels_match_numpy_at_special_and_threshold_values(rng):
