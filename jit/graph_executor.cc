@@ -24,7 +24,6 @@
 #include "jit/plan_cache.h"
 #include "jit/recompute_policy.h"
 #include "jit/reduce_loop_merging.h"
-#include "jit/row_reciprocals.h"
 
 namespace metajit {
 namespace {
@@ -356,7 +355,6 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, boo
     if (planned.library && *epilogue) lowered[index].kernel = std::move(**epilogue);
     if (!planned.library || *epilogue) {
       merge_reduce_loops(lowered[index].kernel);
-      hoist_row_reciprocals(lowered[index].kernel);
       planned.rendered = render_cpp(lowered[index].kernel);
       planned.key = cache.key_for(planned.rendered.source);
     }

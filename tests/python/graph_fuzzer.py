@@ -2471,6 +2471,24 @@ FIXED_BUGS = [
                       "np.testing.assert_array_equal(t.numpy(), y)\n",
         "seeds": [("value", 401461)],
     },
+    {
+        "name": "the gradient of min/max over a softmax lost its one-hot element",
+        "description": "Row kernels divided by a per-row value through its reciprocal, a rewrite of the kernel "
+                       "(jit/row_reciprocals.cc) that other kernels computing the same softmax did not make, so "
+                       "the value recomputed in the gradient's kernel differed in the last bit from the stored "
+                       "minimum and matched nowhere. Found by seed 30262222 (grad mode): softmax(x).min(). "
+                       "Fixed: the rewrite is gone, and softmax is e * (1 / sum) in the graph itself "
+                       "(ops/activation.py), so every kernel rounds it alike.",
+        "reproducer": "import numpy as np\n"
+                      "import metajit as mj\n"
+                      "data = np.array([[-1.8870599670650217, -1.7952008324172843, 0.5161634037529783]])\n"
+                      "x = mj.array(data, requires_grad=True)\n"
+                      "gradient = mj.grad(x.softmax(-1).min(), [x])[0].numpy()\n"
+                      "e = np.exp(data - data.max()); p = e / e.sum()\n"
+                      "expected = p[0, 0] * (np.array([[1.0, 0.0, 0.0]]) - p)\n"
+                      "np.testing.assert_allclose(gradient, expected, rtol=1e-6, atol=1e-9)\n",
+        "seeds": [("grad", 30262222)],
+    },
 ]
 
 

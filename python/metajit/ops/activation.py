@@ -54,7 +54,9 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
     if input.ndim == 0:
         return (input - input).exp()
     exponentials = _shifted(input, [dim], False)[0].exp()
-    return exponentials / exponentials.sum(dim, keepdim=True)
+    # Times the reciprocal of the sum, as PyTorch's softmax computes it: one division per row, not per element.
+    # It is part of the graph, so every kernel that computes the softmax rounds it the same way.
+    return exponentials * (1.0 / exponentials.sum(dim, keepdim=True))
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
