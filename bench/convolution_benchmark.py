@@ -18,15 +18,9 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-try:
-    import metajit as mj
-except ImportError:  # run directly from a checkout without PYTHONPATH=python
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
-    import metajit as mj
-import metajit.nn.functional as F
-
 sys.path.insert(0, HERE)
-from run_benchmarks import cpu_model  # noqa: E402
+from run_benchmarks import cpu_model, mj  # noqa: E402  (it finds metajit, also in a bare checkout)
+import metajit.nn.functional as F  # noqa: E402
 
 # (label, input shape, weight shape, options, transposed)
 CASES = [
