@@ -75,16 +75,21 @@ class Operator:
     timed region ends after mj.sync() of all of them. torch_variants maps a label to (inputs, compute) in the same
     shape; PyTorch eager is synchronous on the CPU, so its compute returning is the end of the work.
     other_variants maps a label to (inputs, compute, adapter) for Jittor and tinygrad (bench/other_frameworks.py):
-    lazy like metajit, so their timed region ends when adapter.finish() of the results returns."""
+    lazy like metajit, so their timed region ends when adapter.finish() of the results returns.
+    floor_variants maps a label to (inputs, compute, finish): not the operator but the least work any
+    implementation of it must do (a copy with the same memory traffic), timed in the same alternation and not
+    checked; its time is the floor that ratios against other frameworks can be read against."""
 
     def __init__(self, name, description, runs, metajit_inputs, metajit_compute, torch_variants=None,
-                 flops=None, traffic_bytes=None, numpy_reference=None, direct_variants=None, other_variants=None):
+                 flops=None, traffic_bytes=None, numpy_reference=None, direct_variants=None, other_variants=None,
+                 floor_variants=None):
         self.name, self.description, self.runs = name, description, runs
         self.metajit_inputs, self.metajit_compute = metajit_inputs, metajit_compute
         self.torch_variants = torch_variants or {}
         # Like torch_variants, for a library called directly on numpy arrays (oneDNN's sgemm for the matmul).
         self.direct_variants = direct_variants or {}
         self.other_variants = other_variants or {}
+        self.floor_variants = floor_variants or {}
         self.disagreeing = set()  # labels of other frameworks whose results failed the check against metajit's
         self.flops, self.traffic_bytes = flops, traffic_bytes
         self.numpy_reference = numpy_reference  # the check when PyTorch is missing; None: no check then
@@ -152,6 +157,14 @@ def build_operators(torch, runs, backward_runs, rng, others=()):
     def row_variants(function):
         return {} if torch is None else {"PyTorch": (lambda: (torch_copy(torch, rows),), function)}
 
+    # The floor of a row operator on this host: an elementwise x * 2 reads and writes the same bytes, with
+    # nothing to compute. No softmax can beat its framework's copy, so metajit / PyTorch can only go as low as
+    # (metajit's copy) / (PyTorch's softmax).
+    row_floors = {"same traffic: metajit `x * 2.0`": (lambda: (mj.array(rows),), lambda x: [x * 2.0], mj.sync)}
+    if torch is not None:
+        row_floors["same traffic: PyTorch `x * 2.0`"] = (lambda: (torch_copy(torch, rows),), lambda x: [x * 2.0],
+                                                         None)
+
     def numpy_softmax():
         shifted = np.exp(rows - rows.max(axis=-1, keepdims=True))
         return [shifted / shifted.sum(axis=-1, keepdims=True)]
@@ -164,12 +177,13 @@ def build_operators(torch, runs, backward_runs, rng, others=()):
         "softmax", f"softmax, last dim of [{ROWS}, {FEATURES}]", runs,
         lambda: (mj.array(rows),), lambda x: [F.softmax(x, dim=-1)],
         row_variants(lambda x: [torch.softmax(x, dim=-1)]), traffic_bytes=row_bytes, numpy_reference=numpy_softmax,
-        other_variants=other_variants("softmax", rows)))
+        other_variants=other_variants("softmax", rows), floor_variants=row_floors))
     operators.append(Operator(
         "layer_norm", f"layer norm, last dim of [{ROWS}, {FEATURES}]", runs,
         lambda: (mj.array(rows),), lambda x: [F.layer_norm(x, [FEATURES])],
         row_variants(lambda x: [torch.nn.functional.layer_norm(x, [FEATURES])]),
-        traffic_bytes=row_bytes, numpy_reference=numpy_layer_norm, other_variants=other_variants("layer_norm", rows)))
+        traffic_bytes=row_bytes, numpy_reference=numpy_layer_norm, other_variants=other_variants("layer_norm", rows),
+        floor_variants=row_floors))
 
     # Transpose, materialised (a strided read along the written dim: metajit tiles it). Traffic: one read and
     # one write of the matrix.
@@ -312,6 +326,8 @@ def as_numpy(label, operator, result):
         return result.numpy()
     if label in operator.other_variants:
         return operator.other_variants[label][2].to_numpy(result)
+    if not hasattr(result, "detach"):  # a floor variant's metajit Var
+        return result.numpy()
     return result.detach().numpy()
 
 
@@ -326,6 +342,8 @@ def measure(torch, operator):
                     for label, (inputs, compute) in operator.direct_variants.items()})
     runners.update({label: direct_runner(inputs, compute, adapter.finish)
                     for label, (inputs, compute, adapter) in operator.other_variants.items()})
+    runners.update({label: direct_runner(inputs, compute, finish)
+                    for label, (inputs, compute, finish) in operator.floor_variants.items()})
     values = {}
     for label, run_once in runners.items():
         # Two warm-up runs: the first compiles kernels, the second settles the allocators' free lists.
@@ -483,7 +501,10 @@ def build_report(arguments, torch, limits, measurements, others=()):
     lines += target_lines(measurements)
     lines += ["", "\"metajit / this\" is metajit's median time over that variant's: below 1 metajit is "
               "faster. oneDNN's `dnnl_sgemm` is called through ctypes on the same library and thread team metajit "
-              "uses, on 64-byte aligned numpy copies. Softmax and layer norm count one read and one write of the tensor (32 MB), the transpose of its matrix (128 MB), cumsum of its [256, 4096] input (8 MB); matmul "
+              "uses, on 64-byte aligned numpy copies. The \"same traffic\" rows time `x * 2.0` of the softmax input "
+              "in each framework: one read and one write of the tensor, the least a softmax or layer norm must do, "
+              "with nothing to compute (not checked; \"metajit / this\" there is the operator's time over that copy's). "
+              "Softmax and layer norm count one read and one write of the tensor (32 MB), the transpose of its matrix (128 MB), cumsum of its [256, 4096] input (8 MB); matmul "
               "2·M·N·K flops, conv forward 2·N·O·C·H·W·9 and forward+backward three times that (the direct "
               "algorithm's count: metajit runs these 3x3 convolutions with Winograd F(4x4, 3x3), which does about "
               "half the multiplications, so its rate can pass the FMA peak; `mj.flags.conv_algorithm`). "
@@ -536,6 +557,30 @@ def target_lines(measurements):
         best_ratio = min(ours["times"]) / min(result["times"])
         lines.append(f"| {text} | metajit / {label}: {ratio:.2f}x; {best_ratio:.2f}x | "
                      f"{'met' if ratio <= limit else 'not met'} (<= {limit:.2f}x) |")
+    lines += floor_lines(measurements)
+    return lines
+
+
+def floor_lines(measurements):
+    """For operators measured beside a same-traffic copy: how close each framework's operator is to its copy, and
+    the lowest metajit / PyTorch ratio this host allows (metajit's copy over PyTorch's operator)."""
+    lines = []
+    for operator, ours, theirs in measurements:
+        floors = [label for label in operator.floor_variants if label in theirs]
+        if not floors or "PyTorch" not in theirs:
+            continue
+        if not lines:
+            lines = ["", "| operator | its time over its framework's same-traffic copy (median) | lowest metajit / "
+                     "PyTorch any metajit version could reach here |", "|---|---|---:|"]
+        median = {label: statistics.median(theirs[label]["times"]) for label in floors + ["PyTorch"]}
+        median["metajit"] = statistics.median(ours["times"])
+        metajit_copy = next(label for label in floors if "metajit" in label)
+        torch_copy_label = next((label for label in floors if "PyTorch" in label), None)
+        shares = [f"metajit {median['metajit'] / median[metajit_copy]:.2f}x"]
+        if torch_copy_label is not None:
+            shares.append(f"PyTorch {median['PyTorch'] / median[torch_copy_label]:.2f}x")
+        lines.append(f"| {operator.description} | {'; '.join(shares)} | "
+                     f"{median[metajit_copy] / median['PyTorch']:.2f}x |")
     return lines
 
 
@@ -552,8 +597,8 @@ def write_chart(path, measurements):
     labels, ratios = [], []
     for operator, ours, theirs in measurements:
         for label, result in theirs.items():
-            if label in operator.other_variants:  # the chart is against PyTorch and oneDNN; tables have the rest
-                continue
+            if label in operator.other_variants or label in operator.floor_variants:
+                continue  # the chart is against PyTorch and oneDNN; tables have the rest
             name = short_names.get(operator.name, operator.name)
             if label in operator.direct_variants:
                 name += "\nvs oneDNN direct"
@@ -585,6 +630,8 @@ def main():
     parser.add_argument("--backward-runs", type=int, default=9, help="timed runs of conv2d forward+backward")
     parser.add_argument("--output", default=os.path.join(HERE, "OPERATORS.md"))
     parser.add_argument("--chart", default=os.path.join(HERE, "operators.png"))
+    parser.add_argument("--only", default="", help="comma-separated operator names to run (default: all), e.g. "
+                        "softmax,layer_norm; for quick checks: the report then has only those rows")
     arguments = parser.parse_args()
     try:
         import torch
@@ -600,10 +647,14 @@ def main():
     measurements = []
     for operator in build_operators(torch, arguments.runs, arguments.backward_runs, np.random.default_rng(0),
                                     others):
+        if arguments.only and operator.name not in arguments.only.split(","):
+            continue
         print(f"{operator.name} ...", flush=True)
         theirs, values = measure(torch, operator)
         ours = theirs.pop("metajit")
         for label in theirs:
+            if label in operator.floor_variants:  # a copy, not the operator: nothing to compare
+                continue
             if label not in operator.other_variants:
                 check(operator, label, values["metajit"], values[label])
                 continue
