@@ -357,7 +357,7 @@ class Renderer : ExpressionRenderer {
     return true;
   }
 
-  // Elementwise kernels go explicit SIMD only for exp (and sigmoid and tanh, which use it), sin and cos: LLVM
+  // Elementwise kernels go explicit SIMD only for exp (and sigmoid, tanh and erf, which use it), sin and cos: LLVM
   // vectorises everything else as well, but applies exp lane by lane at about twice the instructions (see the
   // vector mj_exp in the prelude), and sin and cos not at all (their libm fallback is a call).
   bool kernel_uses_vector_math() const {
@@ -370,7 +370,8 @@ class Renderer : ExpressionRenderer {
   static bool contains_vector_math(const IrExprPtr& node) {
     if (node->kind == IrKind::Unary && node->dtype == DType::Float32) {
       UnaryOp op = UnaryOp(node->op);
-      if (op == UnaryOp::Exp || op == UnaryOp::Sigmoid || op == UnaryOp::Tanh || op == UnaryOp::Sin || op == UnaryOp::Cos)
+      if (op == UnaryOp::Exp || op == UnaryOp::Sigmoid || op == UnaryOp::Tanh || op == UnaryOp::Sin || op == UnaryOp::Cos ||
+          op == UnaryOp::Erf)
         return true;
     }
     for (const IrExprPtr& argument : node->args)

@@ -18,6 +18,7 @@ MJ_DEVICE float mj_log(float x) { return logf(x); }
 MJ_DEVICE float mj_tanh(float x) { return tanhf(x); }
 MJ_DEVICE float mj_sin(float x) { return sinf(x); }
 MJ_DEVICE float mj_cos(float x) { return cosf(x); }
+MJ_DEVICE float mj_erf(float x) { return erff(x); }
 )PRELUDE";
 const char* const kCudaEnd = R"PRELUDE(// One lane's value from the lane `offset` away (xor); types without a shuffle of their own travel as int.
 MJ_DEVICE float mj_shuffle_xor(float value, int offset) { return __shfl_xor_sync(0xffffffffu, value, offset); }

@@ -136,7 +136,7 @@ std::string ExpressionRenderer::unary(UnaryOp op, DType dtype, const IrExprPtr& 
     case UnaryOp::Expm1: return (single ? "expm1f(" : "expm1(") + x + ")";
     case UnaryOp::Log2: return (single ? "log2f(" : "log2(") + x + ")";
     case UnaryOp::Log10: return (single ? "log10f(" : "log10(") + x + ")";
-    case UnaryOp::Erf: return (single ? "erff(" : "erf(") + x + ")";
+    case UnaryOp::Erf: return (single ? "mj_erf(" : "erf(") + x + ")";
     case UnaryOp::Tan: return (single ? "tanf(" : "tan(") + x + ")";
     case UnaryOp::Asin: return (single ? "asinf(" : "asin(") + x + ")";
     case UnaryOp::Acos: return (single ? "acosf(" : "acos(") + x + ")";

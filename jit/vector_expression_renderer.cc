@@ -63,7 +63,7 @@ bool VectorExpressionRenderer::accepts_value(const IrExprPtr& node) const {
       if (node->dtype != DType::Float32 || !operand(args[0], DType::Float32)) return false;
       switch (UnaryOp(node->op)) {
         case UnaryOp::Negate: case UnaryOp::Abs: case UnaryOp::Exp: case UnaryOp::Relu: case UnaryOp::Sigmoid:
-        case UnaryOp::Tanh: case UnaryOp::Sin: case UnaryOp::Cos:
+        case UnaryOp::Tanh: case UnaryOp::Sin: case UnaryOp::Cos: case UnaryOp::Erf:
           return true;
         default: return false;
       }
@@ -152,6 +152,7 @@ std::string VectorExpressionRenderer::expression(const IrExprPtr& node) {
         case UnaryOp::Tanh: return "mj_tanh(" + x + ")";
         case UnaryOp::Sin: return "mj_sin_lanes(" + x + ")";
         case UnaryOp::Cos: return "mj_cos_lanes(" + x + ")";
+        case UnaryOp::Erf: return "mj_erf_lanes(" + x + ")";
         case UnaryOp::Relu: return "(" + x + " < 0.0f ? mj_splat(0.0f) : " + x + ")";
         case UnaryOp::Sigmoid: return "(1.0f / (1.0f + mj_exp(-" + x + ")))";
         case UnaryOp::LogicalNot: case UnaryOp::BitwiseNot: return "(~" + x + ")";  // masks are -1 or 0

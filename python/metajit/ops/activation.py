@@ -105,24 +105,13 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
     return where(input > 0, input, input * negative_slope)
 
 
-def _erf(x):
-    """The error function by Abramowitz & Stegun 7.1.26: absolute error below 1.5e-7 for every x (enough for
-    float32; float64 results carry the same absolute error). Odd extension through one branch (x < 0) shared by
-    |x| and the sign, so the derivative at 0 is the approximation's own (about 2/sqrt(pi)), not zero."""
-    negative = x < 0
-    magnitude = where(negative, -x, x)
-    t = 1.0 / (1.0 + 0.3275911 * magnitude)
-    polynomial = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    value = 1.0 - polynomial * (-(magnitude * magnitude)).exp()
-    return where(negative, -value, value)
-
-
 def gelu(input, approximate="none"):
-    """x * Phi(x). approximate='none' uses erf (A&S 7.1.26, |error| <= 0.5 * |x| * 1.5e-7); 'tanh' is PyTorch's
-    tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    """x * Phi(x). approximate='none' uses the erf op (the prelude's mj_erf on float32, within 1.2 ulp, vectorised;
+    its gradient is the closed form 2/sqrt(pi) exp(-x^2)); 'tanh' is PyTorch's tanh approximation
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
     input = _as_var(input)
     if approximate == "none":
-        return input * 0.5 * (1.0 + _erf(input * (1.0 / math.sqrt(2.0))))
+        return input * 0.5 * (1.0 + _core.unary("erf", input * (1.0 / math.sqrt(2.0))))
     if approximate == "tanh":
         inner = math.sqrt(2.0 / math.pi) * (input + 0.044715 * input * input * input)
         return 0.5 * input * (1.0 + inner.tanh())
