@@ -299,6 +299,16 @@ std::optional<ConvolutionProblem> convolution_with_image(const Contraction& cont
     int64_t first_row = std::max<int64_t>(low, 0), last_row = std::min<int64_t>(high, source.shape[dim] - 1);
     if (last_row < first_row) return std::nullopt;
     if (!source.guarded[dim] && (low < 0 || high >= source.shape[dim])) return std::nullopt;
+    // Fewer unread rows at the end than one step (a stride-2 window over an even extent): the whole extent
+    // gives the same outputs under oneDNN's rounding down, with no right padding. The image then needs no
+    // cropped view (and its reorder), and oneDNN's 1x1 kernels take strided convolutions, which they refused for
+    // the cropped extent (ResNet's 1x1 stride-2 shortcut, 256 -> 512 at 8x8, batch 32, AVX2: 5.1 -> 0.95 ms
+    // forward, 3.6 -> 0.96 backward data, 5.0 -> 1.2 backward weights).
+    int64_t high_in_extent = high;
+    if (high < source.shape[dim] - 1 && source.shape[dim] - 1 - high < step) {
+      last_row = source.shape[dim] - 1;
+      high_in_extent = last_row;
+    }
     if (first_row > 0 || last_row < source.shape[dim] - 1) partial_output = true;
     problem.source.offset += first_row * source_strides[dim];
     problem.source.dims.push_back(last_row - first_row + 1);
@@ -310,7 +320,7 @@ std::optional<ConvolutionProblem> convolution_with_image(const Contraction& cont
     problem.stride.push_back(step);
     problem.dilation.push_back(dilation);
     problem.padding_before.push_back(first_row - low);
-    problem.padding_after.push_back(high - last_row);
+    problem.padding_after.push_back(high_in_extent - last_row);
   }
   // Every variable has its role, and the weight and output side use no others (a further sum, a diagonal).
   std::set<std::string> accounted{batch_variable, channel_variable, group_variable};
