@@ -156,6 +156,19 @@ class MatmulCall : public LibraryCall {
   explicit MatmulCall(const MatmulProblem& problem) : problem_(problem), gemm_(as_gemm(problem)) {
     if (gemm_) {
       implementation_ = "sgemm";
+      // oneDNN's sgemm (and its matmul primitive) run a left operand stored transposed at about half speed on
+      // AVX2 (a weight gradient x^T dy, [1024, 2048] x [2048, 256]: 15.8 ms against 8.7 for the same product
+      // from a row-major copy). The left operand is copied row-major first (a reorder, kept for other calls of
+      // the run that read it the same way) and the product runs untransposed.
+      if (gemm_->transpose_left == 'T') {
+        size_t rank = problem.left.dims.size();
+        memory::dims dims{problem.left.dims[rank - 2], problem.left.dims[rank - 1]};
+        left_ = memory::desc(dims, memory::data_type::f32, memory::dims{problem.left.strides[rank - 2], gemm_->left_lead});
+        left_row_major_ = memory::desc(dims, memory::data_type::f32, memory::format_tag::ab);
+        gemm_->transpose_left = 'N';
+        gemm_->left_lead = dims[1];
+        implementation_ = "reorder + sgemm";
+      }
       return;
     }
     left_ = user_desc(problem.left);
@@ -174,8 +187,16 @@ class MatmulCall : public LibraryCall {
   void run(void* const* buffers) const override {
     if (gemm_) {
       const GemmShape& shape = *gemm_;
+      const float* left = address(buffers, problem_.left);
+      std::vector<StoragePtr> owners;
+      if (left_row_major_) {
+        dnnl::stream stream(cpu_engine());
+        memory user(left_, cpu_engine(), const_cast<float*>(left));
+        left = static_cast<const float*>(reordered_input(user, *left_row_major_, stream, owners).get_data_handle());
+        stream.wait();
+      }
       dnnl_status_t status = dnnl_sgemm(shape.transpose_left, shape.transpose_right, shape.rows, shape.columns,
-                                        shape.inner, 1.0f, address(buffers, problem_.left), shape.left_lead,
+                                        shape.inner, 1.0f, left, shape.left_lead,
                                         address(buffers, problem_.right), shape.right_lead, 0.0f,
                                         address(buffers, problem_.output), shape.output_lead);
       if (status != dnnl_success) throw std::runtime_error("oneDNN sgemm failed (status " + std::to_string(status) + ")");
@@ -208,6 +229,7 @@ class MatmulCall : public LibraryCall {
  private:
   MatmulProblem problem_;
   std::optional<GemmShape> gemm_;
+  std::optional<memory::desc> left_row_major_;  // the sgemm's left operand is a row-major copy of this layout
   memory::desc left_, right_, output_, bias_;
   dnnl::matmul::primitive_desc descriptor_;
   dnnl::matmul primitive_;
