@@ -69,6 +69,21 @@ def test_matmul_all_transposes_is_one_library_call(rng, transpose_left, transpos
     assert kernel.library.endswith(expected), kernel.library
 
 
+@pytest.mark.parametrize("transpose_left", [False, True])
+@pytest.mark.parametrize("columns, padded", [(256, True), (768, True), (200, False), (1000, False)])
+def test_right_rows_a_multiple_of_one_kib_apart_are_padded_for_few_rows(rng, transpose_left, columns, padded):
+    """With fewer than 512 output rows, a row-major right operand whose rows are a multiple of 1 KiB apart is
+    copied with padded rows (sgemm read it in place at half speed, its rows on the same cache sets); others go
+    as they are. The results match numpy either way."""
+    a, b = floats(rng, 96, 512), floats(rng, 512, columns)
+    left = mj.array(a.T.copy()).transpose(0, 1) if transpose_left else mj.array(a)
+    result = left @ mj.array(b)
+    kernel, = mj.inspect(result)
+    expected = ("reorder + " if transpose_left else "") + ("pad + " if padded else "") + "sgemm"
+    assert kernel.library.endswith(f"({expected})"), kernel.library
+    np.testing.assert_allclose(result.numpy(), a @ b, rtol=RTOL, atol=ATOL)
+
+
 def test_transposed_left_copy_is_shared_within_a_sync_and_fresh_in_the_next(rng):
     """x^T @ a and x^T @ b (two weight gradients of one input) make one row-major copy of x^T in a sync; the
     next sync, whose x may land at the same address, makes its own."""
