@@ -70,12 +70,14 @@ def test_matmul_all_transposes_is_one_library_call(rng, transpose_left, transpos
 
 
 @pytest.mark.parametrize("transpose_left", [False, True])
-@pytest.mark.parametrize("columns, padded", [(256, True), (768, True), (200, False), (1000, False)])
-def test_right_rows_a_multiple_of_one_kib_apart_are_padded_for_few_rows(rng, transpose_left, columns, padded):
-    """With fewer than 512 output rows, a row-major right operand whose rows are a multiple of 1 KiB apart is
-    copied with padded rows (sgemm read it in place at half speed, its rows on the same cache sets); others go
-    as they are. The results match numpy either way."""
-    a, b = floats(rng, 96, 512), floats(rng, 512, columns)
+@pytest.mark.parametrize("rows, columns, padded", [(128, 256, True), (200, 768, True), (200, 1000, False),
+                                                   (64, 256, False), (512, 256, False)])
+def test_right_rows_a_multiple_of_one_kib_apart_are_padded_for_few_rows(rng, transpose_left, rows, columns,
+                                                                        padded):
+    """With 128 to 511 output rows, a row-major right operand whose rows are a multiple of 1 KiB apart is copied
+    with padded rows (sgemm read it in place at half speed, its rows on the same cache sets); others go as they
+    are. The results match numpy either way."""
+    a, b = floats(rng, rows, 512), floats(rng, 512, columns)
     left = mj.array(a.T.copy()).transpose(0, 1) if transpose_left else mj.array(a)
     result = left @ mj.array(b)
     kernel, = mj.inspect(result)
