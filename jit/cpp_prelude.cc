@@ -297,21 +297,7 @@ static inline void mj_store_lanes(float* address, mj_float_vector value, int64_t
 }
 // mj_exp on every lane, bit for bit (same reduction and polynomial). AVX-512 applies 2^n with vscalefps, which
 // rounds once into the subnormals and overflows to inf by itself (11 instructions a vector instead of about 20).
-static inline mj_float_vector mj_exp(mj_float_vector x) {
-#if !defined(__AVX512F__)
-  // Without vscalefps the full form below spends about 10 of its 22 operations on clamps, the subnormal range
-  // and NaN. When every lane is within 86 of 0 (n within +-124: p 2^n stays normal) none of that can happen,
-  // and 2^n goes straight into p's exponent bits; same bits as the full form.
-  mj_mask_vector outside = ~((mj_mask_vector)((mj_float_vector)((mj_mask_vector)x & 0x7fffffff) <= 86.0f));
-  int32_t any_outside = 0;
-  for (int lane = 0; lane < MJ_LANES; ++lane) any_outside |= outside[lane];
-  if (__builtin_expect(any_outside == 0, 1)) {
-    mj_float_vector shifted = x * 1.44269504088896341f + 12582912.0f;
-    mj_float_vector n = shifted - 12582912.0f;
-    mj_float_vector r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    return (mj_float_vector)((mj_mask_vector)mj_exp_series(r) + ((mj_mask_vector)shifted << 23));
-  }
-#endif
+static inline mj_float_vector mj_exp_any_range(mj_float_vector x) {
   mj_float_vector upper = x > 89.0f ? mj_splat(89.0f) : x;  // NaN stays NaN through both clamps
   mj_float_vector clamped = upper < -104.0f ? mj_splat(-104.0f) : upper;
   mj_float_vector shifted = clamped * 1.44269504088896341f + 12582912.0f;
@@ -329,6 +315,25 @@ static inline mj_float_vector mj_exp(mj_float_vector x) {
   return x != x ? x : result;
 #endif
 }
+#if defined(__AVX512F__)
+static inline mj_float_vector mj_exp(mj_float_vector x) { return mj_exp_any_range(x); }
+#else
+// Without vscalefps the full form spends about 10 of its 22 operations on clamps, the subnormal range and NaN.
+// When every lane is within 86 of 0 (n within +-124: p 2^n stays normal) none of that can happen, and 2^n goes
+// straight into p's exponent bits, with the same bits. Other vectors call the full form, compiled once per kernel
+// rather than at every exp (it would double the compile time of a small kernel).
+static __attribute__((noinline)) mj_float_vector mj_exp_outside_86(mj_float_vector x) { return mj_exp_any_range(x); }
+static inline mj_float_vector mj_exp(mj_float_vector x) {
+  mj_mask_vector outside = ~((mj_mask_vector)((mj_float_vector)((mj_mask_vector)x & 0x7fffffff) <= 86.0f));
+  int32_t any_outside = 0;
+  for (int lane = 0; lane < MJ_LANES; ++lane) any_outside |= outside[lane];
+  if (__builtin_expect(any_outside != 0, 0)) return mj_exp_outside_86(x);
+  mj_float_vector shifted = x * 1.44269504088896341f + 12582912.0f;
+  mj_float_vector n = shifted - 12582912.0f;
+  mj_float_vector r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  return (mj_float_vector)((mj_mask_vector)mj_exp_series(r) + ((mj_mask_vector)shifted << 23));
+}
+#endif
 // mj_tanh on every lane: both of its forms, the one for each lane's magnitude, then the lane's sign.
 static inline mj_float_vector mj_tanh(mj_float_vector x) {
   mj_float_vector magnitude = (mj_float_vector)((mj_mask_vector)x & 0x7fffffff);
