@@ -202,21 +202,9 @@ class MatmulCall : public LibraryCall {
   void run(void* const* buffers) const override {
     if (gemm_) {
       const GemmShape& shape = *gemm_;
-      const float* left = address(buffers, problem_.left);
       std::vector<StoragePtr> owners;
-      if (left_row_major_) {
-        dnnl::stream stream(cpu_engine());
-        memory user(left_, cpu_engine(), const_cast<float*>(left));
-        left = static_cast<const float*>(reordered_input(user, *left_row_major_, stream, owners).get_data_handle());
-        stream.wait();
-      }
-      const float* right = address(buffers, problem_.right);
-      if (right_padded_) {
-        dnnl::stream stream(cpu_engine());
-        memory user(right_, cpu_engine(), const_cast<float*>(right));
-        right = static_cast<const float*>(reordered_input(user, *right_padded_, stream, owners).get_data_handle());
-        stream.wait();
-      }
+      const float* left = gemm_operand(buffers, problem_.left, left_, left_row_major_, owners);
+      const float* right = gemm_operand(buffers, problem_.right, right_, right_padded_, owners);
       dnnl_status_t status = dnnl_sgemm(shape.transpose_left, shape.transpose_right, shape.rows, shape.columns,
                                         shape.inner, 1.0f, left, shape.left_lead, right, shape.right_lead, 0.0f,
                                         address(buffers, problem_.output), shape.output_lead);
@@ -235,6 +223,17 @@ class MatmulCall : public LibraryCall {
     add_post_op_operands(problem_.post_ops, buffers, &arguments);
     primitive_.execute(stream, arguments);
     stream.wait();
+  }
+
+  // An sgemm operand: the tensor itself, or its copy in `copy_layout` (made once per sync, see reordered_input).
+  static const float* gemm_operand(void* const* buffers, const TensorLayout& layout, const memory::desc& user_layout,
+                                   const std::optional<memory::desc>& copy_layout, std::vector<StoragePtr>& owners) {
+    float* data = address(buffers, layout);
+    if (!copy_layout) return data;
+    dnnl::stream stream(cpu_engine());
+    memory copy = reordered_input(memory(user_layout, cpu_engine(), data), *copy_layout, stream, owners);
+    stream.wait();
+    return static_cast<const float*>(copy.get_data_handle());
   }
 
   std::string describe() const override {
