@@ -75,6 +75,16 @@ IrExprPtr ir_variable(const std::string& name, DType dtype) {
   return expression;
 }
 
+IrExprPtr ir_let_variable(const std::string& name, const IrExprPtr& value) {
+  auto expression = std::const_pointer_cast<IrExpr>(ir_variable(name, value->dtype));
+  if (is_integral(value->dtype) && value->dtype != DType::Bool) {
+    IrRange range = ir_range(value);
+    expression->let_low = range.low;
+    expression->let_high = range.high;
+  }
+  return expression;
+}
+
 IrExprPtr ir_load(int buffer, DType dtype, IrExprPtr offset) {
   auto expression = std::make_shared<IrExpr>();
   expression->kind = IrKind::Load;
@@ -203,13 +213,41 @@ IrExprPtr ir_fold_by_ranges(const IrExprPtr& expression) {
   return rebuilt;
 }
 
+// Interval arithmetic of one index operator (full range where an end could overflow or is unknown).
+IrRange binary_range(IndexOperator op, IrRange left, IrRange right) {
+  switch (op) {
+    case IndexOperator::Add: return checked(__int128(left.low) + right.low, __int128(left.high) + right.high);
+    case IndexOperator::Subtract: return checked(__int128(left.low) - right.high, __int128(left.high) - right.low);
+    case IndexOperator::Multiply: {
+      __int128 products[4] = {__int128(left.low) * right.low, __int128(left.low) * right.high,
+                              __int128(left.high) * right.low, __int128(left.high) * right.high};
+      __int128 low = products[0], high = products[0];
+      for (__int128 product : products) low = std::min(low, product), high = std::max(high, product);
+      return checked(low, high);
+    }
+    case IndexOperator::FloorDivide:
+      if (right.low == right.high && right.low > 0)
+        return {index_floor_divide(left.low, right.low), index_floor_divide(left.high, right.low)};
+      return full_range();
+    case IndexOperator::FloorModulo:
+      if (right.low == right.high && right.low > 0) {
+        if (left.low >= 0 && left.high < right.low) return left;
+        return {0, right.low - 1};
+      }
+      return full_range();
+    case IndexOperator::Minimum: return {std::min(left.low, right.low), std::min(left.high, right.high)};
+    case IndexOperator::Maximum: return {std::max(left.low, right.low), std::max(left.high, right.high)};
+    default: return full_range();
+  }
+}
+
 IrRange ir_range(const IrExprPtr& expression) {
   switch (expression->kind) {
     case IrKind::IntConstant: return {expression->integer, expression->integer};
     case IrKind::Variable:
       if (expression->dtype == DType::Bool) return {0, 1};
       if (expression->integer > 0) return {0, expression->integer - 1};
-      return full_range();
+      return {expression->let_low, expression->let_high};
     case IrKind::Select: {
       IrRange first = ir_range(expression->args[1]), second = ir_range(expression->args[2]);
       return {std::min(first.low, second.low), std::max(first.high, second.high)};
@@ -225,33 +263,25 @@ IrRange ir_range(const IrExprPtr& expression) {
       if (IndexOperator(expression->op) == IndexOperator::Negate) return checked(-__int128(operand.high), -__int128(operand.low));
       return full_range();
     }
-    case IrKind::IndexBinary: {
+    case IrKind::Binary: {  // int64 tensor arithmetic (an arange // 2 feeding a gather): the index forms' rules
       if (expression->dtype == DType::Bool) return {0, 1};
-      IrRange left = ir_range(expression->args[0]), right = ir_range(expression->args[1]);
-      switch (IndexOperator(expression->op)) {
-        case IndexOperator::Add: return checked(__int128(left.low) + right.low, __int128(left.high) + right.high);
-        case IndexOperator::Subtract: return checked(__int128(left.low) - right.high, __int128(left.high) - right.low);
-        case IndexOperator::Multiply: {
-          __int128 products[4] = {__int128(left.low) * right.low, __int128(left.low) * right.high,
-                                  __int128(left.high) * right.low, __int128(left.high) * right.high};
-          __int128 low = products[0], high = products[0];
-          for (__int128 product : products) low = std::min(low, product), high = std::max(high, product);
-          return checked(low, high);
-        }
-        case IndexOperator::FloorDivide:
-          if (right.low == right.high && right.low > 0)
-            return {index_floor_divide(left.low, right.low), index_floor_divide(left.high, right.low)};
-          return full_range();
-        case IndexOperator::FloorModulo:
-          if (right.low == right.high && right.low > 0) {
-            if (left.low >= 0 && left.high < right.low) return left;
-            return {0, right.low - 1};
-          }
-          return full_range();
-        case IndexOperator::Minimum: return {std::min(left.low, right.low), std::min(left.high, right.high)};
-        case IndexOperator::Maximum: return {std::max(left.low, right.low), std::max(left.high, right.high)};
+      if (expression->dtype != DType::Int64) return full_range();  // narrower integers wrap at their own width
+      IndexOperator same;
+      switch (BinaryOp(expression->op)) {
+        case BinaryOp::Add: same = IndexOperator::Add; break;
+        case BinaryOp::Subtract: same = IndexOperator::Subtract; break;
+        case BinaryOp::Multiply: same = IndexOperator::Multiply; break;
+        case BinaryOp::FloorDivide: same = IndexOperator::FloorDivide; break;
+        case BinaryOp::Modulo: same = IndexOperator::FloorModulo; break;
+        case BinaryOp::Maximum: same = IndexOperator::Maximum; break;
+        case BinaryOp::Minimum: same = IndexOperator::Minimum; break;
         default: return full_range();
       }
+      return binary_range(same, ir_range(expression->args[0]), ir_range(expression->args[1]));
+    }
+    case IrKind::IndexBinary: {
+      if (expression->dtype == DType::Bool) return {0, 1};
+      return binary_range(IndexOperator(expression->op), ir_range(expression->args[0]), ir_range(expression->args[1]));
     }
     default:
       return expression->dtype == DType::Bool ? IrRange{0, 1} : full_range();

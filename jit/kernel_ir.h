@@ -27,6 +27,8 @@ struct IrExpr {
   DType dtype;               // the computation type (float16 values are float32 here)
   uint16_t op = 0;           // UnaryOp / BinaryOp / IndexOperator
   int64_t integer = 0;       // IntConstant; loop extent of a loop Variable (0 for lets)
+  // An integer let Variable: the range of the value it names (its uses would otherwise know nothing of it).
+  int64_t let_low = INT64_MIN, let_high = INT64_MAX;
   double floating = 0;       // FloatConstant
   int buffer = -1;           // Load
   std::string name;          // Variable
@@ -39,6 +41,8 @@ IrExprPtr ir_bool(bool value);
 IrExprPtr ir_float(double value, DType dtype);
 IrExprPtr ir_loop_variable(const std::string& name, int64_t extent);
 IrExprPtr ir_variable(const std::string& name, DType dtype);
+// The Variable naming a let of `value` (an integer value's range goes with it, for ir_range).
+IrExprPtr ir_let_variable(const std::string& name, const IrExprPtr& value);
 IrExprPtr ir_load(int buffer, DType dtype, IrExprPtr offset);
 IrExprPtr ir_unary(UnaryOp op, DType dtype, IrExprPtr operand);
 IrExprPtr ir_binary(BinaryOp op, DType dtype, IrExprPtr left, IrExprPtr right);

@@ -132,7 +132,7 @@ class Lowerer {
     std::string name = base + "_" + std::to_string(next_name_++);
     IrStatement statement{IrStatement::Kind::Let, name, value->dtype, value, nullptr, nullptr, -1};
     emit(std::move(statement));
-    return ir_variable(name, value->dtype);
+    return ir_let_variable(name, value);
   }
 
   static IrExprPtr offset_of(const Shape& shape, const std::vector<IrExprPtr>& indices) {

@@ -67,6 +67,59 @@ TEST(KernelIrTest, AGuardAndClampInsideOnePieceFoldAway) {
   EXPECT_EQ(other->integer, 0);
 }
 
+int64_t tensor_arithmetic(BinaryOp op, int64_t a, int64_t b) {
+  switch (op) {
+    case BinaryOp::Add: return a + b;
+    case BinaryOp::Subtract: return a - b;
+    case BinaryOp::Multiply: return a * b;
+    case BinaryOp::FloorDivide: return floor_divide(a, b);
+    case BinaryOp::Modulo: return floor_modulo(a, b);
+    case BinaryOp::Maximum: return std::max(a, b);
+    default: return std::min(a, b);
+  }
+}
+
+TEST(KernelIrTest, Int64TensorArithmeticRangesHoldEveryValue) {
+  // An arange // 2 feeding a gather is tensor arithmetic (IrKind::Binary), not index arithmetic: its range must
+  // cover each value it takes, so guards folded by it keep their meaning.
+  const BinaryOp operators[] = {BinaryOp::Add, BinaryOp::Subtract, BinaryOp::Multiply, BinaryOp::FloorDivide,
+                                BinaryOp::Modulo, BinaryOp::Maximum, BinaryOp::Minimum};
+  int bounded = 0;
+  for (BinaryOp op : operators)
+    for (int64_t offset = -7; offset <= 7; offset += 7)
+      for (int64_t constant = -3; constant <= 5; ++constant) {
+        if ((op == BinaryOp::FloorDivide || op == BinaryOp::Modulo) && constant == 0) continue;
+        IrExprPtr value = ir_binary(op, DType::Int64, ir_index(IndexOperator::Add, ir_loop_variable("i", 9), ir_int(offset)),
+                                    ir_int(constant));
+        IrRange range = ir_range(value);
+        bounded += range.high - range.low < 1000;
+        for (int64_t i = 0; i < 9; ++i) {
+          int64_t actual = tensor_arithmetic(op, i + offset, constant);
+          EXPECT_TRUE(range.low <= actual && actual <= range.high)
+              << ir_key(value) << " = " << actual << " at i = " << i << ", outside [" << range.low << ", " << range.high << "]";
+        }
+      }
+  EXPECT_GT(bounded, 150);  // with a positive divisor or modulus too
+  // Narrower integers wrap at their own width: no range is claimed for them.
+  IrRange narrow = ir_range(ir_binary(BinaryOp::Add, DType::Int32, ir_cast(DType::Int32, ir_loop_variable("i", 9)), ir_int(1)));
+  EXPECT_LT(narrow.low, -1000000);
+}
+
+TEST(KernelIrTest, ALetVariableKeepsItsValuesRange) {
+  // floor_div_0 = i // 2 with i < 112, named by a let: a clamp to [0, 55] of it folds to the variable itself.
+  IrExprPtr value = ir_binary(BinaryOp::FloorDivide, DType::Int64, ir_loop_variable("i", 112), ir_int(2));
+  IrExprPtr named = ir_let_variable("floor_div_0", value);
+  IrRange range = ir_range(named);
+  EXPECT_EQ(range.low, 0);
+  EXPECT_EQ(range.high, 55);
+  IrExprPtr clamp = ir_fold_by_ranges(
+      ir_index(IndexOperator::Minimum, ir_index(IndexOperator::Maximum, named, ir_int(0)), ir_int(55)));
+  EXPECT_EQ(clamp, named) << ir_key(clamp);
+  // A float let says nothing about ranges.
+  IrRange unknown = ir_range(ir_let_variable("x_1", ir_float(1.5, DType::Float32)));
+  EXPECT_LT(unknown.low, -1000000);
+}
+
 // A reduction loop over r whose Lets are `lets` and whose value is `value` (cumsum's triangle, by hand).
 IrStatement reduction_over_r(ReduceOp op, std::vector<IrStatement> lets, IrExprPtr value) {
   IrStatement loop{IrStatement::Kind::ReduceLoop, "sum_0", DType::Float32, std::move(value), nullptr, nullptr, -1, op,
