@@ -17,6 +17,7 @@
 #include "core/stats.h"
 #include "ops/contraction_patterns.h"
 #include "ops/onednn_layout_cache.h"
+#include "ops/winograd_call.h"
 
 namespace metajit {
 namespace {
@@ -265,7 +266,7 @@ class MatmulCall : public LibraryCall {
 // 32: 9.2 -> 4.8 ms; 64 channels: 0.18 -> 0.13 ms), while 2x2 maps and 16 or fewer tiles were mixed or slower
 // (512 channels at batch 4: 1.2 -> 3.5 ms). It reads the same layouts as the direct forward pass, so mixing costs
 // no extra copies.
-bool winograd_pays(const ConvolutionProblem& problem) {
+bool onednn_winograd_pays(const ConvolutionProblem& problem) {
   if (problem.groups != 1 || problem.weights.dims.size() != 4) return false;  // oneDNN's Winograd: 2-D, ungrouped
   for (size_t dim = 0; dim < 2; ++dim)
     if (problem.weights.dims[2 + dim] != 3 || problem.stride[dim] != 1 || problem.dilation[dim] != 1) return false;
@@ -285,7 +286,7 @@ class ConvolutionCall : public LibraryCall {
     user_[1] = user_desc(problem.weights);
     user_[2] = user_desc(problem.destination);
     bool winograd = preference == ConvolutionAlgorithm::Winograd ||
-                    (preference == ConvolutionAlgorithm::Auto && winograd_pays(problem));
+                    (preference == ConvolutionAlgorithm::Auto && onednn_winograd_pays(problem));
     if (winograd) {
       try {
         build(dnnl::algorithm::convolution_winograd);
@@ -411,10 +412,34 @@ int64_t multiply_adds(const Contraction& contraction) {
   return total;
 }
 
+// Whether oneDNN has Winograd kernels on this CPU (jit_wino_4x3 needs AVX-512): asked once, with a shape they take.
+bool onednn_has_winograd() {
+  static const bool has = [] {
+    memory::desc source({1, 64, 8, 8}, memory::data_type::f32, memory::format_tag::any);
+    memory::desc weights({64, 64, 3, 3}, memory::data_type::f32, memory::format_tag::any);
+    try {
+      dnnl::convolution_forward::desc forward(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_winograd,
+                                              source, weights, source, {1, 1}, {0, 0}, {1, 1}, {1, 1});
+      dnnl::convolution_forward::primitive_desc descriptor(forward, cpu_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return has;
+}
+
 std::shared_ptr<const LibraryCall> convolution_call(const ConvolutionProblem& problem, const Contraction& contraction,
                                                     ConvolutionAlgorithm algorithm) {
+  size_t output_bytes = size_t(shape_numel(contraction.output.shape)) * sizeof(float);
+  // Without oneDNN's Winograd, ours (ops/winograd_call.h) takes the 3x3 convolutions where it pays, or all it
+  // applies to under `winograd`. It folds no post-ops but a bias: declining the folded variants makes the planner
+  // offer the plain convolution, with the post-ops in a kernel after it.
+  if (algorithm != ConvolutionAlgorithm::Direct && !onednn_has_winograd() && winograd_applies(problem) &&
+      (algorithm == ConvolutionAlgorithm::Winograd || winograd_beats_direct(problem)))
+    return problem.post_ops.empty() ? winograd_call(problem, output_bytes) : nullptr;
   auto call = std::make_shared<ConvolutionCall>(problem, algorithm);
-  call->set_output_bytes(size_t(shape_numel(contraction.output.shape)) * sizeof(float));
+  call->set_output_bytes(output_bytes);
   if (is_reference(call->implementation())) return nullptr;
   if (!contraction.post_ops.empty()) {
     // Post-ops must not cost the convolution its fast kernels. A tensor post-op (a residual) in the user's plain

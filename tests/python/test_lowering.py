@@ -558,7 +558,8 @@ def scaled_error(value, reference):
 
 def cpu_has_avx512_core():
     """oneDNN's Winograd kernels (jit_wino_4x3) exist only for AVX-512 (its avx512_core: F, BW, VL and DQ); on
-    other CPUs a Winograd request falls back to the direct kernels. Read from the CPU's own flags."""
+    other CPUs metajit's own F(2x2, 3x3) (ops/winograd_convolution.h) takes 3x3 stride-1 convolutions instead,
+    with its own rule for where it pays. Read from the CPU's own flags."""
     try:
         with open("/proc/cpuinfo") as cpuinfo:
             flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
@@ -567,12 +568,12 @@ def cpu_has_avx512_core():
     return all(flag in flags for flag in ("avx512f", "avx512bw", "avx512vl", "avx512dq"))
 
 
-WINOGRAD_EXISTS = cpu_has_avx512_core()
+ONEDNN_WINOGRAD_EXISTS = cpu_has_avx512_core()
 
 
 def test_winograd_takes_large_three_by_three_convolutions_and_direct_turns_it_off(rng, conv_algorithm):
-    """64 channels, 16x16 maps, batch 8: 128 output tiles of 4x4, where `auto` picks Winograd for all three
-    passes (on a CPU where oneDNN has it; elsewhere the direct kernels, with the same results). Its rounding error
+    """64 channels, 16x16 maps, batch 8: 128 output tiles of 4x4 (512 of 2x2), where `auto` picks Winograd for
+    all three passes: oneDNN's F(4x4, 3x3) where it has it, metajit's F(2x2, 3x3) elsewhere. Its rounding error
     stays near 1e-5 of the results' scale (float64 reference), and `direct` gives the direct kernels with their
     smaller error."""
     x, w, upstream = floats(rng, 8, 64, 16, 16), floats(rng, 64, 64, 3, 3) / 24, floats(rng, 8, 64, 16, 16)
@@ -583,7 +584,7 @@ def test_winograd_takes_large_three_by_three_convolutions_and_direct_turns_it_of
         results, names = convolution_and_gradients(x, w, upstream, padding=1)
         assert len(names) == 3, names
         uses_winograd = ["wino" in name for name in names]
-        assert uses_winograd == [algorithm == "auto" and WINOGRAD_EXISTS] * 3, names
+        assert uses_winograd == [algorithm == "auto"] * 3, names
         mj.sync(*results)
         errors[algorithm] = max(scaled_error(r.numpy(), e) for r, e in zip(results, references))
     assert errors["auto"] < 2e-5, errors
@@ -592,8 +593,8 @@ def test_winograd_takes_large_three_by_three_convolutions_and_direct_turns_it_of
 
 def test_auto_keeps_direct_where_winograd_does_not_pay(rng, conv_algorithm):
     """16 channels, a stride of 2 or a 4x4 map at batch 2 (too few tiles) stay direct under `auto`;
-    `winograd` forces it where oneDNN has it (and the CPU has AVX-512), and a stride-2 convolution, which it
-    lacks, still runs direct."""
+    `winograd` forces it on the stride-1 ones (oneDNN's or metajit's), and a stride-2 convolution, which neither
+    has, still runs direct."""
     mj.flags.conv_algorithm = "auto"
     cases = [(floats(rng, 8, 16, 16, 16), floats(rng, 16, 16, 3, 3), dict(padding=1)),
              (floats(rng, 8, 64, 16, 16), floats(rng, 64, 64, 3, 3), dict(padding=1, stride=2)),
@@ -606,28 +607,67 @@ def test_auto_keeps_direct_where_winograd_does_not_pay(rng, conv_algorithm):
     mj.flags.conv_algorithm = "winograd"
     for (x, w, options), upstream, winograd_exists in zip(cases, upstreams, (True, False, True)):
         results, names = convolution_and_gradients(x, w, upstream, **options)
-        assert all(("wino" in name) == (winograd_exists and WINOGRAD_EXISTS) for name in names), (options, names)
+        assert all(("wino" in name) == winograd_exists for name in names), (options, names)
         mj.sync(*results)
         for result, reference in zip(results, float64_reference(x, w, upstream, **options)):
             assert scaled_error(result.numpy(), reference) < 1e-4
 
 
 def test_auto_takes_winograd_for_backward_weights_from_fewer_tiles(rng, conv_algorithm):
-    """64 channels, 4x4 maps, batch 32: 32 output tiles. `auto` keeps forward and backward data direct (128 tiles
-    needed) but computes the weight gradient with Winograd (where the CPU has it), which pays from 32 tiles; all
-    match float64."""
+    """64 channels, 4x4 maps, batch 32: 32 output tiles of 4x4. With oneDNN's Winograd, `auto` keeps forward and
+    backward data direct (128 tiles needed) but computes the weight gradient with it, which pays from 32 tiles.
+    metajit's F(2x2, 3x3) (128 tiles of 2x2) pays in forward and backward weights, not in backward data, where
+    oneDNN's direct kernel is faster. All match float64."""
     mj.flags.conv_algorithm = "auto"
     x, w, upstream = floats(rng, 32, 64, 4, 4), floats(rng, 64, 64, 3, 3) / 24, floats(rng, 32, 64, 4, 4)
     results, names = convolution_and_gradients(x, w, upstream, padding=1)
     assert len(names) == 3, names
     winograd = sorted(name for name in names if "wino" in name)
-    if WINOGRAD_EXISTS:
+    if ONEDNN_WINOGRAD_EXISTS:
         assert len(winograd) == 1 and "backward weights" in winograd[0], names
     else:
-        assert not winograd, names
+        assert len(winograd) == 2 and not any("backward data" in name for name in winograd), names
     mj.sync(*results)
     for result, reference in zip(results, float64_reference(x, w, upstream, padding=1)):
         assert scaled_error(result.numpy(), reference) < 2e-5
+
+
+@pytest.mark.parametrize("shape, padding", [((2, 5, 7, 9), 1), ((2, 4, 6, 6), 0), ((2, 3, 5, 4), 2),
+                                            ((8, 16, 1, 1), 1)])
+def test_forced_winograd_matches_float64_on_odd_sizes_and_every_padding(rng, conv_algorithm, shape, padding):
+    """`winograd` on small, odd shapes: partial 2x2 tiles at the edges, no padding, padding 2 and a 1x1 image
+    (one tile, nearly all padding). All three passes match float64 PyTorch; without oneDNN's Winograd, each pass
+    is metajit's F(2x2, 3x3) call."""
+    mj.flags.conv_algorithm = "winograd"
+    batch, channels, height, width = shape
+    x, w = floats(rng, batch, channels, height, width), floats(rng, 6, channels, 3, 3) / 6
+    upstream = floats(rng, batch, 6, height + 2 * padding - 2, width + 2 * padding - 2)
+    results, names = convolution_and_gradients(x, w, upstream, padding=padding)
+    assert len(names) == 3, names
+    if not ONEDNN_WINOGRAD_EXISTS:
+        assert all(name.startswith("winograd convolution") for name in names), names
+    mj.sync(*results)
+    for result, reference in zip(results, float64_reference(x, w, upstream, padding=padding)):
+        assert scaled_error(result.numpy(), reference) < 1e-5
+
+
+def test_winograd_takes_a_bias_and_leaves_relu_to_a_kernel_after_it(rng, conv_algorithm):
+    """conv2d + bias + ReLU under `auto`, at a size where Winograd pays.
+    Without oneDNN's Winograd, metajit's call adds the bias itself and declines the ReLU post-op, which then runs
+    in a generated kernel after the call; the result matches float64 PyTorch either way."""
+    mj.flags.conv_algorithm = "auto"
+    x, w, b = floats(rng, 8, 64, 16, 16), floats(rng, 64, 64, 3, 3) / 24, floats(rng, 64)
+    y = F.relu(F.conv2d(mj.array(x), mj.array(w), mj.array(b), padding=1))
+    kernels = mj.inspect(y)
+    names = [kernel.library for kernel in kernels if kernel.kind.startswith("library")]
+    assert len(names) == 1, names
+    if not ONEDNN_WINOGRAD_EXISTS:
+        assert names[0].startswith("winograd convolution forward + bias"), names
+        assert [kernel.kind for kernel in kernels] == ["library+epilogue"]  # the ReLU after the call
+    reference = torch.relu(torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64),
+                                                      torch.tensor(w, dtype=torch.float64),
+                                                      torch.tensor(b, dtype=torch.float64), padding=1)).numpy()
+    assert scaled_error(y.numpy(), reference) < 1e-5
 
 
 @pytest.mark.parametrize("extent, options", [(8, dict(stride=2)), (9, dict(stride=2)), (8, dict(stride=3)),

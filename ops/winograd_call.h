@@ -1,0 +1,21 @@
+// Our own Winograd convolutions (ops/winograd_convolution.h) as a library call, for CPUs where oneDNN has no
+// Winograd kernels: when they apply to a matched convolution, and when they pay over oneDNN's direct kernels.
+#pragma once
+#include <memory>
+
+#include "jit/contraction.h"
+#include "ops/contraction_patterns.h"
+
+namespace metajit {
+
+// 3x3, stride 1, dilation 1, one group, 2-D, padding 0 to 2 on every side; a forward bias is taken, other
+// post-ops are not (the caller leaves them to a kernel after the call).
+bool winograd_applies(const ConvolutionProblem& problem);
+
+// Where F(2x2, 3x3) beats oneDNN 2.6's direct AVX2 kernels (timings in docs/lowering.md).
+bool winograd_beats_direct(const ConvolutionProblem& problem);
+
+// The call for a problem winograd_applies() to, with no post-ops.
+std::shared_ptr<const LibraryCall> winograd_call(const ConvolutionProblem& problem, size_t output_bytes);
+
+}  // namespace metajit
