@@ -87,10 +87,10 @@ class LibraryRunScope {
 // METAJIT_LOWERING=0 turns library lowering off (results must not change).
 bool library_lowering_enabled();
 void set_library_lowering_enabled(bool enabled);
-// Which algorithm a lowered convolution uses (METAJIT_CONV_ALGORITHM). Winograd does a half (oneDNN's F(4x4, 3x3),
-// AVX-512 only, rounding error near 1e-5 of the output's scale in float32) or 4/9 (metajit's F(2x2, 3x3), other
-// CPUs, near the direct kernels' error) of the arithmetic of a direct 3x3 convolution; the backend takes it
-// only for the shapes it applies to.
+// Which algorithm a lowered convolution uses (METAJIT_CONV_ALGORITHM). Winograd does a quarter to a half of the
+// arithmetic of a direct 3x3 convolution (oneDNN's F(4x4, 3x3) on AVX-512 CPUs, metajit's own F(4x4, 3x3) or
+// F(2x2, 3x3) elsewhere), at up to about ten times its rounding error (near 1e-5 of the output's scale in
+// float32); the backend takes it only for the shapes it applies to.
 enum class ConvolutionAlgorithm { Auto, Direct, Winograd };
 ConvolutionAlgorithm convolution_algorithm();
 void set_convolution_algorithm(ConvolutionAlgorithm algorithm);

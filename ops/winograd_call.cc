@@ -25,9 +25,19 @@ int64_t elements(const TensorLayout& layout) {
   return count;
 }
 
+// 4x4 output tiles on maps of 12x12 or more, 2x2 tiles on smaller ones (C++, 2 AVX2 cores, batch 32, each pass,
+// F(2x2) -> F(4x4) ms: 64 channels at 32x32 9.5-10.5 -> 7.3-9.2; 128 at 16x16 9.0-10.0 -> 6.8-7.6; 128 at 14x14,
+// batch 16, 3.8 -> 3.5; 256 at 8x8 9.4-10.3 -> 8.3-10.5; 64 at 8x8, batch 8, 0.24 -> 0.39). A 4x4 tile of a small
+// map is mostly padding, and its 36 products have few tiles each.
+WinogradTiling tiling_for(const ConvolutionProblem& problem) {
+  const auto& output = problem.destination.dims;
+  return std::min(output[2], output[3]) >= 12 ? WinogradTiling::FourByFour : WinogradTiling::TwoByTwo;
+}
+
 class WinogradCall : public LibraryCall {
  public:
-  WinogradCall(const ConvolutionProblem& problem, size_t output_bytes) : problem_(problem), output_bytes_(output_bytes) {}
+  WinogradCall(const ConvolutionProblem& problem, size_t output_bytes)
+      : problem_(problem), output_bytes_(output_bytes), tiling_(tiling_for(problem)) {}
 
   void run(void* const* buffers) const override {
     if (problem_.zero_output_first) std::memset(buffers[0], 0, output_bytes_);
@@ -39,30 +49,34 @@ class WinogradCall : public LibraryCall {
         const float* bias = problem_.bias ? static_cast<const float*>(buffers[problem_.bias->buffer]) + problem_.bias->offset
                                           : nullptr;
         forget_copies_within(destination.data, size_t(elements(problem_.destination)) * sizeof(float));
-        winograd_forward(source, weights, destination, top, left, bias);
+        winograd_forward(tiling_, source, weights, destination, top, left, bias);
         break;
       }
       case ConvolutionPass::BackwardData:
         forget_copies_within(source.data, size_t(elements(problem_.source)) * sizeof(float));
-        winograd_backward_data(destination, weights, source, top, left);
+        winograd_backward_data(tiling_, destination, weights, source, top, left);
         break;
       case ConvolutionPass::BackwardWeights:
         forget_copies_within(weights.data, size_t(elements(problem_.weights)) * sizeof(float));
-        winograd_backward_weights(source, destination, weights, top, left);
+        winograd_backward_weights(tiling_, source, destination, weights, top, left);
         break;
     }
   }
 
   std::string describe() const override {
+    int points = tiling_ == WinogradTiling::FourByFour ? 36 : 16;
     return std::string("winograd convolution ") + convolution_pass_name(problem_.pass) + (problem_.bias ? " + bias" : "") +
-           " (F(2x2,3x3): transforms + 16 sgemm)";
+           " (" + winograd_tiling_name(tiling_) + ": transforms + " + std::to_string(points) + " sgemm)";
   }
 
  private:
   ConvolutionProblem problem_;
   size_t output_bytes_;
+  WinogradTiling tiling_;
 };
 
+// Work in 2x2 output tiles, whichever tiling runs: the thresholds below were timed with F(2x2, 3x3), and
+// F(4x4, 3x3) is only chosen where it is at least as fast.
 int64_t tile_count(const ConvolutionProblem& problem) {
   const auto& output = problem.destination.dims;
   return output[0] * ((output[2] + 1) / 2) * ((output[3] + 1) / 2);
@@ -80,7 +94,7 @@ bool winograd_applies(const ConvolutionProblem& problem) {
   return !problem.bias || problem.bias->strides[0] == 1;
 }
 
-// Timed against oneDNN 2.6's jit:avx2 direct kernels on 2 AVX2 cores (docs/lowering.md). Winograd wins by
+// Timed against oneDNN 2.6's jit:avx2 direct kernels on 2 AVX2 cores (docs/lowering.md). F(2x2, 3x3) wins by
 // 1.5-3x on ResNet's 3x3 layers at batch 32 (64 channels at 32x32 to 512 at 4x4), and in forward and backward
 // weights from 4096 tile-channels (64 channels at batch 8 on 8x8 maps: 0.86x; 512 channels at 2x2, batch 32:
 // 0.81x and 0.21x). oneDNN's backward data kernel is faster than its forward one, so there Winograd needs 8x as

@@ -12,7 +12,7 @@ namespace metajit {
 // post-ops are not (the caller leaves them to a kernel after the call).
 bool winograd_applies(const ConvolutionProblem& problem);
 
-// Where F(2x2, 3x3) beats oneDNN 2.6's direct AVX2 kernels (timings in docs/lowering.md).
+// Where our Winograd beats oneDNN 2.6's direct AVX2 kernels (timings in docs/lowering.md).
 bool winograd_beats_direct(const ConvolutionProblem& problem);
 
 // The call for a problem winograd_applies() to, with no post-ops.

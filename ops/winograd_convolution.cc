@@ -1,14 +1,15 @@
 // Layout of the work: the tiles of the output grid are taken in chunks small enough that a chunk's transformed
-// tensors stay in cache. For each chunk, the transforms run in parallel over (channel, tile row) pairs, the 16
-// matrix products in parallel over the 16 points (each sgemm single-threaded inside the parallel loop), and the
-// transforms back again over (channel, tile row). Transformed tensors are [point][channel][tile], so every
-// transform reads and writes whole rows of consecutive tiles, and every product is one plain row-major sgemm.
+// tensors stay in cache. For each chunk, the transforms run in parallel over (channel, tile row) pairs, the
+// matrix products (one per point of the transformed tile) in parallel over the points, each sgemm
+// single-threaded inside the parallel loop, and the transforms back again over (channel, tile row).
+// Transformed tensors are [point][channel][tile], so every transform reads and writes whole rows of consecutive
+// tiles, and every product is one plain row-major sgemm.
 //
-// The matrices (one dimension; two dimensions apply them to rows and then to columns):
-//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]    data (4 points)
-//   G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]  filter (3 taps)
-//   A^T = [1 1 1 0; 0 1 -1 -1]                        products -> 2 outputs
-// F(2, 3): y = A^T [(G g) . (B^T d)]. Its transpose F(3, 2), for the weight gradient: z = G^T [(A e) . (B^T d)].
+// A tiling is F(m, 3) in one dimension: windows of m + 2 inputs, m outputs per tile, with the matrices
+//   B^T (data), G (filter taps) and A^T (products -> outputs):  y = A^T [(G g) . (B^T d)],
+// and, for the weight gradient, its transpose F(3, m), where the m outputs' gradients e play the filter:
+//   z = G^T [(A e) . (B^T d)].
+// Two dimensions apply a one-dimensional transform along the rows, then down the columns.
 #include "ops/winograd_convolution.h"
 
 #include <algorithm>
@@ -23,7 +24,81 @@
 namespace metajit {
 namespace {
 
-constexpr int kPoints = 16;  // the transformed tile is 4x4
+// F(2, 3) at the points 0, 1, -1 and infinity (Lavin & Gray): only additions and halvings, so almost no rounding.
+struct TwoOutputs {
+  static constexpr int kOutputs = 2, kWindow = 4;
+  static void data(const float* d, float* out) {  // B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
+    out[0] = d[0] - d[2];
+    out[1] = d[1] + d[2];
+    out[2] = d[2] - d[1];
+    out[3] = d[1] - d[3];
+  }
+  static void filter(const float* g, float* out) {  // G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
+    out[0] = g[0];
+    out[1] = 0.5f * (g[0] + g[1] + g[2]);
+    out[2] = 0.5f * (g[0] - g[1] + g[2]);
+    out[3] = g[2];
+  }
+  static void output(const float* p, float* out) {  // A^T = [1 1 1 0; 0 1 -1 -1]
+    out[0] = p[0] + p[1] + p[2];
+    out[1] = p[1] - p[2] - p[3];
+  }
+  static void gradient(const float* e, float* out) {  // A
+    out[0] = e[0];
+    out[1] = e[0] + e[1];
+    out[2] = e[0] - e[1];
+    out[3] = -e[1];
+  }
+  static void weight_sum(const float* s, float* out) {  // G^T
+    out[0] = s[0] + 0.5f * (s[1] + s[2]);
+    out[1] = 0.5f * (s[1] - s[2]);
+    out[2] = 0.5f * (s[1] + s[2]) + s[3];
+  }
+};
+
+// F(4, 3) at the points 0, 1, -1, 2, -2 and infinity: 36 multiplies per 4x4 outputs instead of 144.
+struct FourOutputs {
+  static constexpr int kOutputs = 4, kWindow = 6;
+  static void data(const float* d, float* out) {
+    // B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+    out[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
+    out[1] = (d[3] + d[4]) - 4.0f * (d[1] + d[2]);
+    out[2] = (d[4] - d[3]) + 4.0f * (d[1] - d[2]);
+    out[3] = (d[4] - d[2]) + 2.0f * (d[3] - d[1]);
+    out[4] = (d[4] - d[2]) - 2.0f * (d[3] - d[1]);
+    out[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
+  }
+  static void filter(const float* g, float* out) {
+    // G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
+    out[0] = 0.25f * g[0];
+    out[1] = (-1.0f / 6.0f) * (g[0] + g[1] + g[2]);
+    out[2] = (-1.0f / 6.0f) * (g[0] - g[1] + g[2]);
+    out[3] = (1.0f / 24.0f) * g[0] + (1.0f / 12.0f) * g[1] + (1.0f / 6.0f) * g[2];
+    out[4] = (1.0f / 24.0f) * g[0] - (1.0f / 12.0f) * g[1] + (1.0f / 6.0f) * g[2];
+    out[5] = g[2];
+  }
+  static void output(const float* p, float* out) {
+    // A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+    out[0] = p[0] + (p[1] + p[2]) + (p[3] + p[4]);
+    out[1] = (p[1] - p[2]) + 2.0f * (p[3] - p[4]);
+    out[2] = (p[1] + p[2]) + 4.0f * (p[3] + p[4]);
+    out[3] = (p[1] - p[2]) + 8.0f * (p[3] - p[4]) + p[5];
+  }
+  static void gradient(const float* e, float* out) {  // A
+    out[0] = e[0];
+    out[1] = (e[0] + e[2]) + (e[1] + e[3]);
+    out[2] = (e[0] + e[2]) - (e[1] + e[3]);
+    out[3] = (e[0] + 4.0f * e[2]) + (2.0f * e[1] + 8.0f * e[3]);
+    out[4] = (e[0] + 4.0f * e[2]) - (2.0f * e[1] + 8.0f * e[3]);
+    out[5] = e[3];
+  }
+  static void weight_sum(const float* s, float* out) {  // G^T
+    out[0] = 0.25f * s[0] - (1.0f / 6.0f) * (s[1] + s[2]) + (1.0f / 24.0f) * (s[3] + s[4]);
+    out[1] = (1.0f / 6.0f) * (s[2] - s[1]) + (1.0f / 12.0f) * (s[3] - s[4]);
+    out[2] = (1.0f / 6.0f) * (s[3] + s[4] - s[1] - s[2]) + s[5];
+  }
+};
+
 // A chunk's transformed tensors hold about this many floats (8 MB): cached while its products run.
 constexpr int64_t kChunkFloats = int64_t(2) << 20;
 
@@ -31,10 +106,11 @@ float& at(const WinogradTensor& tensor, int64_t a, int64_t b, int64_t c, int64_t
   return tensor.data[a * tensor.strides[0] + b * tensor.strides[1] + c * tensor.strides[2] + d * tensor.strides[3]];
 }
 
-// The 2x2 output tiles covering a [batch, ., height, width] tensor.
+// The m x m output tiles covering a [batch, ., height, width] tensor.
 struct TileGrid {
   int64_t batch, rows, columns;
-  TileGrid(int64_t batch, int64_t height, int64_t width) : batch(batch), rows((height + 1) / 2), columns((width + 1) / 2) {}
+  TileGrid(int64_t batch, int64_t height, int64_t width, int64_t size)
+      : batch(batch), rows((height + size - 1) / size), columns((width + size - 1) / size) {}
   int64_t count() const { return batch * rows * columns; }
 };
 
@@ -61,22 +137,25 @@ float* scratch(Scratch which, size_t floats) {
 }
 
 // A chunk's tiles, transformed: [point][channel][tile]. Rows are padded off multiples of 4 KB and points shifted
-// by a few cache lines, so the 16 streams a transform writes, and an sgemm's rows, do not share cache sets (with
-// a 1024-tile chunk and 64 channels, unpadded, all 16 would be 256 KB apart: 6x slower transforms).
+// by a few cache lines, so the streams a transform writes, and an sgemm's rows, do not share cache sets (with a
+// 1024-tile chunk and 64 channels, unpadded, all 16 points of F(2x2, 3x3) were 256 KB apart: 6x slower
+// transforms).
 struct TileBlock {
   float* data;
   int64_t lead, point_stride;
   TileBlock(float* data, int64_t channels, int64_t tiles)
       : data(data), lead(tiles + 8), point_stride(channels * (tiles + 8) + 32) {}
-  static size_t floats(int64_t channels, int64_t tiles) { return size_t(kPoints) * (channels * (tiles + 8) + 32); }
+  static size_t floats(int points, int64_t channels, int64_t tiles) {
+    return size_t(points) * size_t(channels * (tiles + 8) + 32);
+  }
   float* point(int64_t index) const { return data + index * point_stride; }
 };
 
 // Filters (or weight sums), transformed: [point][output channel][input channel], points shifted as above.
 int64_t filter_point_stride(int64_t outputs, int64_t inputs) { return outputs * inputs + 32; }
 
-int64_t chunk_tiles(int64_t tiles, int64_t channels_in, int64_t channels_out) {
-  int64_t size = kChunkFloats / (kPoints * (channels_in + channels_out));
+int64_t chunk_tiles(int points, int64_t tiles, int64_t channels_in, int64_t channels_out) {
+  int64_t size = kChunkFloats / (points * (channels_in + channels_out));
   return std::clamp<int64_t>(size / 16 * 16, 16, tiles);
 }
 
@@ -87,289 +166,352 @@ void sgemm(char transpose_left, char transpose_right, int64_t rows, int64_t colu
   if (status != dnnl_success) throw std::runtime_error("oneDNN sgemm failed (status " + std::to_string(status) + ")");
 }
 
-// Copies image row y of (n, c), columns [2 * begin - pad_left, 2 * end + 2 - pad_left), zeros outside the image,
-// split into even and odd columns: even[j] and odd[j] are the columns 2j and 2j + 1 of the window.
-void split_row(const WinogradTensor& image, int64_t n, int64_t c, int64_t y, int64_t begin, int64_t end,
-               int64_t pad_left, float* even, float* odd) {
-  int64_t count = end - begin + 1;
+// Row y of (n, c) from column `start` on, zeros outside the image, split into m phases:
+// phases[p][j] = row[start + m j + p] for j in [0, count).
+void split_row(const WinogradTensor& image, int64_t n, int64_t c, int64_t y, int64_t start, int64_t count, int size,
+               float* const* phases) {
   if (y < 0 || y >= image.dims[2]) {
-    std::fill(even, even + count, 0.0f);
-    std::fill(odd, odd + count, 0.0f);
+    for (int phase = 0; phase < size; ++phase) std::fill(phases[phase], phases[phase] + count, 0.0f);
     return;
   }
   const float* row = &at(image, n, c, y, 0);
-  int64_t width = image.dims[3], stride = image.strides[3], start = 2 * begin - pad_left;
-  // Window columns start + 2j (+ 1) inside the image for j in [inside_begin, inside_end): no tests there.
-  int64_t inside_begin = std::clamp<int64_t>((-start + 1) / 2, 0, count);
-  int64_t inside_end = std::clamp<int64_t>((width - start) / 2, inside_begin, count);
+  int64_t width = image.dims[3], stride = image.strides[3];
+  // Every phase inside the image for j in [inside_begin, inside_end): no tests there.
+  int64_t inside_begin = start >= 0 ? 0 : std::min<int64_t>((size - 1 - start) / size, count);
+  int64_t inside_end = width - start >= 0 ? std::clamp<int64_t>((width - start) / size, inside_begin, count) : inside_begin;
   for (int64_t j = 0; j < count; ++j) {
     if (j == inside_begin && stride == 1) {
-      const float* pair = row + start + 2 * j;
-      for (; j < inside_end; ++j, pair += 2) {
-        even[j] = pair[0];
-        odd[j] = pair[1];
+      for (; j < inside_end; ++j) {
+        const float* group = row + start + size * j;
+        for (int phase = 0; phase < size; ++phase) phases[phase][j] = group[phase];
       }
       if (j == count) break;
     }
-    int64_t x = start + 2 * j;
-    even[j] = x >= 0 && x < width ? row[x * stride] : 0.0f;
-    odd[j] = x + 1 >= 0 && x + 1 < width ? row[(x + 1) * stride] : 0.0f;
+    for (int phase = 0; phase < size; ++phase) {
+      int64_t x = start + size * j + phase;
+      phases[phase][j] = x >= 0 && x < width ? row[x * stride] : 0.0f;
+    }
   }
 }
 
-// transformed[point][c][tile - chunk.first] = (B^T d B)[point], d the 4x4 window of `image` at
-// (2i - pad_top, 2j - pad_left) for tile (n, i, j).
-void transform_data(const WinogradTensor& image, const TileGrid& grid, const Chunk& chunk, int64_t pad_top,
-                    int64_t pad_left, const TileBlock& transformed) {
-  int64_t channels = image.dims[1], rows = chunk.row_count(grid), point_stride = transformed.point_stride;
-  parallel_for(channels * rows, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> buffer(8 * (grid.columns + 1));
-    for (int64_t item = begin; item < end; ++item) {
-      int64_t c = item / rows, row = chunk.first_row(grid) + item % rows, n = row / grid.rows, i = row % grid.rows;
-      int64_t first = chunk.begin_column(grid, row), last = chunk.end_column(grid, row), count = last - first;
-      float* halves[4][2];  // window row r split into even and odd columns
-      for (int r = 0; r < 4; ++r) {
-        halves[r][0] = buffer.data() + 2 * r * (grid.columns + 1);
-        halves[r][1] = halves[r][0] + grid.columns + 1;
-        split_row(image, n, c, 2 * i + r - pad_top, first, last, pad_left, halves[r][0], halves[r][1]);
-      }
-      float* out = transformed.data + c * transformed.lead + row * grid.columns + first - chunk.first;
-#pragma GCC ivdep
-      for (int64_t j = 0; j < count; ++j) {
-        float v[4][4];
-        for (int r = 0; r < 4; ++r) {  // B^T along the rows
-          float d0 = halves[r][0][j], d1 = halves[r][1][j], d2 = halves[r][0][j + 1], d3 = halves[r][1][j + 1];
-          v[r][0] = d0 - d2;
-          v[r][1] = d1 + d2;
-          v[r][2] = d2 - d1;
-          v[r][3] = d1 - d3;
-        }
-        for (int s = 0; s < 4; ++s) {  // B^T down the columns
-          out[(0 * 4 + s) * point_stride + j] = v[0][s] - v[2][s];
-          out[(1 * 4 + s) * point_stride + j] = v[1][s] + v[2][s];
-          out[(2 * 4 + s) * point_stride + j] = v[2][s] - v[1][s];
-          out[(3 * 4 + s) * point_stride + j] = v[1][s] - v[3][s];
-        }
-      }
-    }
-  });
-}
+template <typename Tiling>
+struct Winograd {
+  static constexpr int kOutputs = Tiling::kOutputs, kWindow = Tiling::kWindow, kPoints = kWindow * kWindow;
 
-// transformed[point][m][k] = (G g G^T)[point] for the 3x3 filter g of output channel m and input channel k:
-// weights[m, k] as stored, or with `turned` weights[k, m] rotated 180 degrees (backward data).
-void transform_filters(const WinogradTensor& weights, bool turned, float* transformed) {
-  int64_t outputs = turned ? weights.dims[1] : weights.dims[0], inputs = turned ? weights.dims[0] : weights.dims[1];
-  int64_t point_stride = filter_point_stride(outputs, inputs);
-  parallel_for(outputs, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t m = begin; m < end; ++m)
+  // transformed[point][c][tile - chunk.first] = (B^T d B)[point], d the window of `image` at
+  // (m i - pad_top, m j - pad_left) for tile (n, i, j).
+  static void transform_data(const WinogradTensor& image, const TileGrid& grid, const Chunk& chunk, int64_t pad_top,
+                             int64_t pad_left, const TileBlock& transformed) {
+    int64_t channels = image.dims[1], rows = chunk.row_count(grid), point_stride = transformed.point_stride;
+    int64_t phase_length = grid.columns + 1;
+    parallel_for(channels * rows, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> buffer(size_t(kWindow * kOutputs * phase_length));
+      for (int64_t item = begin; item < end; ++item) {
+        int64_t c = item / rows, row = chunk.first_row(grid) + item % rows, n = row / grid.rows, i = row % grid.rows;
+        int64_t first = chunk.begin_column(grid, row), last = chunk.end_column(grid, row), count = last - first;
+        float* phases[kWindow][kOutputs];  // window row r, split by column phase
+#pragma GCC unroll 8
+        for (int r = 0; r < kWindow; ++r) {
+#pragma GCC unroll 8
+          for (int phase = 0; phase < kOutputs; ++phase)
+            phases[r][phase] = buffer.data() + (r * kOutputs + phase) * phase_length;
+          split_row(image, n, c, kOutputs * i + r - pad_top, kOutputs * first - pad_left, count + 1, kOutputs,
+                    phases[r]);
+        }
+        float* out = transformed.data + c * transformed.lead + row * grid.columns + first - chunk.first;
 #pragma GCC ivdep
-      for (int64_t k = 0; k < inputs; ++k) {
-        float g[3][3], t[4][3];
-        for (int r = 0; r < 3; ++r)
-          for (int s = 0; s < 3; ++s) g[r][s] = turned ? at(weights, k, m, 2 - r, 2 - s) : at(weights, m, k, r, s);
-        for (int s = 0; s < 3; ++s) {  // G down the columns
-          t[0][s] = g[0][s];
-          t[1][s] = 0.5f * (g[0][s] + g[1][s] + g[2][s]);
-          t[2][s] = 0.5f * (g[0][s] - g[1][s] + g[2][s]);
-          t[3][s] = g[2][s];
-        }
-        float* out = transformed + m * inputs + k;
-        for (int r = 0; r < 4; ++r) {  // G along the rows
-          out[(r * 4 + 0) * point_stride] = t[r][0];
-          out[(r * 4 + 1) * point_stride] = 0.5f * (t[r][0] + t[r][1] + t[r][2]);
-          out[(r * 4 + 2) * point_stride] = 0.5f * (t[r][0] - t[r][1] + t[r][2]);
-          out[(r * 4 + 3) * point_stride] = t[r][2];
-        }
-      }
-  });
-}
-
-// output[n, m, 2i + a, 2j + b] = (A^T p A)[a][b] (+ bias[m]) for the chunk's tiles, p the 4x4 products of tile
-// (n, i, j) and channel m; outputs past the tensor's edge (odd sizes) are dropped.
-void transform_products(const TileBlock& products, const TileGrid& grid, const Chunk& chunk,
-                        const WinogradTensor& output, const float* bias) {
-  int64_t channels = output.dims[1], rows = chunk.row_count(grid), point_stride = products.point_stride;
-  parallel_for(channels * rows, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> buffer(4 * (grid.columns + 1));
-    for (int64_t item = begin; item < end; ++item) {
-      int64_t m = item / rows, row = chunk.first_row(grid) + item % rows, n = row / grid.rows, i = row % grid.rows;
-      int64_t first = chunk.begin_column(grid, row), last = chunk.end_column(grid, row), count = last - first;
-      const float* p = products.data + m * products.lead + row * grid.columns + first - chunk.first;
-      float* halves[2][2];  // output rows 2i and 2i + 1, even and odd columns from 2 * first
-      for (int a = 0; a < 2; ++a) {
-        halves[a][0] = buffer.data() + 2 * a * (grid.columns + 1);
-        halves[a][1] = halves[a][0] + grid.columns + 1;
-      }
-      float shift = bias ? bias[m] : 0.0f;
-#pragma GCC ivdep
-      for (int64_t j = 0; j < count; ++j) {
-        float z[2][4];
-        for (int s = 0; s < 4; ++s) {  // A^T down the columns
-          float p0 = p[(0 * 4 + s) * point_stride + j], p1 = p[(1 * 4 + s) * point_stride + j];
-          float p2 = p[(2 * 4 + s) * point_stride + j], p3 = p[(3 * 4 + s) * point_stride + j];
-          z[0][s] = p0 + p1 + p2;
-          z[1][s] = p1 - p2 - p3;
-        }
-        for (int a = 0; a < 2; ++a) {  // A^T along the rows
-          halves[a][0][j] = z[a][0] + z[a][1] + z[a][2] + shift;
-          halves[a][1][j] = z[a][1] - z[a][2] - z[a][3] + shift;
-        }
-      }
-      int64_t x0 = 2 * first, width = std::min<int64_t>(2 * last, output.dims[3]) - x0, stride = output.strides[3];
-      for (int a = 0; a < 2 && 2 * i + a < output.dims[2]; ++a) {
-        float* destination = &at(output, n, m, 2 * i + a, x0);
-        const float *even = halves[a][0], *odd = halves[a][1];
-        int64_t pairs = width / 2;
-        if (stride == 1) {
-          for (int64_t j = 0; j < pairs; ++j) {
-            destination[2 * j] = even[j];
-            destination[2 * j + 1] = odd[j];
+        for (int64_t j = 0; j < count; ++j) {
+          float rows_done[kWindow][kWindow];
+#pragma GCC unroll 8
+          for (int r = 0; r < kWindow; ++r) {
+            float window[kWindow];
+#pragma GCC unroll 8
+            for (int k = 0; k < kWindow; ++k) window[k] = phases[r][k % kOutputs][j + k / kOutputs];
+            Tiling::data(window, rows_done[r]);
           }
-        } else {
-          for (int64_t j = 0; j < pairs; ++j) {
-            destination[2 * j * stride] = even[j];
-            destination[(2 * j + 1) * stride] = odd[j];
+#pragma GCC unroll 8
+          for (int s = 0; s < kWindow; ++s) {
+            float column[kWindow], done[kWindow];
+#pragma GCC unroll 8
+            for (int r = 0; r < kWindow; ++r) column[r] = rows_done[r][s];
+            Tiling::data(column, done);
+#pragma GCC unroll 8
+            for (int a = 0; a < kWindow; ++a) out[(a * kWindow + s) * point_stride + j] = done[a];
           }
         }
-        if (width % 2) destination[(width - 1) * stride] = even[pairs];
       }
-    }
-  });
-}
-
-// out[n, m, y, x] = sum over k, r, s of image[n, k, y + r - pad_top, x + s - pad_left] * g(m, k)[r][s], with the
-// filters already transformed: filters[point][m][k].
-void correlate(const WinogradTensor& image, const float* filters, const WinogradTensor& output, int64_t pad_top,
-               int64_t pad_left, const float* bias) {
-  int64_t inputs = image.dims[1], outputs = output.dims[1];
-  TileGrid grid(output.dims[0], output.dims[2], output.dims[3]);
-  int64_t tiles = grid.count(), size = chunk_tiles(tiles, inputs, outputs);
-  float* memory = scratch(kTiles, TileBlock::floats(inputs, size) + TileBlock::floats(outputs, size));
-  TileBlock data(memory, inputs, size), products(memory + TileBlock::floats(inputs, size), outputs, size);
-  int64_t filter_stride = filter_point_stride(outputs, inputs);
-  for (int64_t first = 0; first < tiles; first += size) {
-    Chunk chunk{first, std::min(first + size, tiles)};
-    transform_data(image, grid, chunk, pad_top, pad_left, data);
-    parallel_for(kPoints, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t point = begin; point < end; ++point)
-        sgemm('N', 'N', outputs, chunk.last - chunk.first, inputs, filters + point * filter_stride, inputs,
-              data.point(point), data.lead, 0.0f, products.point(point), products.lead);
     });
-    transform_products(products, grid, chunk, output, bias);
   }
-}
 
-// transformed[point][o][tile - chunk.first] = (A e A^T)[point], e the 2x2 tile of `gradient` (zeros past its edge).
-void transform_gradient_tiles(const WinogradTensor& gradient, const TileGrid& grid, const Chunk& chunk,
-                              const TileBlock& transformed) {
-  int64_t channels = gradient.dims[1], rows = chunk.row_count(grid), point_stride = transformed.point_stride;
-  parallel_for(channels * rows, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> buffer(4 * (grid.columns + 1));
-    for (int64_t item = begin; item < end; ++item) {
-      int64_t o = item / rows, row = chunk.first_row(grid) + item % rows, n = row / grid.rows, i = row % grid.rows;
-      int64_t first = chunk.begin_column(grid, row), last = chunk.end_column(grid, row), count = last - first;
-      float* halves[2][2];
-      for (int a = 0; a < 2; ++a) {
-        halves[a][0] = buffer.data() + 2 * a * (grid.columns + 1);
-        halves[a][1] = halves[a][0] + grid.columns + 1;
-        split_row(gradient, n, o, 2 * i + a, first, last, 0, halves[a][0], halves[a][1]);
-      }
-      float* out = transformed.data + o * transformed.lead + row * grid.columns + first - chunk.first;
+  // transformed[point][m][k] = (G g G^T)[point] for the 3x3 filter g of output channel m and input channel k:
+  // weights[m, k] as stored, or with `turned` weights[k, m] rotated 180 degrees (backward data).
+  static void transform_filters(const WinogradTensor& weights, bool turned, float* transformed) {
+    int64_t outputs = turned ? weights.dims[1] : weights.dims[0], inputs = turned ? weights.dims[0] : weights.dims[1];
+    int64_t point_stride = filter_point_stride(outputs, inputs);
+    // Tap (r, s) of filter (m, k) at origin(m) + k * step + r * row_step + s * column_step: no branch in the loop.
+    int64_t step = turned ? weights.strides[0] : weights.strides[1];
+    int64_t row_step = turned ? -weights.strides[2] : weights.strides[2];
+    int64_t column_step = turned ? -weights.strides[3] : weights.strides[3];
+    parallel_for(outputs, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t m = begin; m < end; ++m) {
+        const float* origin = turned ? &at(weights, 0, m, 2, 2) : &at(weights, m, 0, 0, 0);
 #pragma GCC ivdep
-      for (int64_t j = 0; j < count; ++j) {
-        float t[2][4];
-        for (int a = 0; a < 2; ++a) {  // A along the rows: (e0, e0 + e1, e0 - e1, -e1)
-          float e0 = halves[a][0][j], e1 = halves[a][1][j];
-          t[a][0] = e0;
-          t[a][1] = e0 + e1;
-          t[a][2] = e0 - e1;
-          t[a][3] = -e1;
-        }
-        for (int s = 0; s < 4; ++s) {  // A down the columns
-          out[(0 * 4 + s) * point_stride + j] = t[0][s];
-          out[(1 * 4 + s) * point_stride + j] = t[0][s] + t[1][s];
-          out[(2 * 4 + s) * point_stride + j] = t[0][s] - t[1][s];
-          out[(3 * 4 + s) * point_stride + j] = -t[1][s];
+        for (int64_t k = 0; k < inputs; ++k) {
+          float rows_done[3][kWindow];
+#pragma GCC unroll 8
+          for (int r = 0; r < 3; ++r) {
+            float taps[3];
+#pragma GCC unroll 8
+            for (int s = 0; s < 3; ++s) taps[s] = origin[k * step + r * row_step + s * column_step];
+            Tiling::filter(taps, rows_done[r]);
+          }
+          float* out = transformed + m * inputs + k;
+#pragma GCC unroll 8
+          for (int s = 0; s < kWindow; ++s) {
+            float column[3] = {rows_done[0][s], rows_done[1][s], rows_done[2][s]}, done[kWindow];
+            Tiling::filter(column, done);
+#pragma GCC unroll 8
+            for (int a = 0; a < kWindow; ++a) out[(a * kWindow + s) * point_stride] = done[a];
+          }
         }
       }
+    });
+  }
+
+  // output[n, o, m i + a, m j + b] = (A^T p A)[a][b] (+ bias[o]) for the chunk's tiles, p the products of tile
+  // (n, i, j) and channel o; outputs past the tensor's edge are dropped.
+  static void transform_products(const TileBlock& products, const TileGrid& grid, const Chunk& chunk,
+                                 const WinogradTensor& output, const float* bias) {
+    int64_t channels = output.dims[1], rows = chunk.row_count(grid), point_stride = products.point_stride;
+    int64_t phase_length = grid.columns + 1;
+    parallel_for(channels * rows, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> buffer(size_t(kOutputs * kOutputs * phase_length));
+      for (int64_t item = begin; item < end; ++item) {
+        int64_t o = item / rows, row = chunk.first_row(grid) + item % rows, n = row / grid.rows, i = row % grid.rows;
+        int64_t first = chunk.begin_column(grid, row), last = chunk.end_column(grid, row), count = last - first;
+        const float* p = products.data + o * products.lead + row * grid.columns + first - chunk.first;
+        float* phases[kOutputs][kOutputs];  // output row a of the tiles, split by column phase
+#pragma GCC unroll 8
+        for (int a = 0; a < kOutputs; ++a)
+#pragma GCC unroll 8
+          for (int b = 0; b < kOutputs; ++b) phases[a][b] = buffer.data() + (a * kOutputs + b) * phase_length;
+        float shift = bias ? bias[o] : 0.0f;
+#pragma GCC ivdep
+        for (int64_t j = 0; j < count; ++j) {
+          float columns_done[kOutputs][kWindow];
+#pragma GCC unroll 8
+          for (int s = 0; s < kWindow; ++s) {
+            float column[kWindow], done[kOutputs];
+#pragma GCC unroll 8
+            for (int r = 0; r < kWindow; ++r) column[r] = p[(r * kWindow + s) * point_stride + j];
+            Tiling::output(column, done);
+#pragma GCC unroll 8
+            for (int a = 0; a < kOutputs; ++a) columns_done[a][s] = done[a];
+          }
+#pragma GCC unroll 8
+          for (int a = 0; a < kOutputs; ++a) {
+            float done[kOutputs];
+            Tiling::output(columns_done[a], done);
+#pragma GCC unroll 8
+            for (int b = 0; b < kOutputs; ++b) phases[a][b][j] = done[b] + shift;
+          }
+        }
+        int64_t x0 = kOutputs * first, width = std::min<int64_t>(kOutputs * last, output.dims[3]) - x0;
+        int64_t stride = output.strides[3];
+        for (int a = 0; a < kOutputs && kOutputs * i + a < output.dims[2]; ++a) {
+          float* destination = &at(output, n, o, kOutputs * i + a, x0);
+          int64_t groups = width / kOutputs;
+          if (stride == 1) {
+            for (int64_t j = 0; j < groups; ++j)
+#pragma GCC unroll 8
+              for (int b = 0; b < kOutputs; ++b) destination[kOutputs * j + b] = phases[a][b][j];
+          } else {
+            for (int64_t j = 0; j < groups; ++j)
+#pragma GCC unroll 8
+              for (int b = 0; b < kOutputs; ++b) destination[(kOutputs * j + b) * stride] = phases[a][b][j];
+          }
+          for (int64_t x = groups * kOutputs; x < width; ++x) destination[x * stride] = phases[a][x % kOutputs][groups];
+        }
+      }
+    });
+  }
+
+  // out[n, m, y, x] = sum over k, r, s of image[n, k, y + r - pad_top, x + s - pad_left] * g(m, k)[r][s], with
+  // the filters already transformed: filters[point][m][k].
+  static void correlate(const WinogradTensor& image, const float* filters, const WinogradTensor& output,
+                        int64_t pad_top, int64_t pad_left, const float* bias) {
+    int64_t inputs = image.dims[1], outputs = output.dims[1];
+    TileGrid grid(output.dims[0], output.dims[2], output.dims[3], kOutputs);
+    int64_t tiles = grid.count(), size = chunk_tiles(kPoints, tiles, inputs, outputs);
+    size_t data_floats = TileBlock::floats(kPoints, inputs, size);
+    float* memory = scratch(kTiles, data_floats + TileBlock::floats(kPoints, outputs, size));
+    TileBlock data(memory, inputs, size), products(memory + data_floats, outputs, size);
+    int64_t filter_stride = filter_point_stride(outputs, inputs);
+    for (int64_t first = 0; first < tiles; first += size) {
+      Chunk chunk{first, std::min(first + size, tiles)};
+      transform_data(image, grid, chunk, pad_top, pad_left, data);
+      parallel_for(kPoints, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t point = begin; point < end; ++point)
+          sgemm('N', 'N', outputs, chunk.last - chunk.first, inputs, filters + point * filter_stride, inputs,
+                data.point(point), data.lead, 0.0f, products.point(point), products.lead);
+      });
+      transform_products(products, grid, chunk, output, bias);
     }
-  });
-}
+  }
 
-// diff_weights[o, c] = G^T s G, s = sums[point][o][c].
-void transform_weight_sums(const float* sums, const WinogradTensor& diff_weights) {
-  int64_t outputs = diff_weights.dims[0], inputs = diff_weights.dims[1];
-  int64_t point_stride = filter_point_stride(outputs, inputs);
-  parallel_for(outputs, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t o = begin; o < end; ++o)
-#pragma GCC ivdep
-      for (int64_t c = 0; c < inputs; ++c) {
-        const float* s = sums + o * inputs + c;
-        float t[3][4];
-        for (int q = 0; q < 4; ++q) {  // G^T down the columns
-          float s0 = s[(0 * 4 + q) * point_stride], s1 = s[(1 * 4 + q) * point_stride];
-          float s2 = s[(2 * 4 + q) * point_stride], s3 = s[(3 * 4 + q) * point_stride];
-          t[0][q] = s0 + 0.5f * (s1 + s2);
-          t[1][q] = 0.5f * (s1 - s2);
-          t[2][q] = 0.5f * (s1 + s2) + s3;
+  // transformed[point][o][tile - chunk.first] = (A e A^T)[point], e the m x m tile of `gradient` (zeros past its
+  // edge).
+  static void transform_gradient_tiles(const WinogradTensor& gradient, const TileGrid& grid, const Chunk& chunk,
+                                       const TileBlock& transformed) {
+    int64_t channels = gradient.dims[1], rows = chunk.row_count(grid), point_stride = transformed.point_stride;
+    int64_t phase_length = grid.columns + 1;
+    parallel_for(channels * rows, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> buffer(size_t(kOutputs * kOutputs * phase_length));
+      for (int64_t item = begin; item < end; ++item) {
+        int64_t o = item / rows, row = chunk.first_row(grid) + item % rows, n = row / grid.rows, i = row % grid.rows;
+        int64_t first = chunk.begin_column(grid, row), last = chunk.end_column(grid, row), count = last - first;
+        float* phases[kOutputs][kOutputs];
+#pragma GCC unroll 8
+        for (int a = 0; a < kOutputs; ++a) {
+#pragma GCC unroll 8
+          for (int b = 0; b < kOutputs; ++b) phases[a][b] = buffer.data() + (a * kOutputs + b) * phase_length;
+          split_row(gradient, n, o, kOutputs * i + a, kOutputs * first, count, kOutputs, phases[a]);
         }
-        for (int r = 0; r < 3; ++r) {  // G^T along the rows
-          at(diff_weights, o, c, r, 0) = t[r][0] + 0.5f * (t[r][1] + t[r][2]);
-          at(diff_weights, o, c, r, 1) = 0.5f * (t[r][1] - t[r][2]);
-          at(diff_weights, o, c, r, 2) = 0.5f * (t[r][1] + t[r][2]) + t[r][3];
+        float* out = transformed.data + o * transformed.lead + row * grid.columns + first - chunk.first;
+#pragma GCC ivdep
+        for (int64_t j = 0; j < count; ++j) {
+          float rows_done[kOutputs][kWindow];
+#pragma GCC unroll 8
+          for (int a = 0; a < kOutputs; ++a) {
+            float tile_row[kOutputs];
+#pragma GCC unroll 8
+            for (int b = 0; b < kOutputs; ++b) tile_row[b] = phases[a][b][j];
+            Tiling::gradient(tile_row, rows_done[a]);
+          }
+#pragma GCC unroll 8
+          for (int s = 0; s < kWindow; ++s) {
+            float column[kOutputs], done[kWindow];
+#pragma GCC unroll 8
+            for (int a = 0; a < kOutputs; ++a) column[a] = rows_done[a][s];
+            Tiling::gradient(column, done);
+#pragma GCC unroll 8
+            for (int q = 0; q < kWindow; ++q) out[(q * kWindow + s) * point_stride + j] = done[q];
+          }
         }
       }
-  });
-}
+    });
+  }
+
+  // diff_weights[o, c] = G^T s G, s = sums[point][o][c].
+  static void transform_weight_sums(const float* sums, const WinogradTensor& diff_weights) {
+    int64_t outputs = diff_weights.dims[0], inputs = diff_weights.dims[1];
+    int64_t point_stride = filter_point_stride(outputs, inputs);
+    parallel_for(outputs, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o)
+#pragma GCC ivdep
+        for (int64_t c = 0; c < inputs; ++c) {
+          const float* s = sums + o * inputs + c;
+          float columns_done[3][kWindow];
+#pragma GCC unroll 8
+          for (int q = 0; q < kWindow; ++q) {
+            float column[kWindow], done[3];
+#pragma GCC unroll 8
+            for (int r = 0; r < kWindow; ++r) column[r] = s[(r * kWindow + q) * point_stride];
+            Tiling::weight_sum(column, done);
+#pragma GCC unroll 8
+            for (int r = 0; r < 3; ++r) columns_done[r][q] = done[r];
+          }
+#pragma GCC unroll 8
+          for (int r = 0; r < 3; ++r) {
+            float done[3];
+            Tiling::weight_sum(columns_done[r], done);
+#pragma GCC unroll 8
+            for (int q = 0; q < 3; ++q) at(diff_weights, o, c, r, q) = done[q];
+          }
+        }
+    });
+  }
+
+  static void forward(const WinogradTensor& source, const WinogradTensor& weights, const WinogradTensor& destination,
+                      int64_t pad_top, int64_t pad_left, const float* bias) {
+    float* filters = scratch(kFilters, size_t(kPoints) * filter_point_stride(weights.dims[0], weights.dims[1]));
+    transform_filters(weights, false, filters);
+    correlate(source, filters, destination, pad_top, pad_left, bias);
+  }
+
+  static void backward_data(const WinogradTensor& diff_destination, const WinogradTensor& weights,
+                            const WinogradTensor& diff_source, int64_t pad_top, int64_t pad_left) {
+    float* filters = scratch(kFilters, size_t(kPoints) * filter_point_stride(weights.dims[1], weights.dims[0]));
+    transform_filters(weights, true, filters);
+    // diff_source[y] takes diff_destination[y - r + pad_top] * w[r] = diff_destination[y + r' - (2 - pad_top)] *
+    // w[2 - r']: a correlation with the turned filters, padded by 2 - pad.
+    correlate(diff_destination, filters, diff_source, 2 - pad_top, 2 - pad_left, nullptr);
+  }
+
+  static void backward_weights(const WinogradTensor& source, const WinogradTensor& diff_destination,
+                               const WinogradTensor& diff_weights, int64_t pad_top, int64_t pad_left) {
+    int64_t outputs = diff_weights.dims[0], inputs = diff_weights.dims[1];
+    TileGrid grid(diff_destination.dims[0], diff_destination.dims[2], diff_destination.dims[3], kOutputs);
+    int64_t tiles = grid.count(), size = chunk_tiles(kPoints, tiles, inputs, outputs);
+    int64_t sum_stride = filter_point_stride(outputs, inputs);
+    float* sums = scratch(kFilters, size_t(kPoints) * sum_stride);
+    size_t data_floats = TileBlock::floats(kPoints, inputs, size);
+    float* memory = scratch(kTiles, data_floats + TileBlock::floats(kPoints, outputs, size));
+    TileBlock data(memory, inputs, size), gradients(memory + data_floats, outputs, size);
+    for (int64_t first = 0; first < tiles; first += size) {
+      Chunk chunk{first, std::min(first + size, tiles)};
+      transform_data(source, grid, chunk, pad_top, pad_left, data);
+      transform_gradient_tiles(diff_destination, grid, chunk, gradients);
+      float beta = first == 0 ? 0.0f : 1.0f;
+      parallel_for(kPoints, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t point = begin; point < end; ++point)
+          sgemm('N', 'T', outputs, inputs, chunk.last - chunk.first, gradients.point(point), gradients.lead,
+                data.point(point), data.lead, beta, sums + point * sum_stride, inputs);
+      });
+    }
+    transform_weight_sums(sums, diff_weights);
+  }
+};
 
 void check_filter(const WinogradTensor& weights) {
   if (weights.dims[2] != 3 || weights.dims[3] != 3)
-    throw std::invalid_argument("Winograd F(2x2, 3x3) takes 3x3 filters, got " + std::to_string(weights.dims[2]) + "x" +
+    throw std::invalid_argument("Winograd convolutions take 3x3 filters, got " + std::to_string(weights.dims[2]) + "x" +
                                 std::to_string(weights.dims[3]));
 }
 
 }  // namespace
 
-void winograd_forward(const WinogradTensor& source, const WinogradTensor& weights, const WinogradTensor& destination,
-                      int64_t pad_top, int64_t pad_left, const float* bias) {
-  check_filter(weights);
-  float* filters = scratch(kFilters, size_t(kPoints) * filter_point_stride(weights.dims[0], weights.dims[1]));
-  transform_filters(weights, false, filters);
-  correlate(source, filters, destination, pad_top, pad_left, bias);
+const char* winograd_tiling_name(WinogradTiling tiling) {
+  return tiling == WinogradTiling::FourByFour ? "F(4x4,3x3)" : "F(2x2,3x3)";
 }
 
-void winograd_backward_data(const WinogradTensor& diff_destination, const WinogradTensor& weights,
-                            const WinogradTensor& diff_source, int64_t pad_top, int64_t pad_left) {
+void winograd_forward(WinogradTiling tiling, const WinogradTensor& source, const WinogradTensor& weights,
+                      const WinogradTensor& destination, int64_t pad_top, int64_t pad_left, const float* bias) {
   check_filter(weights);
-  float* filters = scratch(kFilters, size_t(kPoints) * filter_point_stride(weights.dims[1], weights.dims[0]));
-  transform_filters(weights, true, filters);
-  // diff_source[y] takes diff_destination[y - r + pad_top] * w[r] = diff_destination[y + r' - (2 - pad_top)] *
-  // w[2 - r']: a correlation with the turned filters, padded by 2 - pad.
-  correlate(diff_destination, filters, diff_source, 2 - pad_top, 2 - pad_left, nullptr);
+  if (tiling == WinogradTiling::FourByFour)
+    Winograd<FourOutputs>::forward(source, weights, destination, pad_top, pad_left, bias);
+  else
+    Winograd<TwoOutputs>::forward(source, weights, destination, pad_top, pad_left, bias);
 }
 
-void winograd_backward_weights(const WinogradTensor& source, const WinogradTensor& diff_destination,
-                               const WinogradTensor& diff_weights, int64_t pad_top, int64_t pad_left) {
+void winograd_backward_data(WinogradTiling tiling, const WinogradTensor& diff_destination,
+                            const WinogradTensor& weights, const WinogradTensor& diff_source, int64_t pad_top,
+                            int64_t pad_left) {
+  check_filter(weights);
+  if (tiling == WinogradTiling::FourByFour)
+    Winograd<FourOutputs>::backward_data(diff_destination, weights, diff_source, pad_top, pad_left);
+  else
+    Winograd<TwoOutputs>::backward_data(diff_destination, weights, diff_source, pad_top, pad_left);
+}
+
+void winograd_backward_weights(WinogradTiling tiling, const WinogradTensor& source,
+                               const WinogradTensor& diff_destination, const WinogradTensor& diff_weights,
+                               int64_t pad_top, int64_t pad_left) {
   check_filter(diff_weights);
-  int64_t outputs = diff_weights.dims[0], inputs = diff_weights.dims[1];
-  TileGrid grid(diff_destination.dims[0], diff_destination.dims[2], diff_destination.dims[3]);
-  int64_t tiles = grid.count(), size = chunk_tiles(tiles, inputs, outputs);
-  int64_t sum_stride = filter_point_stride(outputs, inputs);
-  float* sums = scratch(kFilters, size_t(kPoints) * sum_stride);
-  float* memory = scratch(kTiles, TileBlock::floats(inputs, size) + TileBlock::floats(outputs, size));
-  TileBlock data(memory, inputs, size), gradients(memory + TileBlock::floats(inputs, size), outputs, size);
-  for (int64_t first = 0; first < tiles; first += size) {
-    Chunk chunk{first, std::min(first + size, tiles)};
-    transform_data(source, grid, chunk, pad_top, pad_left, data);
-    transform_gradient_tiles(diff_destination, grid, chunk, gradients);
-    float beta = first == 0 ? 0.0f : 1.0f;
-    parallel_for(kPoints, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t point = begin; point < end; ++point)
-        sgemm('N', 'T', outputs, inputs, chunk.last - chunk.first, gradients.point(point), gradients.lead,
-              data.point(point), data.lead, beta, sums + point * sum_stride, inputs);
-    });
-  }
-  transform_weight_sums(sums, diff_weights);
+  if (tiling == WinogradTiling::FourByFour)
+    Winograd<FourOutputs>::backward_weights(source, diff_destination, diff_weights, pad_top, pad_left);
+  else
+    Winograd<TwoOutputs>::backward_weights(source, diff_destination, diff_weights, pad_top, pad_left);
 }
 
 }  // namespace metajit

@@ -1,7 +1,8 @@
-// Winograd F(2x2, 3x3) convolutions (Lavin & Gray 2015) for CPUs where oneDNN has no Winograd kernels (its
-// jit_wino_4x3 needs AVX-512): 3x3, stride 1, dilation 1, ungrouped, float32. Each 2x2 output tile costs 16
-// multiplies per channel pair instead of 36; the multiplies become 16 matrix products (one per point of the
-// 4x4 transformed tile) run by oneDNN's sgemm, and the transforms are additions around them.
+// Winograd convolutions (Lavin & Gray 2015) for CPUs where oneDNN has no Winograd kernels (its jit_wino_4x3
+// needs AVX-512): 3x3, stride 1, dilation 1, ungrouped, float32. F(2x2, 3x3) computes each 2x2 output tile
+// with 16 multiplies per channel pair instead of 36, F(4x4, 3x3) each 4x4 tile with 36 instead of 144; the
+// multiplies become one matrix product per point of the transformed tile (4x4 or 6x6), run by oneDNN's sgemm,
+// and the transforms are sums around them.
 // All three passes: forward and backward data are the same algorithm (backward data correlates dy with the
 // weights turned 180 degrees and transposed); backward weights is the transposed algorithm F(3x3, 2x2), in
 // which the 2x2 dy tiles play the filter.
@@ -9,6 +10,9 @@
 #include <cstdint>
 
 namespace metajit {
+
+enum class WinogradTiling { TwoByTwo, FourByFour };
+const char* winograd_tiling_name(WinogradTiling tiling);  // "F(2x2,3x3)", "F(4x4,3x3)"
 
 // A 4-D float32 tensor in NCHW (or OIHW) order, with element strides.
 struct WinogradTensor {
@@ -19,17 +23,19 @@ struct WinogradTensor {
 
 // destination[n, o, y, x] = sum over c, r, s of source[n, c, y + r - pad_top, x + s - pad_left] *
 // weights[o, c, r, s] (+ bias[o] when given), reading zeros outside the source. Overwrites destination.
-void winograd_forward(const WinogradTensor& source, const WinogradTensor& weights, const WinogradTensor& destination,
-                      int64_t pad_top, int64_t pad_left, const float* bias);
+void winograd_forward(WinogradTiling tiling, const WinogradTensor& source, const WinogradTensor& weights,
+                      const WinogradTensor& destination, int64_t pad_top, int64_t pad_left, const float* bias);
 
 // The gradient of the forward above with respect to its source: diff_source[n, c, y, x] = sum over o, r, s of
 // diff_destination[n, o, y - r + pad_top, x - s + pad_left] * weights[o, c, r, s]. Overwrites diff_source.
-void winograd_backward_data(const WinogradTensor& diff_destination, const WinogradTensor& weights,
-                            const WinogradTensor& diff_source, int64_t pad_top, int64_t pad_left);
+void winograd_backward_data(WinogradTiling tiling, const WinogradTensor& diff_destination,
+                            const WinogradTensor& weights, const WinogradTensor& diff_source, int64_t pad_top,
+                            int64_t pad_left);
 
 // The gradient with respect to the weights: diff_weights[o, c, r, s] = sum over n, y, x of
 // diff_destination[n, o, y, x] * source[n, c, y + r - pad_top, x + s - pad_left]. Overwrites diff_weights.
-void winograd_backward_weights(const WinogradTensor& source, const WinogradTensor& diff_destination,
-                               const WinogradTensor& diff_weights, int64_t pad_top, int64_t pad_left);
+void winograd_backward_weights(WinogradTiling tiling, const WinogradTensor& source,
+                               const WinogradTensor& diff_destination, const WinogradTensor& diff_weights,
+                               int64_t pad_top, int64_t pad_left);
 
 }  // namespace metajit
