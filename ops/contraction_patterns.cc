@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace metajit {
 namespace {
@@ -189,10 +190,40 @@ bool plain_dimension(const TensorAccess& access, size_t dim, std::string* variab
   return index.constant >= 0;
 }
 
+// An image stored with its channels after its spatial dims (channels-last, [N, H, W, C]): the channel dim moved
+// to position 1, the others kept in order, with the buffer's own strides moving along. The channel dim is the one
+// indexed only by variables the output side (`result_flat`, which reads the batch) does not use. The rest of
+// the classification then reads every image as [N, C, spatial...]. A grouped image (its channel index holds the
+// group, which the output side reads too) stays as it is.
+void move_channels_second(const AffineIndex& result_flat, TensorAccess* image, std::vector<int64_t>* strides) {
+  auto is_channel = [&](size_t dim) {
+    const AffineIndex& index = image->coordinates[dim];
+    if (image->guarded[dim] || index.terms.empty()) return false;
+    for (const auto& [variable, coefficient] : index.terms)
+      if (result_flat.uses(variable)) return false;
+    return true;
+  };
+  if (is_channel(1)) return;
+  for (size_t dim = 2; dim < image->shape.size(); ++dim) {
+    if (!is_channel(dim)) continue;
+    auto move = [dim](auto& values) {
+      typename std::decay_t<decltype(values)>::value_type value = values[dim];
+      values.erase(values.begin() + dim);
+      values.insert(values.begin() + 1, value);
+    };
+    move(image->shape);
+    move(image->coordinates);
+    move(image->guarded);
+    move(*strides);
+    return;
+  }
+}
+
 // The convolution with tensor `image` (0 output, 1 left, 2 right) as its image, if it is one.
 std::optional<ConvolutionProblem> convolution_with_image(const Contraction& contraction, int image) {
   const TensorAccess* tensors[3] = {&contraction.output, &contraction.left, &contraction.right};
-  const TensorAccess& source = *tensors[image];
+  TensorAccess source = *tensors[image];
+  std::vector<int64_t> source_strides = source.row_major_strides();
   size_t rank = source.shape.size();
   if (rank < 3 || rank > 5) return std::nullopt;
   size_t spatial = rank - 2;
@@ -203,6 +234,7 @@ std::optional<ConvolutionProblem> convolution_with_image(const Contraction& cont
   int first = (image + 1) % 3, second = (image + 2) % 3;
   if (tensors[first]->any_guarded() || tensors[second]->any_guarded()) return std::nullopt;
   AffineIndex flats[3] = {tensors[0]->flat_offset(), tensors[1]->flat_offset(), tensors[2]->flat_offset()};
+  move_channels_second(flats[first].uses(batch_variable) ? flats[first] : flats[second], &source, &source_strides);
   // The image's channel is c, its channel within a group (also indexing the weight), plus Cg * g in a grouped
   // convolution, where the group g also indexes the weight and the output side; depthwise is g alone (Cg = 1).
   std::string channel_variable, group_variable;
@@ -252,7 +284,6 @@ std::optional<ConvolutionProblem> convolution_with_image(const Contraction& cont
   ConvolutionProblem problem;
   problem.pass = image == 0 ? ConvolutionPass::BackwardData
                             : (weight == 0 ? ConvolutionPass::BackwardWeights : ConvolutionPass::Forward);
-  std::vector<int64_t> source_strides = source.row_major_strides();
   int64_t batch = extent_of(contraction, batch_variable), out_channels = extent_of(contraction, out_channel);
   // The output side's channels: group-major, one stride for all of them (oneDNN's grouped layouts).
   int64_t result_channel_stride = out_channels > 1 ? stride(result_flat, out_channel) : stride(result_flat, group_variable);

@@ -670,6 +670,27 @@ def test_winograd_takes_a_bias_and_leaves_relu_to_a_kernel_after_it(rng, conv_al
     assert scaled_error(y.numpy(), reference) < 1e-5
 
 
+@pytest.mark.parametrize("options", [dict(padding=1), dict(padding=1, stride=2), dict(padding=2, dilation=2)])
+def test_channels_last_images_are_lowered_in_all_three_passes(rng, options):
+    """An image stored channels-last ([N, H, W, C], viewed as NCHW by a permute) is read with its own strides: the
+    convolution and both gradients (the data gradient written back channels-last) become library calls, and
+    match float64 PyTorch. Before, the channel dim had to be dim 1, and all three stayed generated loops."""
+    x_last, w = floats(rng, 4, 12, 12, 64), floats(rng, 64, 64, 3, 3) / 24
+    mx, mw = mj.array(x_last, requires_grad=True), mj.array(w, requires_grad=True)
+    y = F.conv2d(mx.permute(0, 3, 1, 2), mw, **options)
+    upstream = floats(rng, *y.shape)
+    gx, gw = mj.grad((y * mj.array(upstream)).sum(), [mx, mw])
+    names = [kernel.library for kernel in mj.inspect(y, gx, gw) if kernel.kind.startswith("library")]
+    assert len(names) == 3, names
+    tx = torch.tensor(x_last, dtype=torch.float64, requires_grad=True)
+    tw = torch.tensor(w, dtype=torch.float64, requires_grad=True)
+    ty = torch.nn.functional.conv2d(tx.permute(0, 3, 1, 2), tw, **options)
+    (ty * torch.tensor(upstream, dtype=torch.float64)).sum().backward()
+    mj.sync(y, gx, gw)
+    for result, reference in zip((y, gx, gw), (ty.detach().numpy(), tx.grad.numpy(), tw.grad.numpy())):
+        assert scaled_error(result.numpy(), reference) < 2e-5
+
+
 @pytest.mark.parametrize("extent, options", [(8, dict(stride=2)), (9, dict(stride=2)), (8, dict(stride=3)),
                                              (8, dict(stride=2, padding=1))])
 def test_strided_one_by_one_convolutions_read_the_whole_image(rng, extent, options):
