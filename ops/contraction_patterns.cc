@@ -400,6 +400,21 @@ std::optional<ConvolutionProblem> convolution_with_image(const Contraction& cont
 
 std::string TensorLayout::describe() const { return layout_key(*this); }
 
+// " + bias + relu" for a call's name.
+std::string post_ops_text(bool bias, const std::vector<LibraryPostOp>& post_ops) {
+  std::string text = bias ? " + bias" : "";
+  for (const LibraryPostOp& library : post_ops) {
+    switch (library.op.kind) {
+      case PostOp::Kind::Relu: text += " + relu"; break;
+      case PostOp::Kind::Linear: text += " + scale"; break;
+      case PostOp::Kind::Add: text += " + add"; break;
+      case PostOp::Kind::Subtract: text += " + subtract"; break;
+      case PostOp::Kind::Multiply: text += " + multiply"; break;
+    }
+  }
+  return text;
+}
+
 std::string MatmulProblem::key() const {
   return "matmul|" + layout_key(left) + "|" + layout_key(right) + "|" + layout_key(output) +
          post_ops_key(bias, post_ops);

@@ -27,6 +27,9 @@ struct LibraryPostOp {
   std::optional<TensorLayout> operand;
 };
 
+// " + bias + relu" for a library call's name.
+std::string post_ops_text(bool bias, const std::vector<LibraryPostOp>& post_ops);
+
 // out[b..., m, n] = sum_k left[b..., m, k] * right[b..., k, n]; a batch extent of 1 in an operand broadcasts it.
 struct MatmulProblem {
   TensorLayout left, right, output;  // dims [batch..., rows, inner], [batch..., inner, columns], [batch..., rows, columns]

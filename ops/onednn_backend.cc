@@ -95,21 +95,6 @@ void add_post_op_operands(const std::vector<LibraryPostOp>& post_ops, void* cons
   }
 }
 
-// " + bias + relu" for a call's name.
-std::string post_ops_text(bool bias, const std::vector<LibraryPostOp>& post_ops) {
-  std::string text = bias ? " + bias" : "";
-  for (const LibraryPostOp& library : post_ops) {
-    switch (library.op.kind) {
-      case PostOp::Kind::Relu: text += " + relu"; break;
-      case PostOp::Kind::Linear: text += " + scale"; break;
-      case PostOp::Kind::Add: text += " + add"; break;
-      case PostOp::Kind::Subtract: text += " + subtract"; break;
-      case PostOp::Kind::Multiply: text += " + multiply"; break;
-    }
-  }
-  return text;
-}
-
 // A single (unbatched) product whose operands each have a unit stride goes to oneDNN's sgemm, which measured
 // about 5% faster than the matmul primitive on plain memory here (1024^3 float32, 2 threads: 6.35 vs 6.7 ms).
 struct GemmShape {
@@ -433,11 +418,10 @@ std::shared_ptr<const LibraryCall> convolution_call(const ConvolutionProblem& pr
                                                     ConvolutionAlgorithm algorithm) {
   size_t output_bytes = size_t(shape_numel(contraction.output.shape)) * sizeof(float);
   // Without oneDNN's Winograd, ours (ops/winograd_call.h) takes the 3x3 convolutions where it pays, or all it
-  // applies to under `winograd`. It folds no post-ops but a bias: declining the folded variants makes the planner
-  // offer the plain convolution, with the post-ops in a kernel after it.
+  // applies to under `winograd`, with their bias and post-ops.
   if (algorithm != ConvolutionAlgorithm::Direct && !onednn_has_winograd() && winograd_applies(problem) &&
       (algorithm == ConvolutionAlgorithm::Winograd || winograd_beats_direct(problem)))
-    return problem.post_ops.empty() ? winograd_call(problem, output_bytes) : nullptr;
+    return winograd_call(problem, output_bytes);
   auto call = std::make_shared<ConvolutionCall>(problem, algorithm);
   call->set_output_bytes(output_bytes);
   if (is_reference(call->implementation())) return nullptr;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "ops/onednn_layout_cache.h"
 #include "ops/winograd_convolution.h"
@@ -49,7 +50,7 @@ class WinogradCall : public LibraryCall {
         const float* bias = problem_.bias ? static_cast<const float*>(buffers[problem_.bias->buffer]) + problem_.bias->offset
                                           : nullptr;
         forget_copies_within(destination.data, size_t(elements(problem_.destination)) * sizeof(float));
-        winograd_forward(tiling_, source, weights, destination, top, left, bias);
+        winograd_forward(tiling_, source, weights, destination, top, left, bias, post_ops(buffers));
         break;
       }
       case ConvolutionPass::BackwardData:
@@ -65,11 +66,36 @@ class WinogradCall : public LibraryCall {
 
   std::string describe() const override {
     int points = tiling_ == WinogradTiling::FourByFour ? 36 : 16;
-    return std::string("winograd convolution ") + convolution_pass_name(problem_.pass) + (problem_.bias ? " + bias" : "") +
-           " (" + winograd_tiling_name(tiling_) + ": transforms + " + std::to_string(points) + " sgemm)";
+    return std::string("winograd convolution ") + convolution_pass_name(problem_.pass) +
+           post_ops_text(problem_.bias.has_value(), problem_.post_ops) + " (" + winograd_tiling_name(tiling_) +
+           ": transforms + " + std::to_string(points) + " sgemm)";
   }
 
  private:
+  // The problem's post-ops over this run's buffers; a tensor operand steps 0 along the dims it broadcasts over.
+  std::vector<WinogradPostOp> post_ops(void* const* buffers) const {
+    std::vector<WinogradPostOp> result;
+    for (const LibraryPostOp& library : problem_.post_ops) {
+      WinogradPostOp op;
+      switch (library.op.kind) {
+        case PostOp::Kind::Relu: op.kind = WinogradPostOp::Kind::Relu; break;
+        case PostOp::Kind::Linear: op.kind = WinogradPostOp::Kind::Linear; break;
+        case PostOp::Kind::Add: op.kind = WinogradPostOp::Kind::Add; break;
+        case PostOp::Kind::Subtract: op.kind = WinogradPostOp::Kind::Subtract; break;
+        case PostOp::Kind::Multiply: op.kind = WinogradPostOp::Kind::Multiply; break;
+      }
+      op.scale = float(library.op.scale);
+      op.shift = float(library.op.shift);
+      if (library.operand) {
+        const TensorLayout& operand = *library.operand;
+        op.operand = static_cast<const float*>(buffers[operand.buffer]) + operand.offset;
+        for (int dim = 0; dim < 4; ++dim) op.strides[dim] = operand.dims[dim] == 1 ? 0 : operand.strides[dim];
+      }
+      result.push_back(op);
+    }
+    return result;
+  }
+
   ConvolutionProblem problem_;
   size_t output_bytes_;
   WinogradTiling tiling_;

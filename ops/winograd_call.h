@@ -8,14 +8,14 @@
 
 namespace metajit {
 
-// 3x3, stride 1, dilation 1, one group, 2-D, padding 0 to 2 on every side; a forward bias is taken, other
-// post-ops are not (the caller leaves them to a kernel after the call).
+// 3x3, stride 1, dilation 1, one group, 2-D, padding 0 to 2 on every side. A forward bias and post-ops are
+// applied as the outputs are written.
 bool winograd_applies(const ConvolutionProblem& problem);
 
 // Where our Winograd beats oneDNN 2.6's direct AVX2 kernels (timings in docs/lowering.md).
 bool winograd_beats_direct(const ConvolutionProblem& problem);
 
-// The call for a problem winograd_applies() to, with no post-ops.
+// The call for a problem winograd_applies() to.
 std::shared_ptr<const LibraryCall> winograd_call(const ConvolutionProblem& problem, size_t output_bytes);
 
 }  // namespace metajit

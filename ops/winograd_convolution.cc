@@ -194,6 +194,27 @@ void split_row(const WinogradTensor& image, int64_t n, int64_t c, int64_t y, int
   }
 }
 
+// The post-ops on `width` outputs of row y of (n, o) from column x0, written at `row` with `stride`.
+void apply_post_ops(const std::vector<WinogradPostOp>& post_ops, int64_t n, int64_t o, int64_t y, int64_t x0,
+                    int64_t width, float* row, int64_t stride) {
+  for (const WinogradPostOp& op : post_ops) {
+    const float* operand = op.operand ? op.operand + n * op.strides[0] + o * op.strides[1] + y * op.strides[2] +
+                                            x0 * op.strides[3]
+                                      : nullptr;
+    int64_t step = op.strides[3];
+    for (int64_t x = 0; x < width; ++x) {
+      float& value = row[x * stride];
+      switch (op.kind) {
+        case WinogradPostOp::Kind::Relu: value = value < 0.0f ? 0.0f : value; break;  // NaN stays NaN
+        case WinogradPostOp::Kind::Linear: value = value * op.scale + op.shift; break;
+        case WinogradPostOp::Kind::Add: value += operand[x * step]; break;
+        case WinogradPostOp::Kind::Subtract: value -= operand[x * step]; break;
+        case WinogradPostOp::Kind::Multiply: value *= operand[x * step]; break;
+      }
+    }
+  }
+}
+
 template <typename Tiling>
 struct Winograd {
   static constexpr int kOutputs = Tiling::kOutputs, kWindow = Tiling::kWindow, kPoints = kWindow * kWindow;
@@ -278,10 +299,11 @@ struct Winograd {
     });
   }
 
-  // output[n, o, m i + a, m j + b] = (A^T p A)[a][b] (+ bias[o]) for the chunk's tiles, p the products of tile
+  // output[n, o, m i + a, m j + b] = (A^T p A)[a][b] (+ bias[o], then the post-ops) for the chunk's tiles, p the products of tile
   // (n, i, j) and channel o; outputs past the tensor's edge are dropped.
   static void transform_products(const TileBlock& products, const TileGrid& grid, const Chunk& chunk,
-                                 const WinogradTensor& output, const float* bias) {
+                                 const WinogradTensor& output, const float* bias,
+                                 const std::vector<WinogradPostOp>& post_ops) {
     int64_t channels = output.dims[1], rows = chunk.row_count(grid), point_stride = products.point_stride;
     int64_t phase_length = grid.columns + 1;
     parallel_for(channels * rows, 1, [&](int64_t begin, int64_t end) {
@@ -331,6 +353,7 @@ struct Winograd {
               for (int b = 0; b < kOutputs; ++b) destination[(kOutputs * j + b) * stride] = phases[a][b][j];
           }
           for (int64_t x = groups * kOutputs; x < width; ++x) destination[x * stride] = phases[a][x % kOutputs][groups];
+          if (!post_ops.empty()) apply_post_ops(post_ops, n, o, kOutputs * i + a, x0, width, destination, stride);
         }
       }
     });
@@ -339,7 +362,8 @@ struct Winograd {
   // out[n, m, y, x] = sum over k, r, s of image[n, k, y + r - pad_top, x + s - pad_left] * g(m, k)[r][s], with
   // the filters already transformed: filters[point][m][k].
   static void correlate(const WinogradTensor& image, const float* filters, const WinogradTensor& output,
-                        int64_t pad_top, int64_t pad_left, const float* bias) {
+                        int64_t pad_top, int64_t pad_left, const float* bias,
+                        const std::vector<WinogradPostOp>& post_ops) {
     int64_t inputs = image.dims[1], outputs = output.dims[1];
     TileGrid grid(output.dims[0], output.dims[2], output.dims[3], kOutputs);
     int64_t tiles = grid.count(), size = chunk_tiles(kPoints, tiles, inputs, outputs);
@@ -355,7 +379,7 @@ struct Winograd {
           sgemm('N', 'N', outputs, chunk.last - chunk.first, inputs, filters + point * filter_stride, inputs,
                 data.point(point), data.lead, 0.0f, products.point(point), products.lead);
       });
-      transform_products(products, grid, chunk, output, bias);
+      transform_products(products, grid, chunk, output, bias, post_ops);
     }
   }
 
@@ -433,10 +457,11 @@ struct Winograd {
   }
 
   static void forward(const WinogradTensor& source, const WinogradTensor& weights, const WinogradTensor& destination,
-                      int64_t pad_top, int64_t pad_left, const float* bias) {
+                      int64_t pad_top, int64_t pad_left, const float* bias,
+                      const std::vector<WinogradPostOp>& post_ops) {
     float* filters = scratch(kFilters, size_t(kPoints) * filter_point_stride(weights.dims[0], weights.dims[1]));
     transform_filters(weights, false, filters);
-    correlate(source, filters, destination, pad_top, pad_left, bias);
+    correlate(source, filters, destination, pad_top, pad_left, bias, post_ops);
   }
 
   static void backward_data(const WinogradTensor& diff_destination, const WinogradTensor& weights,
@@ -445,7 +470,7 @@ struct Winograd {
     transform_filters(weights, true, filters);
     // diff_source[y] takes diff_destination[y - r + pad_top] * w[r] = diff_destination[y + r' - (2 - pad_top)] *
     // w[2 - r']: a correlation with the turned filters, padded by 2 - pad.
-    correlate(diff_destination, filters, diff_source, 2 - pad_top, 2 - pad_left, nullptr);
+    correlate(diff_destination, filters, diff_source, 2 - pad_top, 2 - pad_left, nullptr, {});
   }
 
   static void backward_weights(const WinogradTensor& source, const WinogradTensor& diff_destination,
@@ -486,12 +511,13 @@ const char* winograd_tiling_name(WinogradTiling tiling) {
 }
 
 void winograd_forward(WinogradTiling tiling, const WinogradTensor& source, const WinogradTensor& weights,
-                      const WinogradTensor& destination, int64_t pad_top, int64_t pad_left, const float* bias) {
+                      const WinogradTensor& destination, int64_t pad_top, int64_t pad_left, const float* bias,
+                      const std::vector<WinogradPostOp>& post_ops) {
   check_filter(weights);
   if (tiling == WinogradTiling::FourByFour)
-    Winograd<FourOutputs>::forward(source, weights, destination, pad_top, pad_left, bias);
+    Winograd<FourOutputs>::forward(source, weights, destination, pad_top, pad_left, bias, post_ops);
   else
-    Winograd<TwoOutputs>::forward(source, weights, destination, pad_top, pad_left, bias);
+    Winograd<TwoOutputs>::forward(source, weights, destination, pad_top, pad_left, bias, post_ops);
 }
 
 void winograd_backward_data(WinogradTiling tiling, const WinogradTensor& diff_destination,

@@ -8,6 +8,7 @@
 // which the 2x2 dy tiles play the filter.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace metajit {
 
@@ -21,10 +22,22 @@ struct WinogradTensor {
   int64_t strides[4] = {0, 0, 0, 0};
 };
 
+// Work applied to each forward output as it is written, in order, after the bias: ReLU; x * scale + shift; or
+// x + t, x - t, x * t for a tensor t read at the output's [n, o, y, x] with these strides (0 where it broadcasts).
+struct WinogradPostOp {
+  enum class Kind { Relu, Linear, Add, Subtract, Multiply };
+  Kind kind = Kind::Relu;
+  float scale = 1, shift = 0;
+  const float* operand = nullptr;
+  int64_t strides[4] = {0, 0, 0, 0};
+};
+
 // destination[n, o, y, x] = sum over c, r, s of source[n, c, y + r - pad_top, x + s - pad_left] *
-// weights[o, c, r, s] (+ bias[o] when given), reading zeros outside the source. Overwrites destination.
+// weights[o, c, r, s] (+ bias[o] when given, then the post-ops), reading zeros outside the source. Overwrites
+// destination.
 void winograd_forward(WinogradTiling tiling, const WinogradTensor& source, const WinogradTensor& weights,
-                      const WinogradTensor& destination, int64_t pad_top, int64_t pad_left, const float* bias);
+                      const WinogradTensor& destination, int64_t pad_top, int64_t pad_left, const float* bias,
+                      const std::vector<WinogradPostOp>& post_ops = {});
 
 // The gradient of the forward above with respect to its source: diff_source[n, c, y, x] = sum over o, r, s of
 // diff_destination[n, o, y - r + pad_top, x - s + pad_left] * weights[o, c, r, s]. Overwrites diff_source.

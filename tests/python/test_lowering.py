@@ -651,23 +651,33 @@ def test_forced_winograd_matches_float64_on_odd_sizes_and_every_padding(rng, con
         assert scaled_error(result.numpy(), reference) < 1e-5
 
 
-def test_winograd_takes_a_bias_and_leaves_relu_to_a_kernel_after_it(rng, conv_algorithm):
-    """conv2d + bias + ReLU under `auto`, at a size where Winograd pays.
-    Without oneDNN's Winograd, metajit's call adds the bias itself and declines the ReLU post-op, which then runs
-    in a generated kernel after the call; the result matches float64 PyTorch either way."""
+POST_OP_CHAINS = {
+    "bias + relu": (lambda y, b, r, s, F: F.relu(y + b), " + bias + relu"),
+    "bias + residual + relu": (lambda y, b, r, s, F: F.relu(y + b + r), " + bias + add + relu"),
+    "scale + shift": (lambda y, b, r, s, F: y * 0.5 - 1.0, " + scale"),
+    "channel scale + residual": (lambda y, b, r, s, F: y * s + r, " + multiply + add"),
+}
+
+
+@pytest.mark.parametrize("chain", sorted(POST_OP_CHAINS))
+def test_winograd_folds_a_bias_and_post_ops(rng, conv_algorithm, chain):
+    """conv2d followed by a bias, ReLU, a constant scale and shift, a per-channel scale or a residual, under
+    `auto` at a size where Winograd pays. Without oneDNN's Winograd, metajit's call applies them as it writes each
+    output row: one library kernel and nothing after it. The result matches float64 PyTorch either way."""
     mj.flags.conv_algorithm = "auto"
-    x, w, b = floats(rng, 8, 64, 16, 16), floats(rng, 64, 64, 3, 3) / 24, floats(rng, 64)
-    y = F.relu(F.conv2d(mj.array(x), mj.array(w), mj.array(b), padding=1))
+    x, w = floats(rng, 8, 64, 16, 16), floats(rng, 64, 64, 3, 3) / 24
+    b, residual, scale = floats(rng, 64).reshape(1, 64, 1, 1), floats(rng, 8, 64, 16, 16), floats(rng, 1, 64, 1, 1)
+    work, suffix = POST_OP_CHAINS[chain]
+    y = work(F.conv2d(mj.array(x), mj.array(w), padding=1), mj.array(b), mj.array(residual), mj.array(scale), F)
     kernels = mj.inspect(y)
     names = [kernel.library for kernel in kernels if kernel.kind.startswith("library")]
     assert len(names) == 1, names
     if not ONEDNN_WINOGRAD_EXISTS:
-        assert names[0].startswith("winograd convolution forward + bias"), names
-        assert [kernel.kind for kernel in kernels] == ["library+epilogue"]  # the ReLU after the call
-    reference = torch.relu(torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64),
-                                                      torch.tensor(w, dtype=torch.float64),
-                                                      torch.tensor(b, dtype=torch.float64), padding=1)).numpy()
-    assert scaled_error(y.numpy(), reference) < 1e-5
+        assert names[0].startswith("winograd convolution forward" + suffix + " (F(4x4,3x3)"), names
+        assert [kernel.kind for kernel in kernels] == ["library"], [kernel.kind for kernel in kernels]
+    double = [torch.tensor(value, dtype=torch.float64) for value in (x, w, b, residual, scale)]
+    reference = work(torch.nn.functional.conv2d(double[0], double[1], padding=1), *double[2:], torch.nn.functional)
+    assert scaled_error(y.numpy(), reference.numpy()) < 2e-5
 
 
 @pytest.mark.parametrize("options", [dict(padding=1), dict(padding=1, stride=2), dict(padding=2, dilation=2)])
