@@ -180,10 +180,17 @@ void split_row(const WinogradTensor& image, int64_t n, int64_t c, int64_t y, int
   int64_t inside_begin = start >= 0 ? 0 : std::min<int64_t>((size - 1 - start) / size, count);
   int64_t inside_end = width - start >= 0 ? std::clamp<int64_t>((width - start) / size, inside_begin, count) : inside_begin;
   for (int64_t j = 0; j < count; ++j) {
-    if (j == inside_begin && stride == 1) {
-      for (; j < inside_end; ++j) {
-        const float* group = row + start + size * j;
-        for (int phase = 0; phase < size; ++phase) phases[phase][j] = group[phase];
+    if (j == inside_begin) {
+      if (stride == 1) {
+        for (; j < inside_end; ++j) {
+          const float* group = row + start + size * j;
+          for (int phase = 0; phase < size; ++phase) phases[phase][j] = group[phase];
+        }
+      } else {  // a channels-last image: its rows step by the channel count
+        for (; j < inside_end; ++j) {
+          const float* group = row + (start + size * j) * stride;
+          for (int phase = 0; phase < size; ++phase) phases[phase][j] = group[phase * stride];
+        }
       }
       if (j == count) break;
     }
