@@ -166,9 +166,11 @@ void sgemm(char transpose_left, char transpose_right, int64_t rows, int64_t colu
   if (status != dnnl_success) throw std::runtime_error("oneDNN sgemm failed (status " + std::to_string(status) + ")");
 }
 
-// Row y of (n, c) from column `start` on, zeros outside the image, split into m phases:
-// phases[p][j] = row[start + m j + p] for j in [0, count).
-void split_row(const WinogradTensor& image, int64_t n, int64_t c, int64_t y, int64_t start, int64_t count, int size,
+// Row y of (n, c) from column `start` on, zeros outside the image, split into `size` phases:
+// phases[p][j] = row[start + size j + p] for j in [0, count). The size is a template argument so the phase loops
+// unroll (as a runtime value, splitting cost as much as the transform itself).
+template <int size>
+void split_row(const WinogradTensor& image, int64_t n, int64_t c, int64_t y, int64_t start, int64_t count,
                float* const* phases) {
   if (y < 0 || y >= image.dims[2]) {
     for (int phase = 0; phase < size; ++phase) std::fill(phases[phase], phases[phase] + count, 0.0f);
@@ -184,11 +186,13 @@ void split_row(const WinogradTensor& image, int64_t n, int64_t c, int64_t y, int
       if (stride == 1) {
         for (; j < inside_end; ++j) {
           const float* group = row + start + size * j;
+#pragma GCC unroll 8
           for (int phase = 0; phase < size; ++phase) phases[phase][j] = group[phase];
         }
       } else {  // a channels-last image: its rows step by the channel count
         for (; j < inside_end; ++j) {
           const float* group = row + (start + size * j) * stride;
+#pragma GCC unroll 8
           for (int phase = 0; phase < size; ++phase) phases[phase][j] = group[phase * stride];
         }
       }
@@ -243,8 +247,8 @@ struct Winograd {
 #pragma GCC unroll 8
           for (int phase = 0; phase < kOutputs; ++phase)
             phases[r][phase] = buffer.data() + (r * kOutputs + phase) * phase_length;
-          split_row(image, n, c, kOutputs * i + r - pad_top, kOutputs * first - pad_left, count + 1, kOutputs,
-                    phases[r]);
+          split_row<kOutputs>(image, n, c, kOutputs * i + r - pad_top, kOutputs * first - pad_left, count + 1,
+                              phases[r]);
         }
         float* out = transformed.data + c * transformed.lead + row * grid.columns + first - chunk.first;
 #pragma GCC ivdep
@@ -406,7 +410,7 @@ struct Winograd {
         for (int a = 0; a < kOutputs; ++a) {
 #pragma GCC unroll 8
           for (int b = 0; b < kOutputs; ++b) phases[a][b] = buffer.data() + (a * kOutputs + b) * phase_length;
-          split_row(gradient, n, o, kOutputs * i + a, kOutputs * first, count, kOutputs, phases[a]);
+          split_row<kOutputs>(gradient, n, o, kOutputs * i + a, kOutputs * first, count, phases[a]);
         }
         float* out = transformed.data + o * transformed.lead + row * grid.columns + first - chunk.first;
 #pragma GCC ivdep
