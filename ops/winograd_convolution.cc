@@ -226,6 +226,24 @@ void apply_post_ops(const std::vector<WinogradPostOp>& post_ops, int64_t n, int6
   }
 }
 
+// A one-dimensional transform (`in` values to `out`) applied along every row of a square block, then down every
+// column: out = T x T^T. Inlined with constant bounds, so the loops over tiles around it still vectorise.
+template <void (*transform)(const float*, float*), int in, int out>
+__attribute__((always_inline)) inline void transform_2d(const float (&block)[in][in], float (&result)[out][out]) {
+  float rows_done[in][out];
+#pragma GCC unroll 8
+  for (int r = 0; r < in; ++r) transform(block[r], rows_done[r]);
+#pragma GCC unroll 8
+  for (int s = 0; s < out; ++s) {
+    float column[in], done[out];
+#pragma GCC unroll 8
+    for (int r = 0; r < in; ++r) column[r] = rows_done[r][s];
+    transform(column, done);
+#pragma GCC unroll 8
+    for (int a = 0; a < out; ++a) result[a][s] = done[a];
+  }
+}
+
 template <typename Tiling>
 struct Winograd {
   static constexpr int kOutputs = Tiling::kOutputs, kWindow = Tiling::kWindow, kPoints = kWindow * kWindow;
@@ -253,23 +271,16 @@ struct Winograd {
         float* out = transformed.data + c * transformed.lead + row * grid.columns + first - chunk.first;
 #pragma GCC ivdep
         for (int64_t j = 0; j < count; ++j) {
-          float rows_done[kWindow][kWindow];
+          float window[kWindow][kWindow], done[kWindow][kWindow];
 #pragma GCC unroll 8
-          for (int r = 0; r < kWindow; ++r) {
-            float window[kWindow];
+          for (int r = 0; r < kWindow; ++r)
 #pragma GCC unroll 8
-            for (int k = 0; k < kWindow; ++k) window[k] = phases[r][k % kOutputs][j + k / kOutputs];
-            Tiling::data(window, rows_done[r]);
-          }
+            for (int k = 0; k < kWindow; ++k) window[r][k] = phases[r][k % kOutputs][j + k / kOutputs];
+          transform_2d<Tiling::data>(window, done);
 #pragma GCC unroll 8
-          for (int s = 0; s < kWindow; ++s) {
-            float column[kWindow], done[kWindow];
+          for (int a = 0; a < kWindow; ++a)
 #pragma GCC unroll 8
-            for (int r = 0; r < kWindow; ++r) column[r] = rows_done[r][s];
-            Tiling::data(column, done);
-#pragma GCC unroll 8
-            for (int a = 0; a < kWindow; ++a) out[(a * kWindow + s) * point_stride + j] = done[a];
-          }
+            for (int s = 0; s < kWindow; ++s) out[(a * kWindow + s) * point_stride + j] = done[a][s];
         }
       }
     });
@@ -289,22 +300,17 @@ struct Winograd {
         const float* origin = turned ? &at(weights, 0, m, 2, 2) : &at(weights, m, 0, 0, 0);
 #pragma GCC ivdep
         for (int64_t k = 0; k < inputs; ++k) {
-          float rows_done[3][kWindow];
+          float taps[3][3], done[kWindow][kWindow];
 #pragma GCC unroll 8
-          for (int r = 0; r < 3; ++r) {
-            float taps[3];
+          for (int r = 0; r < 3; ++r)
 #pragma GCC unroll 8
-            for (int s = 0; s < 3; ++s) taps[s] = origin[k * step + r * row_step + s * column_step];
-            Tiling::filter(taps, rows_done[r]);
-          }
+            for (int s = 0; s < 3; ++s) taps[r][s] = origin[k * step + r * row_step + s * column_step];
+          transform_2d<Tiling::filter>(taps, done);
           float* out = transformed + m * inputs + k;
 #pragma GCC unroll 8
-          for (int s = 0; s < kWindow; ++s) {
-            float column[3] = {rows_done[0][s], rows_done[1][s], rows_done[2][s]}, done[kWindow];
-            Tiling::filter(column, done);
+          for (int a = 0; a < kWindow; ++a)
 #pragma GCC unroll 8
-            for (int a = 0; a < kWindow; ++a) out[(a * kWindow + s) * point_stride] = done[a];
-          }
+            for (int s = 0; s < kWindow; ++s) out[(a * kWindow + s) * point_stride] = done[a][s];
         }
       }
     });
@@ -331,23 +337,16 @@ struct Winograd {
         float shift = bias ? bias[o] : 0.0f;
 #pragma GCC ivdep
         for (int64_t j = 0; j < count; ++j) {
-          float columns_done[kOutputs][kWindow];
+          float tile[kWindow][kWindow], done[kOutputs][kOutputs];
 #pragma GCC unroll 8
-          for (int s = 0; s < kWindow; ++s) {
-            float column[kWindow], done[kOutputs];
+          for (int r = 0; r < kWindow; ++r)
 #pragma GCC unroll 8
-            for (int r = 0; r < kWindow; ++r) column[r] = p[(r * kWindow + s) * point_stride + j];
-            Tiling::output(column, done);
+            for (int s = 0; s < kWindow; ++s) tile[r][s] = p[(r * kWindow + s) * point_stride + j];
+          transform_2d<Tiling::output>(tile, done);
 #pragma GCC unroll 8
-            for (int a = 0; a < kOutputs; ++a) columns_done[a][s] = done[a];
-          }
+          for (int a = 0; a < kOutputs; ++a)
 #pragma GCC unroll 8
-          for (int a = 0; a < kOutputs; ++a) {
-            float done[kOutputs];
-            Tiling::output(columns_done[a], done);
-#pragma GCC unroll 8
-            for (int b = 0; b < kOutputs; ++b) phases[a][b][j] = done[b] + shift;
-          }
+            for (int b = 0; b < kOutputs; ++b) phases[a][b][j] = done[a][b] + shift;
         }
         int64_t x0 = kOutputs * first, width = std::min<int64_t>(kOutputs * last, output.dims[3]) - x0;
         int64_t stride = output.strides[3];
@@ -415,23 +414,16 @@ struct Winograd {
         float* out = transformed.data + o * transformed.lead + row * grid.columns + first - chunk.first;
 #pragma GCC ivdep
         for (int64_t j = 0; j < count; ++j) {
-          float rows_done[kOutputs][kWindow];
+          float tile[kOutputs][kOutputs], done[kWindow][kWindow];
 #pragma GCC unroll 8
-          for (int a = 0; a < kOutputs; ++a) {
-            float tile_row[kOutputs];
+          for (int a = 0; a < kOutputs; ++a)
 #pragma GCC unroll 8
-            for (int b = 0; b < kOutputs; ++b) tile_row[b] = phases[a][b][j];
-            Tiling::gradient(tile_row, rows_done[a]);
-          }
+            for (int b = 0; b < kOutputs; ++b) tile[a][b] = phases[a][b][j];
+          transform_2d<Tiling::gradient>(tile, done);
 #pragma GCC unroll 8
-          for (int s = 0; s < kWindow; ++s) {
-            float column[kOutputs], done[kWindow];
+          for (int q = 0; q < kWindow; ++q)
 #pragma GCC unroll 8
-            for (int a = 0; a < kOutputs; ++a) column[a] = rows_done[a][s];
-            Tiling::gradient(column, done);
-#pragma GCC unroll 8
-            for (int q = 0; q < kWindow; ++q) out[(q * kWindow + s) * point_stride + j] = done[q];
-          }
+            for (int s = 0; s < kWindow; ++s) out[(q * kWindow + s) * point_stride + j] = done[q][s];
         }
       }
     });
@@ -446,23 +438,16 @@ struct Winograd {
 #pragma GCC ivdep
         for (int64_t c = 0; c < inputs; ++c) {
           const float* s = sums + o * inputs + c;
-          float columns_done[3][kWindow];
+          float block[kWindow][kWindow], done[3][3];
 #pragma GCC unroll 8
-          for (int q = 0; q < kWindow; ++q) {
-            float column[kWindow], done[3];
+          for (int r = 0; r < kWindow; ++r)
 #pragma GCC unroll 8
-            for (int r = 0; r < kWindow; ++r) column[r] = s[(r * kWindow + q) * point_stride];
-            Tiling::weight_sum(column, done);
+            for (int q = 0; q < kWindow; ++q) block[r][q] = s[(r * kWindow + q) * point_stride];
+          transform_2d<Tiling::weight_sum>(block, done);
 #pragma GCC unroll 8
-            for (int r = 0; r < 3; ++r) columns_done[r][q] = done[r];
-          }
+          for (int r = 0; r < 3; ++r)
 #pragma GCC unroll 8
-          for (int r = 0; r < 3; ++r) {
-            float done[3];
-            Tiling::weight_sum(columns_done[r], done);
-#pragma GCC unroll 8
-            for (int q = 0; q < 3; ++q) at(diff_weights, o, c, r, q) = done[q];
-          }
+            for (int q = 0; q < 3; ++q) at(diff_weights, o, c, r, q) = done[r][q];
         }
     });
   }
