@@ -20,10 +20,11 @@ WinogradTensor tensor(void* const* buffers, const TensorLayout& layout) {
   return result;
 }
 
-int64_t elements(const TensorLayout& layout) {
-  int64_t count = 1;
-  for (int64_t extent : layout.dims) count *= extent;
-  return count;
+// The bytes from a tensor's first element to its last, whatever its strides (a channels-last view's too).
+size_t span_bytes(const TensorLayout& layout) {
+  int64_t last = 0;
+  for (size_t dim = 0; dim < layout.dims.size(); ++dim) last += (layout.dims[dim] - 1) * layout.strides[dim];
+  return size_t(last + 1) * sizeof(float);
 }
 
 // 4x4 output tiles on maps of 12x12 or more, 2x2 tiles on smaller ones (C++, 2 AVX2 cores, batch 32, each pass,
@@ -49,16 +50,16 @@ class WinogradCall : public LibraryCall {
       case ConvolutionPass::Forward: {
         const float* bias = problem_.bias ? static_cast<const float*>(buffers[problem_.bias->buffer]) + problem_.bias->offset
                                           : nullptr;
-        forget_copies_within(destination.data, size_t(elements(problem_.destination)) * sizeof(float));
+        forget_copies_within(destination.data, span_bytes(problem_.destination));
         winograd_forward(tiling_, source, weights, destination, top, left, bias, post_ops(buffers));
         break;
       }
       case ConvolutionPass::BackwardData:
-        forget_copies_within(source.data, size_t(elements(problem_.source)) * sizeof(float));
+        forget_copies_within(source.data, span_bytes(problem_.source));
         winograd_backward_data(tiling_, destination, weights, source, top, left);
         break;
       case ConvolutionPass::BackwardWeights:
-        forget_copies_within(weights.data, size_t(elements(problem_.weights)) * sizeof(float));
+        forget_copies_within(weights.data, span_bytes(problem_.weights));
         winograd_backward_weights(tiling_, source, destination, weights, top, left);
         break;
     }
@@ -117,6 +118,10 @@ bool winograd_applies(const ConvolutionProblem& problem) {
     if (problem.padding_before[dim] < 0 || problem.padding_before[dim] > 2) return false;
     if (problem.padding_after[dim] < 0 || problem.padding_after[dim] > 2) return false;
   }
+  // Strides run forward (a flipped view would put the first element above the others).
+  for (const TensorLayout* layout : {&problem.source, &problem.weights, &problem.destination})
+    for (int64_t stride : layout->strides)
+      if (stride < 0) return false;
   return !problem.bias || problem.bias->strides[0] == 1;
 }
 
