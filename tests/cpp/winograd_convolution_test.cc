@@ -116,6 +116,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 8, 8, 1, 1, 1, 1, 1, 1, false},   // a 1x1 image: one tile, mostly padding
                       Case{2, 6, 7, 4, 3, 1, 2, 2, 1, true},    // channels-last view with gaps after rows
                       Case{2, 3, 2, 35, 37, 1, 1, 1, 1, true},  // strided, wider than one split row buffer run
+                      Case{1, 3, 2, 5, 301, 1, 2, 1, 0, false},  // rows of 151 or 76 tiles: pieces of 64 tiles
+                      Case{1, 2, 3, 6, 290, 2, 1, 0, 2, true},
                       // 1024 channels: chunks of 112 2x2 tiles or 48 4x4 ones, so several chunks, split inside rows
                       Case{1, 1024, 8, 40, 44, 1, 1, 1, 1, false})));
 
