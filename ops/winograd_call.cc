@@ -31,9 +31,11 @@ size_t span_bytes(const TensorLayout& layout) {
 // F(2x2) -> F(4x4) ms: 64 channels at 32x32 9.5-10.5 -> 7.3-9.2; 128 at 16x16 9.0-10.0 -> 6.8-7.6; 128 at 14x14,
 // batch 16, 3.8 -> 3.5; 256 at 8x8 9.4-10.3 -> 8.3-10.5; 64 at 8x8, batch 8, 0.24 -> 0.39). A 4x4 tile of a small
 // map is mostly padding, and its 36 products have few tiles each.
+// With dilation d the maps are d x d interleaved ones, each 1/d the size.
 WinogradTiling tiling_for(const ConvolutionProblem& problem) {
   const auto& output = problem.destination.dims;
-  return std::min(output[2], output[3]) >= 12 ? WinogradTiling::FourByFour : WinogradTiling::TwoByTwo;
+  int64_t map = std::min(output[2], output[3]) / problem.dilation[0];
+  return map >= 12 ? WinogradTiling::FourByFour : WinogradTiling::TwoByTwo;
 }
 
 class WinogradCall : public LibraryCall {
@@ -45,22 +47,22 @@ class WinogradCall : public LibraryCall {
     if (problem_.zero_output_first) std::memset(buffers[0], 0, output_bytes_);
     WinogradTensor source = tensor(buffers, problem_.source), weights = tensor(buffers, problem_.weights),
                    destination = tensor(buffers, problem_.destination);
-    int64_t top = problem_.padding_before[0], left = problem_.padding_before[1];
+    int64_t top = problem_.padding_before[0], left = problem_.padding_before[1], dilation = problem_.dilation[0];
     switch (problem_.pass) {
       case ConvolutionPass::Forward: {
         const float* bias = problem_.bias ? static_cast<const float*>(buffers[problem_.bias->buffer]) + problem_.bias->offset
                                           : nullptr;
         forget_copies_within(destination.data, span_bytes(problem_.destination));
-        winograd_forward(tiling_, source, weights, destination, top, left, bias, post_ops(buffers));
+        winograd_forward(tiling_, source, weights, destination, top, left, dilation, bias, post_ops(buffers));
         break;
       }
       case ConvolutionPass::BackwardData:
         forget_copies_within(source.data, span_bytes(problem_.source));
-        winograd_backward_data(tiling_, destination, weights, source, top, left);
+        winograd_backward_data(tiling_, destination, weights, source, top, left, dilation);
         break;
       case ConvolutionPass::BackwardWeights:
         forget_copies_within(weights.data, span_bytes(problem_.weights));
-        winograd_backward_weights(tiling_, source, destination, weights, top, left);
+        winograd_backward_weights(tiling_, source, destination, weights, top, left, dilation);
         break;
     }
   }
@@ -113,10 +115,10 @@ int64_t tile_count(const ConvolutionProblem& problem) {
 
 bool winograd_applies(const ConvolutionProblem& problem) {
   if (problem.groups != 1 || problem.weights.dims.size() != 4) return false;
+  if (problem.dilation[0] != problem.dilation[1]) return false;
   for (size_t dim = 0; dim < 2; ++dim) {
-    if (problem.weights.dims[2 + dim] != 3 || problem.stride[dim] != 1 || problem.dilation[dim] != 1) return false;
-    if (problem.padding_before[dim] < 0 || problem.padding_before[dim] > 2) return false;
-    if (problem.padding_after[dim] < 0 || problem.padding_after[dim] > 2) return false;
+    if (problem.weights.dims[2 + dim] != 3 || problem.stride[dim] != 1) return false;
+    if (!winograd_takes(problem.padding_before[dim], problem.dilation[dim])) return false;
   }
   // Strides run forward (a flipped view would put the first element above the others).
   for (const TensorLayout* layout : {&problem.source, &problem.weights, &problem.destination})

@@ -8,8 +8,8 @@
 
 namespace metajit {
 
-// 3x3, stride 1, dilation 1, one group, 2-D, padding 0 to 2 on every side. A forward bias and post-ops are
-// applied as the outputs are written.
+// 3x3, stride 1, one group, 2-D, the same dilation along both dims and a leading padding winograd_takes(). A
+// forward bias and post-ops are applied as the outputs are written.
 bool winograd_applies(const ConvolutionProblem& problem);
 
 // Where our Winograd beats oneDNN 2.6's direct AVX2 kernels (timings in docs/lowering.md).

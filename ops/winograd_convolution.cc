@@ -226,6 +226,55 @@ void apply_post_ops(const std::vector<WinogradPostOp>& post_ops, int64_t n, int6
   }
 }
 
+// Dilation d splits a convolution into d x d undilated ones, one per residue class of output rows and columns:
+// output rows y = d u + a read source rows y + d r - pad = d (u + r + base) + b, with b = (a - pad) mod d and
+// base = (a - pad - b) / d. That is the source's rows of residue b, read with padding -base.
+struct Residue {
+  int64_t output_first, source_first, padding;
+};
+Residue residue(int64_t output_first, int64_t pad, int64_t dilation) {
+  int64_t source_first = ((output_first - pad) % dilation + dilation) % dilation;
+  return {output_first, source_first, -((output_first - pad - source_first) / dilation)};
+}
+
+// Every `step`-th row and column of a tensor from (first_row, first_column): a view, extent 0 when none is left.
+WinogradTensor every(const WinogradTensor& tensor, int64_t first_row, int64_t first_column, int64_t step) {
+  WinogradTensor view = tensor;
+  int64_t firsts[2] = {first_row, first_column};
+  for (int dim = 2; dim < 4; ++dim) {
+    int64_t first = firsts[dim - 2];
+    view.dims[dim] = tensor.dims[dim] > first ? (tensor.dims[dim] - first + step - 1) / step : 0;
+    view.data += (view.dims[dim] > 0 ? first : 0) * tensor.strides[dim];
+    view.strides[dim] = tensor.strides[dim] * step;
+  }
+  return view;
+}
+
+bool is_empty(const WinogradTensor& tensor) {
+  for (int64_t extent : tensor.dims)
+    if (extent == 0) return true;
+  return false;
+}
+
+void fill_zero(const WinogradTensor& tensor) {
+  for (int64_t a = 0; a < tensor.dims[0]; ++a)
+    for (int64_t b = 0; b < tensor.dims[1]; ++b)
+      for (int64_t c = 0; c < tensor.dims[2]; ++c)
+        for (int64_t d = 0; d < tensor.dims[3]; ++d) at(tensor, a, b, c, d) = 0.0f;
+}
+
+// The post-ops of the outputs `every(output, first_row, first_column, step)`: their tensors seen the same way.
+std::vector<WinogradPostOp> every(std::vector<WinogradPostOp> post_ops, int64_t first_row, int64_t first_column,
+                                  int64_t step) {
+  for (WinogradPostOp& op : post_ops) {
+    if (!op.operand) continue;
+    op.operand += first_row * op.strides[2] + first_column * op.strides[3];
+    op.strides[2] *= step;
+    op.strides[3] *= step;
+  }
+  return post_ops;
+}
+
 // A one-dimensional transform (`in` values to `out`) applied along every row of a square block, then down every
 // column: out = T x T^T. Inlined with constant bounds, so the loops over tiles around it still vectorise.
 template <void (*transform)(const float*, float*), int in, int out>
@@ -455,43 +504,73 @@ struct Winograd {
   }
 
   static void forward(const WinogradTensor& source, const WinogradTensor& weights, const WinogradTensor& destination,
-                      int64_t pad_top, int64_t pad_left, const float* bias,
+                      int64_t pad_top, int64_t pad_left, int64_t dilation, const float* bias,
                       const std::vector<WinogradPostOp>& post_ops) {
     float* filters = scratch(kFilters, size_t(kPoints) * filter_point_stride(weights.dims[0], weights.dims[1]));
     transform_filters(weights, false, filters);
-    correlate(source, filters, destination, pad_top, pad_left, bias, post_ops);
+    for (int64_t row = 0; row < dilation; ++row)
+      for (int64_t column = 0; column < dilation; ++column) {
+        Residue rows = residue(row, pad_top, dilation), columns = residue(column, pad_left, dilation);
+        WinogradTensor output = every(destination, row, column, dilation);
+        if (is_empty(output)) continue;
+        correlate(every(source, rows.source_first, columns.source_first, dilation), filters, output, rows.padding,
+                  columns.padding, bias, every(post_ops, row, column, dilation));
+      }
   }
 
   static void backward_data(const WinogradTensor& diff_destination, const WinogradTensor& weights,
-                            const WinogradTensor& diff_source, int64_t pad_top, int64_t pad_left) {
+                            const WinogradTensor& diff_source, int64_t pad_top, int64_t pad_left, int64_t dilation) {
     float* filters = scratch(kFilters, size_t(kPoints) * filter_point_stride(weights.dims[1], weights.dims[0]));
     transform_filters(weights, true, filters);
-    // diff_source[y] takes diff_destination[y - r + pad_top] * w[r] = diff_destination[y + r' - (2 - pad_top)] *
-    // w[2 - r']: a correlation with the turned filters, padded by 2 - pad.
-    correlate(diff_destination, filters, diff_source, 2 - pad_top, 2 - pad_left, nullptr, {});
+    // Each residue class of the source takes its gradient from one class of the output (the map is one to one).
+    for (int64_t row = 0; row < dilation; ++row)
+      for (int64_t column = 0; column < dilation; ++column) {
+        Residue rows = residue(row, pad_top, dilation), columns = residue(column, pad_left, dilation);
+        WinogradTensor source = every(diff_source, rows.source_first, columns.source_first, dilation);
+        WinogradTensor gradient = every(diff_destination, row, column, dilation);
+        if (is_empty(source)) continue;
+        if (is_empty(gradient)) {
+          fill_zero(source);
+          continue;
+        }
+        // source[y] takes gradient[y - r + pad] * w[r] = gradient[y + r' - (2 - pad)] * w[2 - r']: a correlation
+        // with the turned filters, padded by 2 - pad.
+        correlate(gradient, filters, source, 2 - rows.padding, 2 - columns.padding, nullptr, {});
+      }
   }
 
-  static void backward_weights(const WinogradTensor& source, const WinogradTensor& diff_destination,
-                               const WinogradTensor& diff_weights, int64_t pad_top, int64_t pad_left) {
+  static void backward_weights(const WinogradTensor& full_source, const WinogradTensor& full_gradient,
+                               const WinogradTensor& diff_weights, int64_t pad_top, int64_t pad_left,
+                               int64_t dilation) {
     int64_t outputs = diff_weights.dims[0], inputs = diff_weights.dims[1];
-    TileGrid grid(diff_destination.dims[0], diff_destination.dims[2], diff_destination.dims[3], kOutputs);
-    int64_t tiles = grid.count(), size = chunk_tiles(kPoints, tiles, inputs, outputs);
     int64_t sum_stride = filter_point_stride(outputs, inputs);
     float* sums = scratch(kFilters, size_t(kPoints) * sum_stride);
-    size_t data_floats = TileBlock::floats(kPoints, inputs, size);
-    float* memory = scratch(kTiles, data_floats + TileBlock::floats(kPoints, outputs, size));
-    TileBlock data(memory, inputs, size), gradients(memory + data_floats, outputs, size);
-    for (int64_t first = 0; first < tiles; first += size) {
-      Chunk chunk{first, std::min(first + size, tiles)};
-      transform_data(source, grid, chunk, pad_top, pad_left, data);
-      transform_gradient_tiles(diff_destination, grid, chunk, gradients);
-      float beta = first == 0 ? 0.0f : 1.0f;
-      parallel_for(kPoints, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t point = begin; point < end; ++point)
-          sgemm('N', 'T', outputs, inputs, chunk.last - chunk.first, gradients.point(point), gradients.lead,
-                data.point(point), data.lead, beta, sums + point * sum_stride, inputs);
-      });
-    }
+    bool summed = false;  // the sums hold something: later products add to them
+    for (int64_t row = 0; row < dilation; ++row)
+      for (int64_t column = 0; column < dilation; ++column) {
+        Residue rows = residue(row, pad_top, dilation), columns = residue(column, pad_left, dilation);
+        WinogradTensor source = every(full_source, rows.source_first, columns.source_first, dilation);
+        WinogradTensor gradient = every(full_gradient, row, column, dilation);
+        if (is_empty(gradient)) continue;
+        TileGrid grid(gradient.dims[0], gradient.dims[2], gradient.dims[3], kOutputs);
+        int64_t tiles = grid.count(), size = chunk_tiles(kPoints, tiles, inputs, outputs);
+        size_t data_floats = TileBlock::floats(kPoints, inputs, size);
+        float* memory = scratch(kTiles, data_floats + TileBlock::floats(kPoints, outputs, size));
+        TileBlock data(memory, inputs, size), gradients(memory + data_floats, outputs, size);
+        for (int64_t first = 0; first < tiles; first += size) {
+          Chunk chunk{first, std::min(first + size, tiles)};
+          transform_data(source, grid, chunk, rows.padding, columns.padding, data);
+          transform_gradient_tiles(gradient, grid, chunk, gradients);
+          float beta = summed ? 1.0f : 0.0f;
+          parallel_for(kPoints, 1, [&](int64_t begin, int64_t end) {
+            for (int64_t point = begin; point < end; ++point)
+              sgemm('N', 'T', outputs, inputs, chunk.last - chunk.first, gradients.point(point), gradients.lead,
+                    data.point(point), data.lead, beta, sums + point * sum_stride, inputs);
+          });
+          summed = true;
+        }
+      }
+    if (!summed) std::fill(sums, sums + kPoints * sum_stride, 0.0f);
     transform_weight_sums(sums, diff_weights);
   }
 };
@@ -508,34 +587,43 @@ const char* winograd_tiling_name(WinogradTiling tiling) {
   return tiling == WinogradTiling::FourByFour ? "F(4x4,3x3)" : "F(2x2,3x3)";
 }
 
+bool winograd_takes(int64_t padding, int64_t dilation) {
+  if (dilation < 1) return false;
+  for (int64_t first = 0; first < dilation; ++first) {
+    int64_t taken = residue(first, padding, dilation).padding;
+    if (taken < 0 || taken > 2) return false;
+  }
+  return true;
+}
+
 void winograd_forward(WinogradTiling tiling, const WinogradTensor& source, const WinogradTensor& weights,
-                      const WinogradTensor& destination, int64_t pad_top, int64_t pad_left, const float* bias,
-                      const std::vector<WinogradPostOp>& post_ops) {
+                      const WinogradTensor& destination, int64_t pad_top, int64_t pad_left, int64_t dilation,
+                      const float* bias, const std::vector<WinogradPostOp>& post_ops) {
   check_filter(weights);
   if (tiling == WinogradTiling::FourByFour)
-    Winograd<FourOutputs>::forward(source, weights, destination, pad_top, pad_left, bias, post_ops);
+    Winograd<FourOutputs>::forward(source, weights, destination, pad_top, pad_left, dilation, bias, post_ops);
   else
-    Winograd<TwoOutputs>::forward(source, weights, destination, pad_top, pad_left, bias, post_ops);
+    Winograd<TwoOutputs>::forward(source, weights, destination, pad_top, pad_left, dilation, bias, post_ops);
 }
 
 void winograd_backward_data(WinogradTiling tiling, const WinogradTensor& diff_destination,
                             const WinogradTensor& weights, const WinogradTensor& diff_source, int64_t pad_top,
-                            int64_t pad_left) {
+                            int64_t pad_left, int64_t dilation) {
   check_filter(weights);
   if (tiling == WinogradTiling::FourByFour)
-    Winograd<FourOutputs>::backward_data(diff_destination, weights, diff_source, pad_top, pad_left);
+    Winograd<FourOutputs>::backward_data(diff_destination, weights, diff_source, pad_top, pad_left, dilation);
   else
-    Winograd<TwoOutputs>::backward_data(diff_destination, weights, diff_source, pad_top, pad_left);
+    Winograd<TwoOutputs>::backward_data(diff_destination, weights, diff_source, pad_top, pad_left, dilation);
 }
 
 void winograd_backward_weights(WinogradTiling tiling, const WinogradTensor& source,
                                const WinogradTensor& diff_destination, const WinogradTensor& diff_weights,
-                               int64_t pad_top, int64_t pad_left) {
+                               int64_t pad_top, int64_t pad_left, int64_t dilation) {
   check_filter(diff_weights);
   if (tiling == WinogradTiling::FourByFour)
-    Winograd<FourOutputs>::backward_weights(source, diff_destination, diff_weights, pad_top, pad_left);
+    Winograd<FourOutputs>::backward_weights(source, diff_destination, diff_weights, pad_top, pad_left, dilation);
   else
-    Winograd<TwoOutputs>::backward_weights(source, diff_destination, diff_weights, pad_top, pad_left);
+    Winograd<TwoOutputs>::backward_weights(source, diff_destination, diff_weights, pad_top, pad_left, dilation);
 }
 
 }  // namespace metajit

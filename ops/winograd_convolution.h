@@ -32,23 +32,29 @@ struct WinogradPostOp {
   int64_t strides[4] = {0, 0, 0, 0};
 };
 
-// destination[n, o, y, x] = sum over c, r, s of source[n, c, y + r - pad_top, x + s - pad_left] *
-// weights[o, c, r, s] (+ bias[o] when given, then the post-ops), reading zeros outside the source. Overwrites
-// destination.
+// Whether the functions below take this leading padding with this dilation (the same for rows and columns). With
+// dilation d the convolution splits into d x d undilated ones, one per residue class of output rows and columns,
+// each with a padding of its own; each must be 0 to 2. Without dilation that is the padding itself; with
+// dilation 2, padding 1 to 4 (the usual "same" padding is 2).
+bool winograd_takes(int64_t padding, int64_t dilation);
+
+// destination[n, o, y, x] = sum over c, r, s of source[n, c, y + d r - pad_top, x + d s - pad_left] *
+// weights[o, c, r, s] (+ bias[o] when given, then the post-ops), d the dilation, reading zeros outside the
+// source. Overwrites destination.
 void winograd_forward(WinogradTiling tiling, const WinogradTensor& source, const WinogradTensor& weights,
-                      const WinogradTensor& destination, int64_t pad_top, int64_t pad_left, const float* bias,
-                      const std::vector<WinogradPostOp>& post_ops = {});
+                      const WinogradTensor& destination, int64_t pad_top, int64_t pad_left, int64_t dilation,
+                      const float* bias, const std::vector<WinogradPostOp>& post_ops = {});
 
 // The gradient of the forward above with respect to its source: diff_source[n, c, y, x] = sum over o, r, s of
-// diff_destination[n, o, y - r + pad_top, x - s + pad_left] * weights[o, c, r, s]. Overwrites diff_source.
+// diff_destination[n, o, y - d r + pad_top, x - d s + pad_left] * weights[o, c, r, s]. Overwrites diff_source.
 void winograd_backward_data(WinogradTiling tiling, const WinogradTensor& diff_destination,
                             const WinogradTensor& weights, const WinogradTensor& diff_source, int64_t pad_top,
-                            int64_t pad_left);
+                            int64_t pad_left, int64_t dilation);
 
 // The gradient with respect to the weights: diff_weights[o, c, r, s] = sum over n, y, x of
-// diff_destination[n, o, y, x] * source[n, c, y + r - pad_top, x + s - pad_left]. Overwrites diff_weights.
+// diff_destination[n, o, y, x] * source[n, c, y + d r - pad_top, x + d s - pad_left]. Overwrites diff_weights.
 void winograd_backward_weights(WinogradTiling tiling, const WinogradTensor& source,
                                const WinogradTensor& diff_destination, const WinogradTensor& diff_weights,
-                               int64_t pad_top, int64_t pad_left);
+                               int64_t pad_top, int64_t pad_left, int64_t dilation);
 
 }  // namespace metajit

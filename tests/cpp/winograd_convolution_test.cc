@@ -40,6 +40,7 @@ struct Strided {
 struct Case {
   int64_t batch, channels, out_channels, height, width, pad_top, pad_left, pad_bottom, pad_right;
   bool strided;
+  int64_t dilation = 1;
 };
 
 // F(2x2, 3x3) only adds, subtracts and halves; F(4x4, 3x3) multiplies by up to 8 and divides by 6 and 24, so it
@@ -64,8 +65,9 @@ class WinogradConvolution : public ::testing::TestWithParam<std::tuple<WinogradT
 TEST_P(WinogradConvolution, MatchesDirectLoopsInAllThreePasses) {
   WinogradTiling tiling = std::get<0>(GetParam());
   const Case& shape = std::get<1>(GetParam());
-  int64_t out_height = shape.height + shape.pad_top + shape.pad_bottom - 2;
-  int64_t out_width = shape.width + shape.pad_left + shape.pad_right - 2;
+  int64_t dilation = shape.dilation;
+  int64_t out_height = shape.height + shape.pad_top + shape.pad_bottom - 2 * dilation;
+  int64_t out_width = shape.width + shape.pad_left + shape.pad_right - 2 * dilation;
   std::mt19937 random(int(shape.batch * 131 + shape.channels * 17 + shape.height));
   std::vector<int> order = shape.strided ? std::vector<int>{0, 2, 3, 1} : std::vector<int>{0, 1, 2, 3};
   int64_t gap = shape.strided ? 3 : 0;
@@ -79,9 +81,12 @@ TEST_P(WinogradConvolution, MatchesDirectLoopsInAllThreePasses) {
   std::vector<float> bias(static_cast<size_t>(outputs));
   for (int64_t o = 0; o < outputs; ++o) bias[size_t(o)] = 0.25f * float(o) - 1.0f;
 
-  winograd_forward(tiling, source.view, weights.view, destination.view, shape.pad_top, shape.pad_left, bias.data());
-  winograd_backward_data(tiling, upstream.view, weights.view, diff_source.view, shape.pad_top, shape.pad_left);
-  winograd_backward_weights(tiling, source.view, upstream.view, diff_weights.view, shape.pad_top, shape.pad_left);
+  winograd_forward(tiling, source.view, weights.view, destination.view, shape.pad_top, shape.pad_left, dilation,
+                   bias.data());
+  winograd_backward_data(tiling, upstream.view, weights.view, diff_source.view, shape.pad_top, shape.pad_left,
+                         dilation);
+  winograd_backward_weights(tiling, source.view, upstream.view, diff_weights.view, shape.pad_top, shape.pad_left,
+                            dilation);
 
   std::vector<double> forward(size_t(batch * outputs * out_height * out_width));
   std::vector<double> data_gradient(size_t(batch * inputs * shape.height * shape.width));
@@ -94,11 +99,12 @@ TEST_P(WinogradConvolution, MatchesDirectLoopsInAllThreePasses) {
           for (int64_t c = 0; c < inputs; ++c)
             for (int64_t r = 0; r < 3; ++r)
               for (int64_t s = 0; s < 3; ++s) {
-                int64_t row = y + r - shape.pad_top, column = x + s - shape.pad_left;
+                int64_t row = y + dilation * r - shape.pad_top, column = x + dilation * s - shape.pad_left;
                 if (row < 0 || row >= shape.height || column < 0 || column >= shape.width) continue;
                 double input = source.at(n, c, row, column), weight = weights.at(o, c, r, s);
                 sum += input * weight;
-                data_gradient[size_t(((n * inputs + c) * shape.height + row) * shape.width + column)] += gradient * weight;
+                size_t at_source = size_t(((n * inputs + c) * shape.height + row) * shape.width + column);
+                data_gradient[at_source] += gradient * weight;
                 weight_gradient[size_t(((o * inputs + c) * 3 + r) * 3 + s)] += gradient * input;
               }
           forward[size_t(((n * outputs + o) * out_height + y) * out_width + x)] = sum;
@@ -110,7 +116,9 @@ TEST_P(WinogradConvolution, MatchesDirectLoopsInAllThreePasses) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, WinogradConvolution,
-    ::testing::Combine(::testing::Values(WinogradTiling::TwoByTwo, WinogradTiling::FourByFour), ::testing::Values(Case{2, 3, 5, 7, 9, 1, 1, 1, 1, false},   // odd sizes: partial tiles on both edges
+    ::testing::Combine(
+        ::testing::Values(WinogradTiling::TwoByTwo, WinogradTiling::FourByFour),
+        ::testing::Values(Case{2, 3, 5, 7, 9, 1, 1, 1, 1, false},  // odd sizes: partial tiles on both edges
                       Case{1, 4, 3, 6, 5, 0, 0, 0, 0, false},   // no padding
                       Case{3, 5, 4, 5, 8, 2, 1, 0, 2, false},   // different padding on every side
                       Case{2, 8, 8, 1, 1, 1, 1, 1, 1, false},   // a 1x1 image: one tile, mostly padding
@@ -118,6 +126,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 3, 2, 35, 37, 1, 1, 1, 1, true},  // strided, wider than one split row buffer run
                       Case{1, 3, 2, 5, 301, 1, 2, 1, 0, false},  // rows of 151 or 76 tiles: pieces of 64 tiles
                       Case{1, 2, 3, 6, 290, 2, 1, 0, 2, true},
+                      // dilation: 4 or 9 interleaved undilated convolutions, each with its own padding
+                      Case{2, 3, 4, 17, 19, 2, 2, 2, 2, false, 2},   // "same" padding
+                      Case{1, 4, 3, 20, 13, 1, 4, 3, 0, true, 2},    // every padding dilation 2 takes
+                      Case{2, 3, 2, 23, 22, 3, 5, 3, 2, false, 3},
+                      Case{1, 2, 3, 2, 9, 2, 2, 1, 2, false, 2},     // source row 1 feeds no output: its gradient is 0
                       // 1024 channels: chunks of 112 2x2 tiles or 48 4x4 ones, so several chunks, split inside rows
                       Case{1, 1024, 8, 40, 44, 1, 1, 1, 1, false})));
 

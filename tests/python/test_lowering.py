@@ -632,22 +632,25 @@ def test_auto_takes_winograd_for_backward_weights_from_fewer_tiles(rng, conv_alg
         assert scaled_error(result.numpy(), reference) < 2e-5
 
 
-@pytest.mark.parametrize("shape, padding", [((2, 5, 7, 9), 1), ((2, 4, 6, 6), 0), ((2, 3, 5, 4), 2),
-                                            ((8, 16, 1, 1), 1)])
-def test_forced_winograd_matches_float64_on_odd_sizes_and_every_padding(rng, conv_algorithm, shape, padding):
-    """`winograd` on small, odd shapes: partial 2x2 tiles at the edges, no padding, padding 2 and a 1x1 image
-    (one tile, nearly all padding). All three passes match float64 PyTorch; without oneDNN's Winograd, each pass
-    is metajit's F(2x2, 3x3) call."""
+@pytest.mark.parametrize("shape, options", [((2, 5, 7, 9), dict(padding=1)), ((2, 4, 6, 6), dict(padding=0)),
+                                            ((2, 3, 5, 4), dict(padding=2)), ((8, 16, 1, 1), dict(padding=1)),
+                                            ((2, 5, 9, 11), dict(padding=2, dilation=2)),
+                                            ((2, 4, 13, 10), dict(padding=3, dilation=3))])
+def test_forced_winograd_matches_float64_on_odd_sizes_every_padding_and_dilation(rng, conv_algorithm, shape, options):
+    """`winograd` on small, odd shapes: partial 2x2 tiles at the edges, no padding, padding 2, a 1x1 image (one
+    tile, nearly all padding), and dilations 2 and 3 (4 or 9 interleaved undilated convolutions). All three passes
+    match float64 PyTorch; without oneDNN's Winograd, each pass is metajit's call."""
     mj.flags.conv_algorithm = "winograd"
     batch, channels, height, width = shape
     x, w = floats(rng, batch, channels, height, width), floats(rng, 6, channels, 3, 3) / 6
-    upstream = floats(rng, batch, 6, height + 2 * padding - 2, width + 2 * padding - 2)
-    results, names = convolution_and_gradients(x, w, upstream, padding=padding)
+    output_shape = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), **options).shape
+    upstream = floats(rng, *output_shape)
+    results, names = convolution_and_gradients(x, w, upstream, **options)
     assert len(names) == 3, names
     if not ONEDNN_WINOGRAD_EXISTS:
         assert all(name.startswith("winograd convolution") for name in names), names
     mj.sync(*results)
-    for result, reference in zip(results, float64_reference(x, w, upstream, padding=padding)):
+    for result, reference in zip(results, float64_reference(x, w, upstream, **options)):
         assert scaled_error(result.numpy(), reference) < 1e-5
 
 
