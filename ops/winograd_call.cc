@@ -116,6 +116,9 @@ int64_t tile_count(const ConvolutionProblem& problem) {
 bool winograd_applies(const ConvolutionProblem& problem) {
   if (problem.groups != 1 || problem.weights.dims.size() != 4) return false;
   if (problem.dilation[0] != problem.dilation[1]) return false;
+  // The transformed filters take 16 or 36 floats per channel pair, in scratch kept per thread: past 2M pairs
+  // (288 MB with 4x4 tiles) oneDNN's direct kernels, which need none, take the convolution.
+  if (problem.weights.dims[0] * problem.weights.dims[1] > (int64_t(1) << 21)) return false;
   for (size_t dim = 0; dim < 2; ++dim) {
     if (problem.weights.dims[2 + dim] != 3 || problem.stride[dim] != 1) return false;
     if (!winograd_takes(problem.padding_before[dim], problem.dilation[dim])) return false;
