@@ -33,6 +33,8 @@ CASES = [
     ("1x1, 64 -> 256", (32, 64, 56, 56), (256, 64, 1, 1), dict(), False),
     ("1x1, groups 4", (32, 128, 28, 28), (128, 32, 1, 1), dict(groups=4), False),
     ("4x4 transposed, stride 2, groups 4", (16, 64, 14, 14), (64, 16, 4, 4), dict(stride=2, padding=1, groups=4), True),
+    ("3x3, dilation 2 (DeepLab)", (4, 256, 32, 32), (256, 256, 3, 3), dict(padding=2, dilation=2), False),
+    ("3x3, stride 2, 128 -> 256", (32, 128, 16, 16), (256, 128, 3, 3), dict(padding=1, stride=2), False),
 ]
 
 
