@@ -301,40 +301,49 @@ struct Winograd {
   // pointer per phase that spills (10% of the data transform).
   static constexpr int kSegment = 64, kPhase = kSegment + 8;
 
+  // body(channel, n, i, row, first, count) for every piece of at most kSegment tiles, from column `first`, of
+  // every row of tiles of the chunk (tile row i of image n, row `row` of the grid), for every channel; in
+  // parallel over (channel, row of tiles).
+  template <typename Body>
+  static void for_each_piece(int64_t channels, const TileGrid& grid, const Chunk& chunk, const Body& body) {
+    int64_t rows = chunk.row_count(grid);
+    parallel_for(channels * rows, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t item = begin; item < end; ++item) {
+        int64_t channel = item / rows, row = chunk.first_row(grid) + item % rows, last = chunk.end_column(grid, row);
+        for (int64_t first = chunk.begin_column(grid, row); first < last; first += kSegment)
+          body(channel, row / grid.rows, row % grid.rows, row, first, std::min<int64_t>(kSegment, last - first));
+      }
+    });
+  }
+
   // transformed[point][c][tile - chunk.first] = (B^T d B)[point], d the window of `image` at
   // (m i - pad_top, m j - pad_left) for tile (n, i, j).
   static void transform_data(const WinogradTensor& image, const TileGrid& grid, const Chunk& chunk, int64_t pad_top,
                              int64_t pad_left, const TileBlock& transformed) {
-    int64_t channels = image.dims[1], rows = chunk.row_count(grid), point_stride = transformed.point_stride;
-    parallel_for(channels * rows, 1, [&](int64_t begin, int64_t end) {
+    int64_t point_stride = transformed.point_stride;
+    for_each_piece(image.dims[1], grid, chunk, [&](int64_t c, int64_t n, int64_t i, int64_t row, int64_t first,
+                                                   int64_t count) {
       alignas(64) float buffer[kWindow][kOutputs][kPhase];  // window row r, split by column phase
-      for (int64_t item = begin; item < end; ++item) {
-        int64_t c = item / rows, row = chunk.first_row(grid) + item % rows, n = row / grid.rows, i = row % grid.rows;
-        int64_t row_first = chunk.begin_column(grid, row), row_last = chunk.end_column(grid, row);
-        for (int64_t first = row_first; first < row_last; first += kSegment) {
-          int64_t count = std::min<int64_t>(kSegment, row_last - first);
 #pragma GCC unroll 8
-          for (int r = 0; r < kWindow; ++r) {
-            float* phases[kOutputs];
+      for (int r = 0; r < kWindow; ++r) {
+        float* phases[kOutputs];
 #pragma GCC unroll 8
-            for (int phase = 0; phase < kOutputs; ++phase) phases[phase] = buffer[r][phase];
-            split_row<kOutputs>(image, n, c, kOutputs * i + r - pad_top, kOutputs * first - pad_left, count + 1, phases);
-          }
-          float* out = transformed.data + c * transformed.lead + row * grid.columns + first - chunk.first;
+        for (int phase = 0; phase < kOutputs; ++phase) phases[phase] = buffer[r][phase];
+        split_row<kOutputs>(image, n, c, kOutputs * i + r - pad_top, kOutputs * first - pad_left, count + 1, phases);
+      }
+      float* out = transformed.data + c * transformed.lead + row * grid.columns + first - chunk.first;
 #pragma GCC ivdep
-          for (int64_t j = 0; j < count; ++j) {
-            float window[kWindow][kWindow], done[kWindow][kWindow];
+      for (int64_t j = 0; j < count; ++j) {
+        float window[kWindow][kWindow], done[kWindow][kWindow];
 #pragma GCC unroll 8
-            for (int r = 0; r < kWindow; ++r)
+        for (int r = 0; r < kWindow; ++r)
 #pragma GCC unroll 8
-              for (int k = 0; k < kWindow; ++k) window[r][k] = buffer[r][k % kOutputs][j + k / kOutputs];
-            transform_2d<Tiling::data>(window, done);
+          for (int k = 0; k < kWindow; ++k) window[r][k] = buffer[r][k % kOutputs][j + k / kOutputs];
+        transform_2d<Tiling::data>(window, done);
 #pragma GCC unroll 8
-            for (int a = 0; a < kWindow; ++a)
+        for (int a = 0; a < kWindow; ++a)
 #pragma GCC unroll 8
-              for (int s = 0; s < kWindow; ++s) out[(a * kWindow + s) * point_stride + j] = done[a][s];
-          }
-        }
+          for (int s = 0; s < kWindow; ++s) out[(a * kWindow + s) * point_stride + j] = done[a][s];
       }
     });
   }
@@ -374,46 +383,40 @@ struct Winograd {
   static void transform_products(const TileBlock& products, const TileGrid& grid, const Chunk& chunk,
                                  const WinogradTensor& output, const float* bias,
                                  const std::vector<WinogradPostOp>& post_ops) {
-    int64_t channels = output.dims[1], rows = chunk.row_count(grid), point_stride = products.point_stride;
-    parallel_for(channels * rows, 1, [&](int64_t begin, int64_t end) {
+    int64_t point_stride = products.point_stride;
+    for_each_piece(output.dims[1], grid, chunk, [&](int64_t o, int64_t n, int64_t i, int64_t row, int64_t first,
+                                                    int64_t count) {
       alignas(64) float buffer[kOutputs][kOutputs][kPhase];  // output row a of the tiles, split by column phase
-      for (int64_t item = begin; item < end; ++item) {
-        int64_t o = item / rows, row = chunk.first_row(grid) + item % rows, n = row / grid.rows, i = row % grid.rows;
-        int64_t row_first = chunk.begin_column(grid, row), row_last = chunk.end_column(grid, row);
-        float shift = bias ? bias[o] : 0.0f;
-        for (int64_t first = row_first; first < row_last; first += kSegment) {
-          int64_t count = std::min<int64_t>(kSegment, row_last - first);
-          const float* p = products.data + o * products.lead + row * grid.columns + first - chunk.first;
+      float shift = bias ? bias[o] : 0.0f;
+      const float* p = products.data + o * products.lead + row * grid.columns + first - chunk.first;
 #pragma GCC ivdep
-          for (int64_t j = 0; j < count; ++j) {
-            float tile[kWindow][kWindow], done[kOutputs][kOutputs];
+      for (int64_t j = 0; j < count; ++j) {
+        float tile[kWindow][kWindow], done[kOutputs][kOutputs];
 #pragma GCC unroll 8
-            for (int r = 0; r < kWindow; ++r)
+        for (int r = 0; r < kWindow; ++r)
 #pragma GCC unroll 8
-              for (int s = 0; s < kWindow; ++s) tile[r][s] = p[(r * kWindow + s) * point_stride + j];
-            transform_2d<Tiling::output>(tile, done);
+          for (int s = 0; s < kWindow; ++s) tile[r][s] = p[(r * kWindow + s) * point_stride + j];
+        transform_2d<Tiling::output>(tile, done);
 #pragma GCC unroll 8
-            for (int a = 0; a < kOutputs; ++a)
+        for (int a = 0; a < kOutputs; ++a)
 #pragma GCC unroll 8
-              for (int b = 0; b < kOutputs; ++b) buffer[a][b][j] = done[a][b] + shift;
-          }
-          int64_t x0 = kOutputs * first, width = std::min<int64_t>(kOutputs * (first + count), output.dims[3]) - x0;
-          int64_t stride = output.strides[3], groups = width / kOutputs;
-          for (int a = 0; a < kOutputs && kOutputs * i + a < output.dims[2]; ++a) {
-            float* destination = &at(output, n, o, kOutputs * i + a, x0);
-            if (stride == 1) {
-              for (int64_t j = 0; j < groups; ++j)
+          for (int b = 0; b < kOutputs; ++b) buffer[a][b][j] = done[a][b] + shift;
+      }
+      int64_t x0 = kOutputs * first, width = std::min<int64_t>(kOutputs * (first + count), output.dims[3]) - x0;
+      int64_t stride = output.strides[3], groups = width / kOutputs;
+      for (int a = 0; a < kOutputs && kOutputs * i + a < output.dims[2]; ++a) {
+        float* destination = &at(output, n, o, kOutputs * i + a, x0);
+        if (stride == 1) {
+          for (int64_t j = 0; j < groups; ++j)
 #pragma GCC unroll 8
-                for (int b = 0; b < kOutputs; ++b) destination[kOutputs * j + b] = buffer[a][b][j];
-            } else {
-              for (int64_t j = 0; j < groups; ++j)
+            for (int b = 0; b < kOutputs; ++b) destination[kOutputs * j + b] = buffer[a][b][j];
+        } else {
+          for (int64_t j = 0; j < groups; ++j)
 #pragma GCC unroll 8
-                for (int b = 0; b < kOutputs; ++b) destination[(kOutputs * j + b) * stride] = buffer[a][b][j];
-            }
-            for (int64_t x = groups * kOutputs; x < width; ++x) destination[x * stride] = buffer[a][x % kOutputs][groups];
-            if (!post_ops.empty()) apply_post_ops(post_ops, n, o, kOutputs * i + a, x0, width, destination, stride);
-          }
+            for (int b = 0; b < kOutputs; ++b) destination[(kOutputs * j + b) * stride] = buffer[a][b][j];
         }
+        for (int64_t x = groups * kOutputs; x < width; ++x) destination[x * stride] = buffer[a][x % kOutputs][groups];
+        if (!post_ops.empty()) apply_post_ops(post_ops, n, o, kOutputs * i + a, x0, width, destination, stride);
       }
     });
   }
@@ -446,36 +449,30 @@ struct Winograd {
   // edge).
   static void transform_gradient_tiles(const WinogradTensor& gradient, const TileGrid& grid, const Chunk& chunk,
                                        const TileBlock& transformed) {
-    int64_t channels = gradient.dims[1], rows = chunk.row_count(grid), point_stride = transformed.point_stride;
-    parallel_for(channels * rows, 1, [&](int64_t begin, int64_t end) {
+    int64_t point_stride = transformed.point_stride;
+    for_each_piece(gradient.dims[1], grid, chunk, [&](int64_t o, int64_t n, int64_t i, int64_t row, int64_t first,
+                                                      int64_t count) {
       alignas(64) float buffer[kOutputs][kOutputs][kPhase];  // tile row a, split by column phase
-      for (int64_t item = begin; item < end; ++item) {
-        int64_t o = item / rows, row = chunk.first_row(grid) + item % rows, n = row / grid.rows, i = row % grid.rows;
-        int64_t row_first = chunk.begin_column(grid, row), row_last = chunk.end_column(grid, row);
-        for (int64_t first = row_first; first < row_last; first += kSegment) {
-          int64_t count = std::min<int64_t>(kSegment, row_last - first);
 #pragma GCC unroll 8
-          for (int a = 0; a < kOutputs; ++a) {
-            float* phases[kOutputs];
+      for (int a = 0; a < kOutputs; ++a) {
+        float* phases[kOutputs];
 #pragma GCC unroll 8
-            for (int b = 0; b < kOutputs; ++b) phases[b] = buffer[a][b];
-            split_row<kOutputs>(gradient, n, o, kOutputs * i + a, kOutputs * first, count, phases);
-          }
-          float* out = transformed.data + o * transformed.lead + row * grid.columns + first - chunk.first;
+        for (int b = 0; b < kOutputs; ++b) phases[b] = buffer[a][b];
+        split_row<kOutputs>(gradient, n, o, kOutputs * i + a, kOutputs * first, count, phases);
+      }
+      float* out = transformed.data + o * transformed.lead + row * grid.columns + first - chunk.first;
 #pragma GCC ivdep
-          for (int64_t j = 0; j < count; ++j) {
-            float tile[kOutputs][kOutputs], done[kWindow][kWindow];
+      for (int64_t j = 0; j < count; ++j) {
+        float tile[kOutputs][kOutputs], done[kWindow][kWindow];
 #pragma GCC unroll 8
-            for (int a = 0; a < kOutputs; ++a)
+        for (int a = 0; a < kOutputs; ++a)
 #pragma GCC unroll 8
-              for (int b = 0; b < kOutputs; ++b) tile[a][b] = buffer[a][b][j];
-            transform_2d<Tiling::gradient>(tile, done);
+          for (int b = 0; b < kOutputs; ++b) tile[a][b] = buffer[a][b][j];
+        transform_2d<Tiling::gradient>(tile, done);
 #pragma GCC unroll 8
-            for (int q = 0; q < kWindow; ++q)
+        for (int q = 0; q < kWindow; ++q)
 #pragma GCC unroll 8
-              for (int s = 0; s < kWindow; ++s) out[(q * kWindow + s) * point_stride + j] = done[q][s];
-          }
-        }
+          for (int s = 0; s < kWindow; ++s) out[(q * kWindow + s) * point_stride + j] = done[q][s];
       }
     });
   }
