@@ -98,7 +98,7 @@ class ClangCompiler final : public Compiler {
     }
     arguments_.push_back("-target-cpu");
     arguments_.push_back(host_cpu_name());
-    std::string features = host_cpu_features();
+    std::string features = host_cpu_feature_differences();  // the same feature set as host_cpu_features()
     for (size_t start = 0; start < features.size();) {
       size_t comma = features.find(',', start);
       if (comma == std::string::npos) comma = features.size();
@@ -108,7 +108,7 @@ class ClangCompiler final : public Compiler {
     }
     // LLVM keeps to 256-bit vectors on AVX-512 hosts unless told otherwise; kernels that compute (exp, divide)
     // run about 1.4x faster with 512-bit ones, and memory-bound ones do not care.
-    std::string vector_width = features.find("+avx512f") != std::string::npos ? "-mprefer-vector-width=512" : "";
+    std::string vector_width = host_cpu_features().find("+avx512f") != std::string::npos ? "-mprefer-vector-width=512" : "";
     if (!vector_width.empty()) arguments_.push_back(vector_width);
     arguments_.push_back("-x");
     arguments_.push_back("c++");
@@ -117,7 +117,7 @@ class ClangCompiler final : public Compiler {
     identity_ = std::string("clang-inprocess ") + CLANG_VERSION_STRING;
     for (const std::string& flag : code_flags()) identity_ += " " + flag;
     if (!vector_width.empty()) identity_ += " " + vector_width;
-    identity_ += " triple=" + host_triple() + " cpu=" + host_cpu_name() + " features=" + features;
+    identity_ += " triple=" + host_triple() + " cpu=" + host_cpu_name() + " features=" + host_cpu_features();
     identity_ += " libstdc++=" + (library.empty() ? std::string("none") : library);
   }
 

@@ -4,6 +4,8 @@
 #include <llvm/ADT/StringMap.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/TargetSelect.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/TargetRegistry.h>
 
 #include <algorithm>
 #include <mutex>
@@ -32,6 +34,29 @@ std::string host_cpu_features() {
     return joined;
   }();
   return features;
+}
+
+std::string host_cpu_feature_differences() {
+  static const std::string differences = [] {
+    initialize_native_target();
+    std::string error;
+    const llvm::Target* target = llvm::TargetRegistry::lookupTarget(host_triple(), error);
+    std::unique_ptr<llvm::MCSubtargetInfo> cpu_alone(
+        target ? target->createMCSubtargetInfo(host_triple(), host_cpu_name(), "") : nullptr);
+    if (!cpu_alone) return host_cpu_features();
+    // The backend's own view of the CPU, not a separate table that might disagree with it.
+    std::string joined;
+    std::string features = host_cpu_features();
+    for (size_t start = 0; start < features.size();) {
+      size_t comma = std::min(features.find(',', start), features.size());
+      std::string entry = features.substr(start, comma - start);
+      start = comma + 1;
+      bool implied = cpu_alone->checkFeatures("+" + entry.substr(1));
+      if ((entry[0] == '+') != implied) joined += (joined.empty() ? "" : ",") + entry;
+    }
+    return joined;
+  }();
+  return differences;
 }
 
 std::string host_triple() {
