@@ -253,16 +253,10 @@ static inline mj_float_vector mj_load_vector(const float* address) {
 static inline void mj_store_vector(float* address, mj_float_vector value) {
   __builtin_memcpy(address, &value, sizeof(value));
 }
-static inline mj_float_vector mj_splat(float value) {
-  mj_float_vector vector;
-  for (int lane = 0; lane < MJ_LANES; ++lane) vector[lane] = value;
-  return vector;
-}
-static inline mj_mask_vector mj_splat_mask(bool value) {
-  mj_mask_vector vector;
-  for (int lane = 0; lane < MJ_LANES; ++lane) vector[lane] = value ? -1 : 0;
-  return vector;
-}
+// Splats by scalar-vector arithmetic rather than a loop over lanes, which LLVM had to unroll and fold back into
+// one broadcast at every use. `value - 0` keeps -0 and NaN payloads (`0 + value` would turn -0 into +0).
+static inline mj_float_vector mj_splat(float value) { return value - (mj_float_vector){}; }
+static inline mj_mask_vector mj_splat_mask(bool value) { return (value ? -1 : 0) + (mj_mask_vector){}; }
 // The first `lanes` floats at `address` (1 <= lanes <= MJ_LANES), the other lanes 0, reading nothing past them;
 // and the store of a vector's first `lanes` lanes. An element loop's last, partial vector uses them, so the
 // loop body is compiled once. AVX-512 masks the lanes. AVX takes a whole vector the plain way and masks only a
@@ -295,8 +289,46 @@ static inline void mj_store_lanes(float* address, mj_float_vector value, int64_t
   for (int64_t lane = 0; lane < lanes; ++lane) address[lane] = value[lane];
 #endif
 }
-// mj_exp on every lane, bit for bit (same reduction and polynomial). AVX-512 applies 2^n with vscalefps, which
+static inline mj_float_vector mj_max(mj_float_vector a, mj_float_vector b) { return ((a != a) | (a > b)) ? a : b; }
+static inline mj_float_vector mj_min(mj_float_vector a, mj_float_vector b) { return ((a != a) | (a < b)) ? a : b; }
+static inline mj_float_vector mj_abs(mj_float_vector x) { return (mj_float_vector)((mj_mask_vector)x & 0x7fffffff); }
+static inline mj_mask_vector mj_order_key(mj_float_vector value) {
+  mj_mask_vector bits = (mj_mask_vector)value; return bits ^ ((bits >> 31) & 0x7fffffff);
+}
+// Across the lanes of one vector. Clang reduces integer lanes with one builtin; a loop over lanes costs a compile
+// about 2 ms of unrolling and folding back. The float sum keeps its loop: its order is part of the result.
+static inline float mj_sum_lanes(mj_float_vector value) {
+  float sum = value[0];
+  for (int lane = 1; lane < MJ_LANES; ++lane) sum += value[lane];
+  return sum;
+}
+#if defined(__clang__)
+static inline int32_t mj_max_lane(mj_mask_vector keys) { return __builtin_reduce_max(keys); }
+static inline int32_t mj_min_lane(mj_mask_vector keys) { return __builtin_reduce_min(keys); }
+static inline bool mj_any_lane(mj_mask_vector mask) { return __builtin_reduce_or(mask) != 0; }
+#else
+static inline int32_t mj_max_lane(mj_mask_vector keys) {
+  int32_t result = keys[0];
+  for (int lane = 1; lane < MJ_LANES; ++lane) result = keys[lane] > result ? keys[lane] : result;
+  return result;
+}
+static inline int32_t mj_min_lane(mj_mask_vector keys) {
+  int32_t result = keys[0];
+  for (int lane = 1; lane < MJ_LANES; ++lane) result = keys[lane] < result ? keys[lane] : result;
+  return result;
+}
+static inline bool mj_any_lane(mj_mask_vector mask) {
+  int32_t any = 0;
+  for (int lane = 0; lane < MJ_LANES; ++lane) any |= mask[lane];
+  return any != 0;
+}
+#endif
+)PRELUDE"},
+    {"mj_exp_any_range",
+     R"PRELUDE(// The scalar exp on every lane, bit for bit (same reduction and polynomial). AVX-512 applies 2^n with vscalefps, which
 // rounds once into the subnormals and overflows to inf by itself (11 instructions a vector instead of about 20).
+// Without AVX-512 only the runtime support object (jit/runtime_support.cc) compiles it: kernels skip its text.
+#if defined(__AVX512F__) || defined(MJ_RUNTIME_SUPPORT)
 static inline mj_float_vector mj_exp_any_range(mj_float_vector x) {
   mj_float_vector upper = x > 89.0f ? mj_splat(89.0f) : x;  // NaN stays NaN through both clamps
   mj_float_vector clamped = upper < -104.0f ? mj_splat(-104.0f) : upper;
@@ -315,57 +347,34 @@ static inline mj_float_vector mj_exp_any_range(mj_float_vector x) {
   return x != x ? x : result;
 #endif
 }
-#if defined(__AVX512F__)
-static inline mj_float_vector mj_exp(mj_float_vector x) { return mj_exp_any_range(x); }
+#endif
+)PRELUDE"},
+    {"mj_exp_lanes mj_exp_outside_86",
+     R"PRELUDE(#if defined(__AVX512F__)
+static inline mj_float_vector mj_exp_lanes(mj_float_vector x) { return mj_exp_any_range(x); }
 #else
 // Without vscalefps the full form spends about 10 of its 22 operations on clamps, the subnormal range and NaN.
 // When every lane is within 86 of 0 (n within +-124: p 2^n stays normal) none of that can happen, and 2^n goes
-// straight into p's exponent bits, with the same bits. Other vectors call the full form, compiled once per kernel
-// rather than at every exp (it would double the compile time of a small kernel).
-static __attribute__((noinline)) mj_float_vector mj_exp_outside_86(mj_float_vector x) { return mj_exp_any_range(x); }
-static inline mj_float_vector mj_exp(mj_float_vector x) {
-  mj_mask_vector outside = ~((mj_mask_vector)((mj_float_vector)((mj_mask_vector)x & 0x7fffffff) <= 86.0f));
-  int32_t any_outside = 0;
-  for (int lane = 0; lane < MJ_LANES; ++lane) any_outside |= outside[lane];
-  if (__builtin_expect(any_outside != 0, 0)) return mj_exp_outside_86(x);
+// straight into p's exponent bits, with the same bits. Other vectors call the full form, which is compiled once
+// into the runtime support object (jit/runtime_support.cc) with these flags: compiling it into every kernel
+// took a third of a small exp kernel's compile time.
+extern "C" mj_float_vector mj_exp_outside_86(mj_float_vector x);
+static inline mj_float_vector mj_exp_lanes(mj_float_vector x) {
+  if (__builtin_expect(mj_any_lane(~((mj_mask_vector)(mj_abs(x) <= 86.0f))), 0)) return mj_exp_outside_86(x);
   mj_float_vector shifted = x * 1.44269504088896341f + 12582912.0f;
   mj_float_vector n = shifted - 12582912.0f;
   mj_float_vector r = x - n * 0.693359375f + n * 2.12194440e-4f;
   return (mj_float_vector)((mj_mask_vector)mj_exp_series(r) + ((mj_mask_vector)shifted << 23));
 }
 #endif
-// mj_tanh on every lane: both of its forms, the one for each lane's magnitude, then the lane's sign.
-static inline mj_float_vector mj_tanh(mj_float_vector x) {
-  mj_float_vector magnitude = (mj_float_vector)((mj_mask_vector)x & 0x7fffffff);
+)PRELUDE"},
+    {"mj_tanh_lanes",
+     R"PRELUDE(// The scalar tanh on every lane: both of its forms, the one for each lane's magnitude, then the lane's sign.
+static inline mj_float_vector mj_tanh_lanes(mj_float_vector x) {
+  mj_float_vector magnitude = mj_abs(x);
   mj_float_vector result = magnitude < 0.625f ? mj_tanh_series(magnitude)
-                                              : 1.0f - 2.0f / (mj_exp(magnitude + magnitude) + 1.0f);
+                                              : 1.0f - 2.0f / (mj_exp_lanes(magnitude + magnitude) + 1.0f);
   return (mj_float_vector)((mj_mask_vector)result | ((mj_mask_vector)x & (int32_t)0x80000000u));
-}
-static inline mj_float_vector mj_max(mj_float_vector a, mj_float_vector b) { return ((a != a) | (a > b)) ? a : b; }
-static inline mj_float_vector mj_min(mj_float_vector a, mj_float_vector b) { return ((a != a) | (a < b)) ? a : b; }
-static inline mj_float_vector mj_abs(mj_float_vector x) { return (mj_float_vector)((mj_mask_vector)x & 0x7fffffff); }
-static inline mj_mask_vector mj_order_key(mj_float_vector value) {
-  mj_mask_vector bits = (mj_mask_vector)value; return bits ^ ((bits >> 31) & 0x7fffffff);
-}
-static inline float mj_sum_lanes(mj_float_vector value) {
-  float sum = value[0];
-  for (int lane = 1; lane < MJ_LANES; ++lane) sum += value[lane];
-  return sum;
-}
-static inline int32_t mj_max_lane(mj_mask_vector keys) {
-  int32_t result = keys[0];
-  for (int lane = 1; lane < MJ_LANES; ++lane) result = keys[lane] > result ? keys[lane] : result;
-  return result;
-}
-static inline int32_t mj_min_lane(mj_mask_vector keys) {
-  int32_t result = keys[0];
-  for (int lane = 1; lane < MJ_LANES; ++lane) result = keys[lane] < result ? keys[lane] : result;
-  return result;
-}
-static inline bool mj_any_lane(mj_mask_vector mask) {
-  int32_t any = 0;
-  for (int lane = 0; lane < MJ_LANES; ++lane) any |= mask[lane];
-  return any != 0;
 }
 )PRELUDE"},
     {"mj_sin_lanes mj_cos_lanes",

@@ -16,6 +16,7 @@
 #include "jit/kernel_dump.h"
 #include "jit/kernel_entry.h"
 #include "jit/object_loader.h"
+#include "jit/runtime_support.h"
 
 namespace metajit {
 namespace {
@@ -43,6 +44,7 @@ KernelCache::KernelCache() : compiler_(make_default_compiler()), disk_(std::make
                                   "missing, the default) or 'never' (serve kernels from bundles and the cache only)");
   }
   if (const char* directory = std::getenv("METAJIT_DUMP_DIR")) dump_directory_ = directory;
+  runtime_support_key_ = key_for(cpp_runtime_support().source);
 }
 
 std::string KernelCache::key_for(const std::string& source) const {
@@ -70,7 +72,11 @@ DiskStore& KernelCache::disk() {
 void KernelCache::clear_memory() {
   std::lock_guard<std::mutex> lock(mutex_);
   loaded_.clear();
+  // The support object stays linked (its helpers are not linked again), so its entry must stay at hand for bundles.
+  auto support = entries_.find(runtime_support_key_);
+  std::shared_ptr<const std::string> support_entry = support == entries_.end() ? nullptr : support->second;
   entries_.clear();
+  if (support_entry) entries_[runtime_support_key_] = support_entry;
 }
 
 bool KernelCache::in_memory(const std::string& key) {
@@ -120,7 +126,10 @@ std::vector<std::string> KernelCache::stop_recording(int recording) {
 }
 
 void KernelCache::note_use(const std::string& key) {  // under mutex_
-  for (auto& [recording, keys] : recordings_) keys.insert(key);
+  for (auto& [recording, keys] : recordings_) {
+    keys.insert(key);
+    if (runtime_support_linked_) keys.insert(runtime_support_key_);  // the kernel may call into it
+  }
 }
 
 std::optional<std::string> KernelCache::entry_bytes(const std::string& key) {
@@ -203,12 +212,46 @@ KernelFunction KernelCache::get(const std::string& key, const std::string& sourc
   return load_or_compile(key, source, header_comment);
 }
 
+bool KernelCache::link_runtime_support_for(const std::string& key, const std::string& object) {
+  if (key == runtime_support_key_) return false;
+  const RuntimeSupport& support = cpp_runtime_support();
+  ObjectLoader& loader = ObjectLoader::instance();
+  auto calls = [&](bool only_unlinked) {
+    for (const std::string& symbol : support.symbols)  // a called helper's name is in the object's string table
+      if (object.find(symbol) != std::string::npos && !(only_unlinked && loader.defines(symbol))) return true;
+    return false;
+  };
+  if (!calls(true)) return calls(false);
+  std::lock_guard<std::mutex> lock(runtime_support_mutex_);
+  if (!calls(true)) return true;  // another thread linked it meanwhile
+  KernelFunction fill_table =
+      get(runtime_support_key_, support.source, "// metajit runtime support: helpers kernels call out of line\n");
+  std::vector<void*> table(support.symbols.size(), nullptr);
+  void* const buffers[1] = {table.data()};
+  fill_table(buffers, 0, 1);
+  for (size_t index = 0; index < table.size(); ++index)
+    if (table[index]) loader.define_symbol(support.symbols[index], table[index]);
+  runtime_support_linked_ = true;
+  return true;
+}
+
+void KernelCache::store_runtime_support_on(DiskStore& disk) {
+  std::shared_ptr<const std::string> entry;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = entries_.find(runtime_support_key_);
+    if (found != entries_.end()) entry = found->second;
+  }
+  if (entry && !disk.contains(runtime_support_key_)) disk.store(runtime_support_key_, *entry);
+}
+
 // Loads an encoded entry; null (after a warning) when it is unusable, so the caller falls through.
 // `current_source` (this run's header and source) is what gets dumped: the stored header names the user lines
 // of the program that first compiled the kernel.
 KernelFunction KernelCache::load_entry(const std::string& key, const std::string& entry, const char* origin,
                                        const std::string& current_source) {
   std::optional<KernelEntry> decoded = decode_kernel_entry(entry);
+  if (decoded) link_runtime_support_for(key, decoded->object);  // outside the try: its failure is not this entry's
   try {
     if (!decoded) throw std::runtime_error("not a kernel entry of this metajit version");
     auto function = reinterpret_cast<KernelFunction>(ObjectLoader::instance().load(decoded->object, kKernelSymbol));
@@ -254,8 +297,12 @@ KernelFunction KernelCache::load_or_compile(const std::string& key, const std::s
   }
   auto start = std::chrono::steady_clock::now();
   KernelEntry entry{compiler_->compile(source), header_comment + source};  // CompileError: the executor reports it
+  auto compiled = std::chrono::steady_clock::now();
+  bool calls_support = link_runtime_support_for(key, entry.object);  // counted as a kernel of its own if compiled
+  auto linking = std::chrono::steady_clock::now();
   auto function = reinterpret_cast<KernelFunction>(ObjectLoader::instance().load(entry.object, kKernelSymbol));
-  int64_t nanoseconds = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  int64_t nanoseconds = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            (compiled - start) + (std::chrono::steady_clock::now() - linking)).count();
   stats().kernels_compiled++;
   stats().compile_nanoseconds += nanoseconds;
   if (log_enabled(LogLevel::Info))
@@ -265,6 +312,8 @@ KernelFunction KernelCache::load_or_compile(const std::string& key, const std::s
   if (!dump_to.empty()) dump_kernel(dump_to, key, entry.source, entry.object, "compiled");
   std::string encoded = encode_kernel_entry(entry);
   disk->store(key, encoded);
+  // A cache folder holding a kernel holds what it calls, even when the support was linked from another folder.
+  if (calls_support) store_runtime_support_on(*disk);
   remember(key, function, std::move(encoded));
   return function;
 }

@@ -87,6 +87,11 @@ class KernelCache {
                             const std::string& current_source);
   void remember(const std::string& key, KernelFunction function, std::string entry);
   void note_use(const std::string& key);
+  // Before kernel `key`'s object is linked: links the runtime support object (jit/runtime_support.h) when the
+  // kernel calls a helper of it that is not linked yet. Throws as get() does when the support cannot be had.
+  // Returns whether the kernel calls into it.
+  bool link_runtime_support_for(const std::string& key, const std::string& object);
+  void store_runtime_support_on(DiskStore& disk);  // unless it is there already
 
   std::unique_ptr<Compiler> compiler_;
   std::unique_ptr<DiskStore> disk_;
@@ -98,6 +103,9 @@ class KernelCache {
   int next_recording_ = 1;
   std::map<int, std::set<std::string>> recordings_;
   std::atomic<bool> compile_allowed_{true};
+  std::string runtime_support_key_;
+  std::mutex runtime_support_mutex_;               // one thread links the support object; others wait for it
+  std::atomic<bool> runtime_support_linked_{false};  // recordings then carry its key (bundles need it)
   std::string dump_directory_;
 };
 

@@ -129,6 +129,16 @@ ObjectLoader::ObjectLoader() : implementation_(std::make_unique<Implementation>(
 
 ObjectLoader::~ObjectLoader() = default;
 
+void ObjectLoader::define_symbol(const std::string& name, void* address) {
+  std::lock_guard<std::mutex> lock(implementation_->mutex);
+  implementation_->host_symbols[name] = reinterpret_cast<uintptr_t>(address);
+}
+
+bool ObjectLoader::defines(const std::string& name) {
+  std::lock_guard<std::mutex> lock(implementation_->mutex);
+  return implementation_->host_symbols.count(name) != 0;
+}
+
 void* ObjectLoader::load(const std::string& object_bytes, const std::string& symbol, LinkPath* used,
                          LinkPath prefer) {
   std::string problem = check_object(object_bytes);

@@ -22,6 +22,11 @@ class ObjectLoader {
   void* load(const std::string& object_bytes, const std::string& symbol, LinkPath* used = nullptr,
              LinkPath prefer = LinkPath::Fast);
 
+  // Names an address that later objects' undefined references resolve to before the host's symbols (the
+  // helpers of the runtime support object, jit/runtime_support.h).
+  void define_symbol(const std::string& name, void* address);
+  bool defines(const std::string& name);
+
   ObjectLoader(const ObjectLoader&) = delete;
   ObjectLoader& operator=(const ObjectLoader&) = delete;
 

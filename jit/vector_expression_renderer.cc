@@ -148,13 +148,13 @@ std::string VectorExpressionRenderer::expression(const IrExprPtr& node) {
       switch (UnaryOp(node->op)) {
         case UnaryOp::Negate: return "(-" + x + ")";
         case UnaryOp::Abs: return "mj_abs(" + x + ")";
-        case UnaryOp::Exp: return "mj_exp(" + x + ")";
-        case UnaryOp::Tanh: return "mj_tanh(" + x + ")";
+        case UnaryOp::Exp: return "mj_exp_lanes(" + x + ")";
+        case UnaryOp::Tanh: return "mj_tanh_lanes(" + x + ")";
         case UnaryOp::Sin: return "mj_sin_lanes(" + x + ")";
         case UnaryOp::Cos: return "mj_cos_lanes(" + x + ")";
         case UnaryOp::Erf: return "mj_erf_lanes(" + x + ")";
         case UnaryOp::Relu: return "(" + x + " < 0.0f ? mj_splat(0.0f) : " + x + ")";
-        case UnaryOp::Sigmoid: return "(1.0f / (1.0f + mj_exp(-" + x + ")))";
+        case UnaryOp::Sigmoid: return "(1.0f / (1.0f + mj_exp_lanes(-" + x + ")))";
         case UnaryOp::LogicalNot: case UnaryOp::BitwiseNot: return "(~" + x + ")";  // masks are -1 or 0
         default: break;
       }

@@ -4,8 +4,10 @@
 #include <pybind11/stl.h>
 
 #include "cache/disk_store.h"
+#include "jit/cpp_prelude.h"
 #include "jit/kernel_cache.h"
 #include "jit/kernel_entry.h"
+#include "jit/runtime_support.h"
 #include "jit/target_info.h"
 
 namespace py = pybind11;
@@ -18,6 +20,10 @@ void bind_cache(py::module_& module) {
   module.def("compiler_identity", [&cache] { return cache.compiler_identity(); });
   module.def("host_cpu_name", &host_cpu_name);
   module.def("host_cpu_features", &host_cpu_features);
+  // The source and key of the runtime support object (jit/runtime_support.h) kernels call out of line into.
+  module.def("runtime_support_source", [] { return cpp_runtime_support().source; });
+  module.def("cpp_prelude_for", &cpp_prelude_for);  // the prelude a kernel body naming these helpers gets
+  module.def("runtime_support_key", [&cache] { return cache.key_for(cpp_runtime_support().source); });
   module.def("locate_kernel", [&cache](const std::string& key) { return cache.locate(key); });
   module.def("add_bundle_entries", [&cache](const std::vector<std::pair<std::string, py::bytes>>& entries) {
     std::vector<std::pair<std::string, std::string>> copied;

@@ -46,9 +46,13 @@ TEST(PreludeSelectionTest, CppPreludeCarriesOnlyWhatAKernelUses) {
   EXPECT_NE(scalar_exp.find("mj_float_to_bits"), std::string::npos);  // and so is this
   EXPECT_EQ(scalar_exp.find("mj_float_vector"), std::string::npos);   // the vector overload stays out
 
-  std::string vector_exp = cpp_prelude_for("mj_store_lanes(&out0[i0], mj_exp(mj_load_lanes(&in0[i0], n)), n);");
-  EXPECT_NE(vector_exp.find("static inline mj_float_vector mj_exp(mj_float_vector x)"), std::string::npos);
+  std::string vector_exp = cpp_prelude_for("mj_store_lanes(&out0[i0], mj_exp_lanes(mj_load_lanes(&in0[i0], n)), n);");
+  EXPECT_NE(vector_exp.find("static inline mj_float_vector mj_exp_lanes(mj_float_vector x)"), std::string::npos);
   EXPECT_NE(vector_exp.find("mj_exp_series"), std::string::npos);
+  EXPECT_EQ(vector_exp.find("static inline float mj_exp(float x)"), std::string::npos) << vector_exp;  // scalar
+  // Without AVX-512 the full range is the runtime support object's: declared, and its definition skipped.
+  EXPECT_NE(vector_exp.find("extern \"C\" mj_float_vector mj_exp_outside_86(mj_float_vector x);"), std::string::npos);
+  EXPECT_NE(vector_exp.find("#if defined(__AVX512F__) || defined(MJ_RUNTIME_SUPPORT)"), std::string::npos);
 
   std::string half = cpp_prelude_for("out0[i0] = mj_round_to_half(in0[i0]);");
   EXPECT_NE(half.find("#define MJ_FUNCTION"), std::string::npos);  // the portable pieces' qualifiers

@@ -66,6 +66,33 @@ print(int(np.array_equal(values, expected)), int(stats["kernels_compiled"]), int
     assert from_bundle >= 3  # the fused kernels and the Code op
 
 
+def test_a_bundle_recorded_after_warm_up_still_carries_the_runtime_support(tmp_path):
+    """The runtime support object (jit/runtime_support.h) is linked once, by the first kernel that calls into it;
+    a recording that starts later must still carry it, or the deployed exp kernel could not be linked."""
+    values = "x = mj.array(np.linspace(-100, 100, 77, dtype=np.float32))\nvalues = (x.exp() + 3.0).numpy()\n"
+    record = f"""
+import numpy as np, metajit as mj
+(mj.array(np.ones(40, np.float32)).exp() * 2.0).numpy()  # warm-up, outside the recording
+with mj.cache.record() as recording:
+{"".join("    " + line + chr(10) for line in values.splitlines())}
+recording.save({str(tmp_path / 'late.mjb')!r})
+np.save({str(tmp_path / 'late.npy')!r}, values)
+print(int(mj._core.runtime_support_key() in recording.keys))
+"""
+    completed = run_python(record, tmp_path, METAJIT_CACHE_DIR=str(tmp_path / "cache"))
+    assert completed.returncode == 0, completed.stderr
+    assert int(completed.stdout) == int("+avx512f" not in mj._core.host_cpu_features())
+    deploy = f"""
+import numpy as np, metajit as mj
+{values}
+print(int(np.array_equal(values, np.load({str(tmp_path / 'late.npy')!r}))), int(mj.stats()["kernels_compiled"]))
+"""
+    completed = run_python(deploy, tmp_path, METAJIT_CACHE_DIR=str(tmp_path / "empty-cache"),
+                           METAJIT_COMPILE="never", METAJIT_BUNDLE=str(tmp_path / "late.mjb"))
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.split() == ["1", "0"]
+
+
 def test_compile_never_without_bundle_names_the_kernel_and_user_line(tmp_path):
     completed = run_python(MODEL + "result.numpy()\n", tmp_path, METAJIT_CACHE_DIR=str(tmp_path / "empty"),
                            METAJIT_COMPILE="never")

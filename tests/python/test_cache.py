@@ -75,6 +75,45 @@ def test_second_fresh_process_compiles_nothing(tmp_path):
     assert second["cache_entries_discarded"] == 0
 
 
+# Inputs beyond +-86 send a vector to the full-range exp, which hosts without AVX-512 take from the runtime
+# support object (jit/runtime_support.h) rather than compiling it into each kernel.
+SUPPORT_INPUTS = [0.5, -1.0, 86.5, 88.7, 100.0, -87.0, -90.0, -103.0, -104.5, -150.0, float("nan"), float("inf"),
+                  float("-inf"), -0.0] + [0.37 * step for step in range(-30, 30)]
+SUPPORT_PROGRAM = f"""
+import json
+import numpy as np
+import metajit as mj
+where_before = mj._core.locate_kernel(mj._core.runtime_support_key())
+nan, inf = float("nan"), float("inf")
+x = mj.array(np.array({SUPPORT_INPUTS!r}, dtype=np.float32))
+values = (x.exp() * 1.0).numpy()
+print(json.dumps({{"where_before": where_before, "values": [float(v) for v in values], "stats": mj.stats()}}))
+"""
+
+
+def test_the_full_range_vector_exp_comes_from_the_runtime_support_object_cached_like_a_kernel(tmp_path):
+    uses_support = "+avx512f" not in mj._core.host_cpu_features()
+    expected = np.exp(np.array(SUPPORT_INPUTS, dtype=np.float32).astype(np.float64))
+    runs = []
+    for _ in range(2):
+        environment = dict(os.environ, METAJIT_CACHE_DIR=str(tmp_path), PYTHONPATH=str(PACKAGE_ROOT))
+        completed = subprocess.run([sys.executable, "-c", SUPPORT_PROGRAM], env=environment, capture_output=True,
+                                   text=True, timeout=120)
+        assert completed.returncode == 0, completed.stderr
+        output = json.loads(completed.stdout)
+        # within 2 float32 ulps; subnormal results within one subnormal step; NaN stays NaN, overflow is inf
+        with np.errstate(over="ignore"):
+            rounded = expected.astype(np.float32)
+        np.testing.assert_allclose(np.array(output["values"]), rounded, rtol=2.4e-7, atol=1.5e-45)
+        runs.append(output)
+    first, second = runs
+    assert first["where_before"] == ""
+    assert first["stats"]["kernels_compiled"] == (2 if uses_support else 1)  # the kernel, and the support once
+    assert second["where_before"] == ("disk" if uses_support else "")
+    assert second["stats"]["kernels_compiled"] == 0
+    assert second["stats"]["kernels_loaded_from_disk"] == first["stats"]["kernels_compiled"]
+
+
 def test_cache_layout_and_permissions(tmp_path):
     cache_dir = tmp_path / "nested" / "cache"
     first, _ = run_program(cache_dir)
@@ -151,6 +190,36 @@ def test_switching_cache_dir_at_run_time(tmp_path, rng):
         assert mj.stats()["kernels_loaded_from_disk"] == 1
     finally:
         mj.flags.cache_dir = previous
+
+
+def test_a_folder_switched_to_holds_the_runtime_support_its_kernels_call(tmp_path, rng):
+    """The support object is linked once per process, maybe from another folder; a folder that gets an exp
+    kernel must still get the support, so a fresh process with only that folder needs no compiler."""
+    previous = mj.flags.cache_dir
+    data = rng.standard_normal(33).astype(np.float32)
+    try:
+        mj.flags.cache_dir = tmp_path / "first"
+        assert_close((mj.array(data) * 0.5).exp(), np.exp(data * np.float32(0.5)))  # links the support
+        mj.flags.cache_dir = tmp_path / "second"
+        mj._core.clear_memory_cache()
+        assert_close((mj.array(data) * 0.625).exp(), np.exp(data * np.float32(0.625)))
+    finally:
+        mj.flags.cache_dir = previous
+    calls_support = "+avx512f" not in mj._core.host_cpu_features()
+    stored = {entry.stem for entry in entry_files(tmp_path / "second")}
+    assert (mj._core.runtime_support_key() in stored) == calls_support
+    program = ("import numpy as np, metajit as mj\n"
+               f"data = np.array({data.tolist()!r}, dtype=np.float32)\n"
+               "print(float((mj.array(data) * 0.625).exp().numpy().sum()), int(mj.stats()['kernels_compiled']))\n")
+    environment = dict(os.environ, METAJIT_CACHE_DIR=str(tmp_path / "second"), METAJIT_COMPILE="never",
+                       PYTHONPATH=str(PACKAGE_ROOT))
+    environment.pop("METAJIT_BUNDLE", None)
+    completed = subprocess.run([sys.executable, "-c", program], env=environment, capture_output=True, text=True,
+                               timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    total, compiled = completed.stdout.split()
+    assert compiled == "0"
+    np.testing.assert_allclose(float(total), np.exp(data * np.float32(0.625)).astype(np.float64).sum(), rtol=1e-5)
 
 
 def test_four_processes_writing_the_same_keys_at_once_leave_intact_entries(tmp_path):

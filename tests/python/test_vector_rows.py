@@ -91,7 +91,7 @@ def test_softmax_kernel_is_vector_code_with_terms_in_the_output_row(rng):
     y = F.softmax(mj.array(rng.standard_normal((64, 1024)).astype(np.float32)), dim=-1)
     source = kernel_sources(y)
     assert "mj_float_vector max_0_lanes[4]" in source          # the max pass: four vector accumulators
-    assert "mj_exp(sub_" in source and "mj_float_vector sub_" in source  # exp on vectors
+    assert "mj_exp_lanes(sub_" in source and "mj_float_vector sub_" in source  # exp on vectors
     assert "this row of the output" in source                   # terms kept in the output row, not the stack
     assert "alignas(64)" not in source
     assert "__builtin_prefetch(&in0[(r1 + ((i0 + 2LL) * 1024LL))])" in source  # the row after next, in the exp pass
@@ -207,14 +207,10 @@ int main() {
 def test_partial_vectors_at_every_width(tmp_path, target):
     # The JIT only runs the host's width; the partial-vector loads and stores of the other widths (a plain lane
     # loop) run here through clang++, on ranges that start and end inside vectors; nothing outside is written.
-    compiler = shutil.which("clang++-14")
-    assert compiler, "clang++-14 (installed by tools/install_dependencies.sh) is needed for this check"
     kernel = mj.inspect(mj.array(np.ones(40, np.float32)).exp() * 0.5)[0]
     assert "mj_store_lanes(" in kernel.source
     (tmp_path / "partial.cc").write_text(kernel.full_source + PARTIAL_CHECK)
-    binary = tmp_path / "partial"
-    subprocess.run([compiler, "-O2", "-ffp-contract=fast", *target, str(tmp_path / "partial.cc"), "-o", str(binary)],
-                   check=True, capture_output=True)
+    binary = build_with_runtime_support(tmp_path, tmp_path / "partial.cc", target)
     output = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
                       dtype=np.float64)
     inputs = np.arange(40) * 0.25 - 5.0
@@ -230,7 +226,7 @@ int main() {
   for (unsigned long long start = 0; start < (1ull << 32); start += MJ_LANES * 4099ull) {
     mj_float_vector x;
     for (int lane = 0; lane < MJ_LANES; ++lane) x[lane] = mj_bits_to_float((uint32_t)(start + lane * 4099ull));
-    mj_float_vector vector_result = mj_exp(x);
+    mj_float_vector vector_result = mj_exp_lanes(x);
     for (int lane = 0; lane < MJ_LANES; ++lane, ++checked) {
       float scalar = mj_exp((float)x[lane]), vector = vector_result[lane];
       bool both_nan = scalar != scalar && vector != vector;
@@ -243,17 +239,27 @@ int main() {
 """
 
 
-def run_prelude_check(tmp_path, kernel, check, target):
-    """Compiles a kernel's prelude (what the JIT compiles before the kernel body) followed by `check`, a C++ main,
-    for `target` with clang++-14, runs it and returns the words it printed."""
+def build_with_runtime_support(tmp_path, source_file, target):
+    """Compiles `source_file` with clang++-14 for `target`, linked with the runtime support object (the helpers
+    kernels call out of line: the vector exp's full range without AVX-512), and returns the binary's path."""
     compiler = shutil.which("clang++-14")
     assert compiler, "clang++-14 (installed by tools/install_dependencies.sh) is needed for this check"
-    source = kernel.full_source
-    prelude = source[:source.index("static __attribute__((noinline)) void kernel_body")]
-    (tmp_path / "check.cc").write_text(prelude + check)
-    binary = tmp_path / "check"
-    subprocess.run([compiler, "-O2", "-ffp-contract=fast", "-fno-math-errno", *target, str(tmp_path / "check.cc"),
-                    "-o", str(binary)], check=True, capture_output=True)
+    flags = ["-O2", "-ffp-contract=fast", "-fno-math-errno", *target]
+    (tmp_path / "support.cc").write_text(mj._core.runtime_support_source())
+    # Its table-filling entry is a kernel's metajit_kernel; renamed here so a kernel can be linked beside it.
+    subprocess.run([compiler, *flags, "-Dmetajit_kernel=runtime_support_table", "-c", str(tmp_path / "support.cc"),
+                    "-o", str(tmp_path / "support.o")], check=True, capture_output=True)
+    binary = tmp_path / source_file.stem
+    subprocess.run([compiler, *flags, str(source_file), str(tmp_path / "support.o"), "-o", str(binary)],
+                   check=True, capture_output=True)
+    return binary
+
+
+def run_prelude_check(tmp_path, check, target):
+    """Compiles `check`, a C++ main, after the prelude the JIT gives a kernel naming what it names, for `target`
+    with clang++-14, runs it and returns the words it printed."""
+    (tmp_path / "check.cc").write_text(mj._core.cpp_prelude_for(check) + check)
+    binary = build_with_runtime_support(tmp_path, tmp_path / "check.cc", target)
     return subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split()
 
 
@@ -261,7 +267,8 @@ def run_prelude_check(tmp_path, kernel, check, target):
                                            (["-mavx2", "-mfma", "-mno-avx512f"], 8), ([], 4)])
 def test_vector_exp_equals_scalar_exp_bit_for_bit(tmp_path, target, lanes):
     kernel = mj.inspect(F.softmax(mj.array(np.ones((2, 32), np.float32)), dim=-1))[0]
-    width, checked, mismatches = map(int, run_prelude_check(tmp_path, kernel, EXP_CHECK, target))
+    assert "mj_exp_lanes(" in kernel.source, kernel.source
+    width, checked, mismatches = map(int, run_prelude_check(tmp_path, EXP_CHECK, target))
     if lanes is not None:
         assert width == lanes
     assert checked > 1_000_000
@@ -295,7 +302,7 @@ int main() {
   long long checked = 0, wrong_special = 0;
   double worst_scalar = 0, worst_vector = 0;
   for_each_sampled_vector([&](mj_float_vector x) {
-    mj_float_vector vector_result = mj_tanh(x);
+    mj_float_vector vector_result = mj_tanh_lanes(x);
     for (int lane = 0; lane < MJ_LANES; ++lane, ++checked) {
       float input = x[lane], scalar = mj_tanh(input), vector = vector_result[lane];
       double exact = tanh((double)input);
@@ -316,7 +323,7 @@ int main() {
   const float zeros[2] = {0.0f, -0.0f};  // not among the patterns above
   for (float zero : zeros) {
     wrong_special += mj_float_to_bits(mj_tanh(zero)) != mj_float_to_bits(zero);
-    wrong_special += mj_float_to_bits(mj_tanh(mj_splat(zero))[MJ_LANES - 1]) != mj_float_to_bits(zero);
+    wrong_special += mj_float_to_bits(mj_tanh_lanes(mj_splat(zero))[MJ_LANES - 1]) != mj_float_to_bits(zero);
   }
   printf("%d %lld %lld %.4f %.4f\n", MJ_LANES, checked, wrong_special, worst_scalar, worst_vector);
   return 0;
@@ -330,8 +337,8 @@ def test_tanh_is_within_two_ulp_everywhere_scalar_and_vector(tmp_path, target, l
     """mj_tanh (the prelude's, instead of glibc's scalar tanhf) against double tanh over float32 inputs spread
     over every bit pattern (every 1031st), at each vector width: NaN stays NaN, zeros keep their sign."""
     kernel = mj.inspect(mj.array(np.ones(40, np.float32)).tanh())[0]
-    assert "mj_tanh(in0_" in kernel.source and "mj_float_vector" in kernel.source, kernel.source
-    fields = run_prelude_check(tmp_path, kernel, TANH_CHECK, target)
+    assert "mj_tanh_lanes(in0_" in kernel.source and "mj_float_vector" in kernel.source, kernel.source
+    fields = run_prelude_check(tmp_path, TANH_CHECK, target)
     width, checked, wrong_special = map(int, fields[:3])
     worst_scalar, worst_vector = map(float, fields[3:])
     if lanes is not None:
@@ -385,7 +392,7 @@ def test_sin_and_cos_are_within_one_ulp_everywhere_scalar_and_vector(tmp_path, t
     x = mj.array(np.ones(40, np.float32))
     kernel = mj.inspect(x.sin() + x.cos())[0]
     assert "mj_sin_lanes(in0_" in kernel.source and "mj_cos_lanes(in0_" in kernel.source, kernel.source
-    fields = run_prelude_check(tmp_path, kernel, SIN_COS_CHECK, target)
+    fields = run_prelude_check(tmp_path, SIN_COS_CHECK, target)
     width, checked, wrong_special = map(int, fields[:3])
     worst = list(map(float, fields[3:]))
     if lanes is not None:
@@ -460,7 +467,7 @@ def test_erf_is_within_one_ulp_everywhere_scalar_and_vector(tmp_path, target, la
     with FMA: 0.991 ulp at most.)"""
     kernel = mj.inspect(mj.erf(mj.array(np.ones(40, np.float32))))[0]
     assert "mj_erf_lanes(in0_" in kernel.source, kernel.source
-    fields = run_prelude_check(tmp_path, kernel, ERF_CHECK, target)
+    fields = run_prelude_check(tmp_path, ERF_CHECK, target)
     width, checked, wrong_special = map(int, fields[:3])
     worst_scalar, worst_vector = map(float, fields[3:])
     if lanes is not None:
