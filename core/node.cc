@@ -24,12 +24,13 @@ int64_t shape_numel(const Shape& shape) {
   return count;
 }
 
-std::string shape_to_string(const Shape& shape) {
-  std::ostringstream text;
-  text << "[";
-  for (size_t dim = 0; dim < shape.size(); ++dim) text << (dim ? ", " : "") << shape[dim];
-  text << "]";
-  return text.str();
+std::string shape_to_string(const Shape& shape) {  // no ostringstream: kernel rendering calls this a lot
+  std::string text = "[";
+  for (size_t dim = 0; dim < shape.size(); ++dim) {
+    if (dim) text += ", ";
+    text += std::to_string(shape[dim]);
+  }
+  return text + "]";
 }
 
 const char* node_kind_name(NodeKind kind) {

@@ -48,7 +48,8 @@ KernelCache::KernelCache() : compiler_(make_default_compiler()), disk_(std::make
 }
 
 std::string KernelCache::key_for(const std::string& source) const {
-  return content_hash(source + "\n//" + compiler_->identity() + "\n//abi=" + std::to_string(kMetajitAbiVersion));
+  static const std::string abi = "\n//abi=" + std::to_string(kMetajitAbiVersion);
+  return content_hash({source, "\n//", compiler_->identity(), abi});  // hashed in place: sources are several KB
 }
 
 const std::string& KernelCache::compiler_identity() const { return compiler_->identity(); }
@@ -246,19 +247,19 @@ void KernelCache::store_runtime_support_on(DiskStore& disk) {
 }
 
 // Loads an encoded entry; null (after a warning) when it is unusable, so the caller falls through.
-// `current_source` (this run's header and source) is what gets dumped: the stored header names the user lines
-// of the program that first compiled the kernel.
-KernelFunction KernelCache::load_entry(const std::string& key, const std::string& entry, const char* origin,
-                                       const std::string& current_source) {
-  std::optional<KernelEntry> decoded = decode_kernel_entry(entry);
-  if (decoded) link_runtime_support_for(key, decoded->object);  // outside the try: its failure is not this entry's
+// This run's header and source are what gets dumped: the stored header names the user lines of the program that
+// first compiled the kernel.
+KernelFunction KernelCache::load_entry(const std::string& key, std::string entry, const char* origin,
+                                       const std::string& header_comment, const std::string& source) {
+  std::optional<std::string> object = decode_kernel_object(entry);  // the source part stays where it is
+  if (object) link_runtime_support_for(key, *object);  // outside the try: its failure is not this entry's
   try {
-    if (!decoded) throw std::runtime_error("not a kernel entry of this metajit version");
-    auto function = reinterpret_cast<KernelFunction>(ObjectLoader::instance().load(decoded->object, kKernelSymbol));
+    if (!object) throw std::runtime_error("not a kernel entry of this metajit version");
+    auto function = reinterpret_cast<KernelFunction>(ObjectLoader::instance().load(*object, kKernelSymbol));
     if (log_enabled(LogLevel::Info)) log_message(LogLevel::Info, "kernel " + key + ": loaded from " + origin);
     std::string dump_to = dump_directory();
-    if (!dump_to.empty()) dump_kernel(dump_to, key, current_source, decoded->object, origin);
-    remember(key, function, entry);
+    if (!dump_to.empty()) dump_kernel(dump_to, key, header_comment + source, *object, origin);
+    remember(key, function, std::move(entry));
     return function;
   } catch (const std::exception& error) {
     stats().cache_entries_discarded++;
@@ -278,13 +279,13 @@ KernelFunction KernelCache::load_or_compile(const std::string& key, const std::s
     if (found != bundle_.end()) bundled = found->second;
   }
   if (bundled) {
-    if (KernelFunction function = load_entry(key, *bundled, "bundle", header_comment + source)) {
+    if (KernelFunction function = load_entry(key, std::move(*bundled), "bundle", header_comment, source)) {
       stats().kernels_loaded_from_bundle++;
       return function;
     }
   }
   if (std::optional<std::string> stored = disk->load(key)) {
-    if (KernelFunction function = load_entry(key, *stored, "disk cache", header_comment + source)) {
+    if (KernelFunction function = load_entry(key, std::move(*stored), "disk cache", header_comment, source)) {
       stats().kernels_loaded_from_disk++;
       return function;
     }

@@ -83,8 +83,8 @@ class KernelCache {
   KernelCache();
   KernelFunction lookup_memory(const std::string& key);
   KernelFunction load_or_compile(const std::string& key, const std::string& source, const std::string& header_comment);
-  KernelFunction load_entry(const std::string& key, const std::string& entry, const char* origin,
-                            const std::string& current_source);
+  KernelFunction load_entry(const std::string& key, std::string entry, const char* origin,
+                            const std::string& header_comment, const std::string& source);
   void remember(const std::string& key, KernelFunction function, std::string entry);
   void note_use(const std::string& key);
   // Before kernel `key`'s object is linked: links the runtime support object (jit/runtime_support.h) when the

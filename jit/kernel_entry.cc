@@ -18,12 +18,29 @@ std::string encode_kernel_entry(const KernelEntry& entry) {
   return bytes;
 }
 
-std::optional<KernelEntry> decode_kernel_entry(const std::string& bytes) {
+namespace {
+
+// The object's size, or nullopt when `bytes` are not an entry of this format.
+std::optional<uint64_t> object_size(const std::string& bytes) {
   if (bytes.size() < kHeaderSize || std::memcmp(bytes.data(), kEntryMagic, 4) != 0) return std::nullopt;
   uint64_t size;
   std::memcpy(&size, bytes.data() + 4, sizeof(size));
   if (size > bytes.size() - kHeaderSize) return std::nullopt;
-  return KernelEntry{bytes.substr(kHeaderSize, size), bytes.substr(kHeaderSize + size)};
+  return size;
+}
+
+}  // namespace
+
+std::optional<KernelEntry> decode_kernel_entry(const std::string& bytes) {
+  std::optional<uint64_t> size = object_size(bytes);
+  if (!size) return std::nullopt;
+  return KernelEntry{bytes.substr(kHeaderSize, *size), bytes.substr(kHeaderSize + *size)};
+}
+
+std::optional<std::string> decode_kernel_object(const std::string& bytes) {
+  std::optional<uint64_t> size = object_size(bytes);
+  if (!size) return std::nullopt;
+  return bytes.substr(kHeaderSize, *size);
 }
 
 }  // namespace metajit

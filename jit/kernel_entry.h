@@ -15,5 +15,7 @@ struct KernelEntry {
 std::string encode_kernel_entry(const KernelEntry& entry);
 // nullopt for bytes that are not an entry of this format (an old or foreign file).
 std::optional<KernelEntry> decode_kernel_entry(const std::string& bytes);
+// Only the object (loading a kernel needs no copy of its source).
+std::optional<std::string> decode_kernel_object(const std::string& bytes);
 
 }  // namespace metajit

@@ -1,6 +1,6 @@
 #include "jit/prelude_selection.h"
 
-#include <cctype>
+#include <algorithm>
 #include <string_view>
 #include <unordered_set>
 #include <vector>
@@ -8,16 +8,18 @@
 namespace metajit {
 namespace {
 
-bool starts_identifier(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool continues_identifier(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+// ASCII only, without the locale lookups of <cctype> (the scan runs on every new kernel's body).
+bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool continues_identifier(char c) { return is_letter(c) || is_digit(c); }
 
-// Every identifier-shaped token of `text` (keywords and names in comments too: a spare piece costs a little
-// parsing, a missing one a compile error).
-void add_identifiers(std::string_view text, std::unordered_set<std::string_view>& identifiers) {
+// Calls `found` with every identifier-shaped token of `text` (keywords and names in comments too: a spare piece
+// costs a little parsing, a missing one a compile error).
+template <typename Found> void for_each_identifier(std::string_view text, Found found) {
   for (size_t position = 0; position < text.size();) {
-    if (!starts_identifier(text[position])) {
+    if (!is_letter(text[position])) {
       // a digit run may carry letters (1.5f, 0x7fu): skip it whole so its suffix is not taken for a name
-      if (std::isdigit(static_cast<unsigned char>(text[position])))
+      if (is_digit(text[position]))
         while (position < text.size() && continues_identifier(text[position])) ++position;
       else
         ++position;
@@ -25,8 +27,12 @@ void add_identifiers(std::string_view text, std::unordered_set<std::string_view>
     }
     size_t start = position;
     while (position < text.size() && continues_identifier(text[position])) ++position;
-    identifiers.insert(text.substr(start, position - start));
+    found(text.substr(start, position - start));
   }
+}
+
+void add_identifiers(std::string_view text, std::unordered_set<std::string_view>& identifiers) {
+  for_each_identifier(text, [&](std::string_view name) { identifiers.insert(name); });
 }
 
 }  // namespace
@@ -35,7 +41,10 @@ PreludeSelector::PreludeSelector(const PreludePiece* pieces, size_t count) {
   for (size_t index = 0; index < count; ++index) {
     std::unordered_set<std::string_view> names;
     add_identifiers(pieces[index].names, names);
-    for (std::string_view name : names) pieces_by_name_[name].push_back(index);
+    for (std::string_view name : names) {
+      pieces_by_name_[name].push_back(index);
+      shortest_name_ = std::min(shortest_name_, name.size());
+    }
     entries_.push_back(Entry{pieces[index].text, {}});
   }
   for (Entry& entry : entries_) {
@@ -49,14 +58,13 @@ PreludeSelector::PreludeSelector(const PreludePiece* pieces, size_t count) {
 }
 
 std::string PreludeSelector::select(const std::string& body) const {
-  std::unordered_set<std::string_view> named;
-  add_identifiers(body, named);
   std::vector<bool> chosen(entries_.size(), false);
   std::vector<size_t> pending;
-  for (std::string_view name : named) {
+  for_each_identifier(body, [&](std::string_view name) {
+    if (name.size() < shortest_name_) return;  // most tokens of a body (i0, in0_1, float) name no piece
     auto found = pieces_by_name_.find(name);
     if (found != pieces_by_name_.end()) pending.insert(pending.end(), found->second.begin(), found->second.end());
-  }
+  });
   while (!pending.empty()) {
     size_t index = pending.back();
     pending.pop_back();
@@ -65,6 +73,7 @@ std::string PreludeSelector::select(const std::string& body) const {
     pending.insert(pending.end(), entries_[index].needs.begin(), entries_[index].needs.end());
   }
   std::string prelude;
+  prelude.reserve(8192);  // a typical selection, in one allocation
   for (size_t index = 0; index < entries_.size(); ++index)
     if (chosen[index]) prelude += entries_[index].text;
   return prelude;

@@ -4,6 +4,7 @@
 // prelude they use").
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -32,6 +33,7 @@ class PreludeSelector {
   std::vector<Entry> entries_;
   // Keys point into the pieces' names, which must outlive the selector (string literals do).
   std::unordered_map<std::string_view, std::vector<size_t>> pieces_by_name_;
+  size_t shortest_name_ = SIZE_MAX;
 };
 
 // All of them, concatenated in order.
