@@ -188,6 +188,35 @@ def test_every_partial_vector_length(rng, length):
     assert_close(flat, np.exp(x64.reshape(-1)) * 0.5, rtol=2e-6)
 
 
+def test_exp_below_minus_104_is_exactly_zero_and_subnormals_stay_right():
+    # x < -104 takes the vanishing path (computed on 0, selected to 0); from -104 up to about -87.3 results are
+    # subnormal and must still round correctly (a row of 40: whole vectors and a partial one; then 18 values).
+    arguments = np.array([-np.inf, -1e30, -200.0, -104.5, -104.0001, -104.0, -103.97, -103.9, -100.0, -95.0,
+                          -90.0, -87.5, -87.3, -87.0, -50.0, -1.0, 0.0, np.nan], np.float32)
+    row = np.resize(arguments, 40).astype(np.float32)
+    expected = np.exp(row.astype(np.float64))
+    with np.errstate(under="ignore"):
+        expected32 = expected.astype(np.float32)
+    for result in (mj.array(row).exp().numpy(), mj.array(arguments).exp().numpy()):
+        exact = expected32[:result.size]
+        finite = ~np.isnan(exact)
+        # within 1 ulp of the float32 rounding of the true value (subnormal ulps included), NaN stays NaN
+        spacing = np.spacing(np.abs(exact[finite]))
+        assert (np.abs(result[finite].astype(np.float64) - exact[finite]) <= spacing).all()
+        assert np.isnan(result[~finite]).all()
+        assert (result[:result.size][row[:result.size] < -104] == 0).all()
+
+
+def test_causal_softmax_is_exactly_zero_where_masked(rng):
+    # Masked lanes are exp(-inf): 0 by the vanishing path, not by an underflowing scalef.
+    scores = (rng.standard_normal((2, 9, 70)) * 3).astype(np.float32)
+    allowed = np.arange(70)[None, :] <= np.arange(9)[:, None]
+    query, key = mj.arange(0, 9, 1, "int64").reshape([9, 1]), mj.arange(0, 70, 1, "int64").reshape([1, 70])
+    result = F.softmax(mj.where(key <= query, mj.array(scores), float("-inf")), dim=-1)
+    assert_close(result, numpy_softmax(np.where(allowed, scores.astype(np.float64), -np.inf)), rtol=2e-6, atol=1e-9)
+    assert (result.numpy()[:, ~allowed] == 0).all()
+
+
 PARTIAL_CHECK = r"""
 extern "C" int printf(const char*, ...);
 int main() {
