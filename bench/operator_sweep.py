@@ -47,6 +47,9 @@ def operators(torch, rng):
     right, tright = both(rng.standard_normal((64, 64, 128)).astype(np.float32))
     ones, tones = mj.array(np.ones(64, np.float32)), torch.ones(64)
     batch, tbatch = both(rng.standard_normal((32, 256, 256)).astype(np.float32))
+    scores, tscores = both(rng.standard_normal((16, 4, 256, 256)).astype(np.float32))
+    query, key = mj.arange(0, 256, 1, "int64").reshape([256, 1]), mj.arange(0, 256, 1, "int64").reshape([1, 256])
+    future = torch.ones(256, 256, dtype=torch.bool).triu(1)
 
     def sinusoid(arange):
         """Position codes sin(position * frequency) of [256, 256], built from aranges in either framework."""
@@ -70,6 +73,9 @@ def operators(torch, rng):
         ("var over dim 1", lambda: a.var(1), lambda: ta.var(1)),
         ("softmax over dim 0", lambda: F.softmax(a, 0), lambda: TF.softmax(ta, 0)),
         ("log_softmax over dim 1", lambda: F.log_softmax(a, 1), lambda: TF.log_softmax(ta, 1)),
+        ("causal softmax [16, 4, 256, 256] (masked scores)",
+         lambda: F.softmax(mj.where(key <= query, scores, float("-inf")), -1),
+         lambda: TF.softmax(tscores.masked_fill(future, float("-inf")), -1)),
         ("layer_norm", lambda: F.layer_norm(a, [1024]), lambda: TF.layer_norm(ta, [1024])),
         ("transpose, materialised", lambda: a.T * 1.0, lambda: ta.t().contiguous()),
         ("cat along dim 0", lambda: F.cat([a, b], 0), lambda: torch.cat([ta, tb], 0)),

@@ -328,6 +328,25 @@ static inline bool mj_any_lane(mj_mask_vector mask) {
 }
 #endif
 )PRELUDE"},
+    {"mj_double_vector mj_long_vector",
+     R"PRELUDE(// MJ_LANES doubles or int64s: two registers of the float width each. Lane i goes with lane i of an mj_float_vector.
+typedef double mj_double_vector __attribute__((vector_size(MJ_LANES * 8)));
+typedef int64_t mj_long_vector __attribute__((vector_size(MJ_LANES * 8)));
+)PRELUDE"},
+    {"mj_index_lanes",
+     R"PRELUDE(// An element loop's index at each lane of the vector starting at `first` (int64, as the index language computes):
+// index arithmetic and comparisons (a causal mask's j <= i, an arange) then run on lanes, not lane by lane.
+static inline mj_long_vector mj_index_lanes(int64_t first) {
+#if MJ_LANES == 16
+  const mj_long_vector offsets = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#elif MJ_LANES == 8
+  const mj_long_vector offsets = {0, 1, 2, 3, 4, 5, 6, 7};
+#else
+  const mj_long_vector offsets = {0, 1, 2, 3};
+#endif
+  return first + offsets;
+}
+)PRELUDE"},
     {"mj_exp_any_range",
      R"PRELUDE(// The scalar exp on every lane, bit for bit (same reduction and polynomial). AVX-512 applies 2^n with vscalefps, which
 // rounds once into the subnormals and overflows to inf by itself (11 instructions a vector instead of about 20).
@@ -387,8 +406,6 @@ static inline mj_float_vector mj_tanh_lanes(mj_float_vector x) {
      R"PRELUDE(// mj_sin / mj_cos on every lane: the same reduction and series, on MJ_LANES doubles; lanes from 2^20 on
 // (and inf, NaN) go to libm one by one. A piece of its own, so only kernels that take sin or cos lane-wise
 // parse it.
-typedef double mj_double_vector __attribute__((vector_size(MJ_LANES * 8)));
-typedef int64_t mj_long_vector __attribute__((vector_size(MJ_LANES * 8)));
 static inline mj_double_vector mj_quarter_turns(mj_float_vector x, mj_long_vector* quadrant) {
   mj_double_vector wide = __builtin_convertvector(x, mj_double_vector);
   mj_double_vector shifted = wide * mj_two_over_pi + mj_rounding_shift;

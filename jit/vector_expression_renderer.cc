@@ -9,7 +9,16 @@ VectorExpressionRenderer::VectorExpressionRenderer(ExpressionRenderer& scalar, c
 }
 
 const char* VectorExpressionRenderer::vector_type(DType dtype) {
-  return dtype == DType::Bool ? "mj_mask_vector" : "mj_float_vector";
+  switch (dtype) {
+    case DType::Bool: return "mj_mask_vector";
+    case DType::Int64: return "mj_long_vector";
+    case DType::Float64: return "mj_double_vector";
+    default: return "mj_float_vector";
+  }
+}
+
+bool VectorExpressionRenderer::has_lanes(DType dtype) {
+  return dtype == DType::Float32 || dtype == DType::Bool || dtype == DType::Int64 || dtype == DType::Float64;
 }
 
 bool VectorExpressionRenderer::unit_stride(const IrExprPtr& offset, const std::string& variable) {
@@ -34,19 +43,26 @@ bool VectorExpressionRenderer::varies(const IrExprPtr& node) const {
   return false;
 }
 
-// Only float32 values and masks, with the operations the prelude has vector forms of; anything else keeps the
-// loop scalar (LLVM still vectorises it where it can).
+// Float32 values and masks with the operations the prelude has vector forms of, and the index arithmetic that
+// leads to them (int64 and float64 lanes: a causal mask's comparison, an arange's conversion); anything else keeps
+// the loop scalar (LLVM still vectorises it where it can).
 bool VectorExpressionRenderer::accepts_value(const IrExprPtr& node) const {
-  // An operand that does not vary is scalar text, splatted: any float32 or bool value will do.
+  const auto& args = node->args;
+  // An operand that does not vary is scalar text, splatted: any value of the type will do.
   auto operand = [&](const IrExprPtr& argument, DType dtype) {
     if (argument->dtype != dtype) return false;
     return !varies(argument) || accepts_value(argument);
   };
-  const auto& args = node->args;
+  // Both operands of one arithmetic lane type (float32, int64 or float64).
+  auto arithmetic_operands = [&](DType dtype) {
+    bool lanes = dtype == DType::Float32 || dtype == DType::Int64 || dtype == DType::Float64;
+    return lanes && operand(args[0], dtype) && operand(args[1], dtype);
+  };
   switch (node->kind) {
     case IrKind::Variable:
       if (is_stash_read(node)) return node->dtype == DType::Float32;
-      return vector_lets_.count(node->name) > 0;  // accepted when defined: float32 or a mask
+      if (node->name == loop_variable_) return node->dtype == DType::Int64;  // mj_index_lanes
+      return vector_lets_.count(node->name) > 0;  // accepted when defined
     case IrKind::Load: {
       const IrBuffer& buffer = kernel_.buffers[node->buffer];
       if (buffer.dtype != DType::Float32 || node->dtype != DType::Float32) return false;
@@ -60,6 +76,8 @@ bool VectorExpressionRenderer::accepts_value(const IrExprPtr& node) const {
       if (node->dtype == DType::Bool)  // not of a mask
         return (UnaryOp(node->op) == UnaryOp::LogicalNot || UnaryOp(node->op) == UnaryOp::BitwiseNot) &&
                operand(args[0], DType::Bool);
+      if ((node->dtype == DType::Int64 || node->dtype == DType::Float64) && UnaryOp(node->op) == UnaryOp::Negate)
+        return operand(args[0], node->dtype);
       if (node->dtype != DType::Float32 || !operand(args[0], DType::Float32)) return false;
       switch (UnaryOp(node->op)) {
         case UnaryOp::Negate: case UnaryOp::Abs: case UnaryOp::Exp: case UnaryOp::Relu: case UnaryOp::Sigmoid:
@@ -71,28 +89,55 @@ bool VectorExpressionRenderer::accepts_value(const IrExprPtr& node) const {
     case IrKind::Binary: {
       BinaryOp op = BinaryOp(node->op);
       switch (op) {
-        case BinaryOp::Add: case BinaryOp::Subtract: case BinaryOp::Multiply: case BinaryOp::Divide:
-        case BinaryOp::Maximum: case BinaryOp::Minimum:
-          return node->dtype == DType::Float32 && operand(args[0], DType::Float32) && operand(args[1], DType::Float32);
+        case BinaryOp::Add: case BinaryOp::Subtract: case BinaryOp::Multiply:
+          return node->dtype == args[0]->dtype && arithmetic_operands(node->dtype);
+        case BinaryOp::Divide:  // not of integers: C's division truncates, the index language's floors
+          return node->dtype != DType::Int64 && node->dtype == args[0]->dtype && arithmetic_operands(node->dtype);
+        case BinaryOp::Maximum: case BinaryOp::Minimum:  // of floats NaN-aware (mj_max), of index values plain
+          return (node->dtype == DType::Float32 || node->dtype == DType::Int64) && arithmetic_operands(node->dtype);
         case BinaryOp::Power:
           return node->dtype == DType::Float32 && args[1]->kind == IrKind::FloatConstant && args[1]->floating == 2.0 &&
                  operand(args[0], DType::Float32);
         case BinaryOp::Less: case BinaryOp::LessEqual: case BinaryOp::Greater: case BinaryOp::GreaterEqual:
         case BinaryOp::Equal: case BinaryOp::NotEqual:
-          return node->dtype == DType::Bool && operand(args[0], DType::Float32) && operand(args[1], DType::Float32);
+          return node->dtype == DType::Bool && arithmetic_operands(args[0]->dtype);
         case BinaryOp::LogicalAnd: case BinaryOp::LogicalOr: case BinaryOp::LogicalXor:
         case BinaryOp::BitwiseAnd: case BinaryOp::BitwiseOr: case BinaryOp::BitwiseXor:
           return node->dtype == DType::Bool && operand(args[0], DType::Bool) && operand(args[1], DType::Bool);
         default: return false;
       }
     }
+    case IrKind::IndexUnary:
+      switch (IndexOperator(node->op)) {
+        case IndexOperator::Negate: return node->dtype == DType::Int64 && operand(args[0], DType::Int64);
+        case IndexOperator::Not: return node->dtype == DType::Bool && operand(args[0], DType::Bool);
+        default: return false;
+      }
+    case IrKind::IndexBinary: {
+      IndexOperator op = IndexOperator(node->op);
+      if (ExpressionRenderer::comparison_symbol(op)) return node->dtype == DType::Bool && arithmetic_operands(DType::Int64);
+      switch (op) {
+        case IndexOperator::Add: case IndexOperator::Subtract: case IndexOperator::Multiply:
+        case IndexOperator::Minimum: case IndexOperator::Maximum:
+          return node->dtype == DType::Int64 && arithmetic_operands(DType::Int64);
+        case IndexOperator::LogicalAnd: case IndexOperator::LogicalOr:
+          return node->dtype == DType::Bool && operand(args[0], DType::Bool) && operand(args[1], DType::Bool);
+        default: return false;  // floor division and modulo
+      }
+    }
     case IrKind::Select:
       return node->dtype == DType::Float32 && operand(args[0], DType::Bool) && operand(args[1], DType::Float32) &&
              operand(args[2], DType::Float32);
-    case IrKind::Cast:
-      return node->dtype == DType::Float32 && (operand(args[0], DType::Float32) || operand(args[0], DType::Bool));
+    case IrKind::Cast: {
+      DType from = args[0]->dtype;
+      if (!operand(args[0], from)) return false;
+      if (node->dtype == DType::Float32)
+        return from == DType::Float32 || from == DType::Bool || from == DType::Int64 || from == DType::Float64;
+      if (node->dtype == DType::Float64) return from == DType::Float64 || from == DType::Int64 || from == DType::Float32;
+      return node->dtype == DType::Int64 && from == DType::Int64;
+    }
     default:
-      return false;  // index arithmetic on the loop variable as a value, other types
+      return false;
   }
 }
 
@@ -102,8 +147,7 @@ bool VectorExpressionRenderer::accepts(const std::vector<IrStatement>& statement
     switch (statement.kind) {
       case IrStatement::Kind::Let:
         if (!varies(statement.value)) break;  // stays a scalar let (LLVM hoists it)
-        if ((statement.dtype != DType::Float32 && statement.dtype != DType::Bool) ||
-            statement.value->dtype != statement.dtype || !accepts_value(statement.value))
+        if (!has_lanes(statement.dtype) || statement.value->dtype != statement.dtype || !accepts_value(statement.value))
           return false;
         vector_lets_.insert(statement.name);
         break;
@@ -127,8 +171,12 @@ bool VectorExpressionRenderer::accepts(const std::vector<IrStatement>& statement
 std::string VectorExpressionRenderer::vector_expression(const IrExprPtr& node) {
   if (varies(node)) return expression(node);
   std::string scalar = scalar_.expression(node);
-  if (node->dtype == DType::Bool) return "mj_splat_mask(" + scalar + ")";
-  return "mj_splat(" + scalar + ")";
+  switch (node->dtype) {
+    case DType::Bool: return "mj_splat_mask(" + scalar + ")";
+    case DType::Int64: return "(" + scalar + " + (mj_long_vector){})";
+    case DType::Float64: return "(" + scalar + " - (mj_double_vector){})";  // keeps -0, as mj_splat
+    default: return "mj_splat(" + scalar + ")";
+  }
 }
 
 std::string VectorExpressionRenderer::load(const std::string& address) const {
@@ -140,7 +188,8 @@ std::string VectorExpressionRenderer::expression(const IrExprPtr& node) {
   const auto& args = node->args;
   switch (node->kind) {
     case IrKind::Variable:
-      return is_stash_read(node) ? load("&" + node->name) : node->name;
+      if (is_stash_read(node)) return load("&" + node->name);
+      return node->name == loop_variable_ ? "mj_index_lanes(" + node->name + ")" : node->name;
     case IrKind::Load:
       return load("&" + kernel_.buffers[node->buffer].name + "[" + scalar_.expression(args[0]) + "]");
     case IrKind::Unary: {
@@ -164,15 +213,19 @@ std::string VectorExpressionRenderer::expression(const IrExprPtr& node) {
       // Arithmetic and comparisons splat a scalar operand by themselves; calls and masks need vectors.
       std::string a = expression(args[0]), b = expression(args[1]);
       if (const char* symbol = ExpressionRenderer::comparison_symbol(BinaryOp(node->op)))
-        return "(" + a + " " + symbol + " " + b + ")";
+        return mask_of("(" + a + " " + symbol + " " + b + ")", args[0]->dtype);
       switch (BinaryOp(node->op)) {
         case BinaryOp::Add: return "(" + a + " + " + b + ")";
         case BinaryOp::Subtract: return "(" + a + " - " + b + ")";
         case BinaryOp::Multiply: return "(" + a + " * " + b + ")";
         case BinaryOp::Divide: return "(" + a + " / " + b + ")";
         case BinaryOp::Power: return "(" + a + " * " + a + ")";
-        case BinaryOp::Maximum: return "mj_max(" + vector_expression(args[0]) + ", " + vector_expression(args[1]) + ")";
-        case BinaryOp::Minimum: return "mj_min(" + vector_expression(args[0]) + ", " + vector_expression(args[1]) + ")";
+        case BinaryOp::Maximum: case BinaryOp::Minimum: {
+          bool maximum = BinaryOp(node->op) == BinaryOp::Maximum;
+          std::string left = vector_expression(args[0]), right = vector_expression(args[1]);
+          if (node->dtype == DType::Int64) return extremum(left, right, maximum);
+          return std::string(maximum ? "mj_max(" : "mj_min(") + left + ", " + right + ")";
+        }
         case BinaryOp::LogicalAnd: case BinaryOp::BitwiseAnd:
           return "(" + vector_expression(args[0]) + " & " + vector_expression(args[1]) + ")";
         case BinaryOp::LogicalOr: case BinaryOp::BitwiseOr:
@@ -183,15 +236,52 @@ std::string VectorExpressionRenderer::expression(const IrExprPtr& node) {
       }
       break;
     }
+    case IrKind::IndexUnary:
+      if (IndexOperator(node->op) == IndexOperator::Not) return "(~" + expression(args[0]) + ")";
+      return "(-" + expression(args[0]) + ")";
+    case IrKind::IndexBinary: {
+      IndexOperator op = IndexOperator(node->op);
+      if (const char* symbol = ExpressionRenderer::comparison_symbol(op))
+        return mask_of("(" + expression(args[0]) + " " + symbol + " " + expression(args[1]) + ")", DType::Int64);
+      switch (op) {
+        case IndexOperator::Add: return "(" + expression(args[0]) + " + " + expression(args[1]) + ")";
+        case IndexOperator::Subtract: return "(" + expression(args[0]) + " - " + expression(args[1]) + ")";
+        case IndexOperator::Multiply: return "(" + expression(args[0]) + " * " + expression(args[1]) + ")";
+        case IndexOperator::Minimum: case IndexOperator::Maximum:
+          return extremum(vector_expression(args[0]), vector_expression(args[1]), op == IndexOperator::Maximum);
+        case IndexOperator::LogicalAnd:
+          return "(" + vector_expression(args[0]) + " & " + vector_expression(args[1]) + ")";
+        case IndexOperator::LogicalOr:
+          return "(" + vector_expression(args[0]) + " | " + vector_expression(args[1]) + ")";
+        default: break;
+      }
+      break;
+    }
     case IrKind::Select:
       return "(" + expression(args[0]) + " ? " + vector_expression(args[1]) + " : " + vector_expression(args[2]) + ")";
-    case IrKind::Cast:
-      if (args[0]->dtype == DType::Bool)
-        return "__builtin_convertvector(" + expression(args[0]) + " & 1, mj_float_vector)";
-      return expression(args[0]);
+    case IrKind::Cast: {
+      DType from = args[0]->dtype;
+      if (from == DType::Bool) return "__builtin_convertvector(" + expression(args[0]) + " & 1, mj_float_vector)";
+      if (from == node->dtype) return expression(args[0]);
+      // The conversions of C's casts, lane by lane (int64 -> float rounds to nearest, as the scalar cast).
+      return "__builtin_convertvector(" + expression(args[0]) + ", " + vector_type(node->dtype) + ")";
+    }
     default: break;
   }
   return scalar_.expression(node);  // unreachable after accepts()
+}
+
+// The larger (smaller) of two int64 vectors, lane by lane.
+std::string VectorExpressionRenderer::extremum(const std::string& left, const std::string& right, bool maximum) {
+  return "(" + left + (maximum ? " > " : " < ") + right + " ? " + left + " : " + right + ")";
+}
+
+// A comparison's lanes as a mask: comparing int64 or double lanes gives 64-bit -1/0 lanes, narrowed to the
+// 32-bit lanes of mj_mask_vector (lane i still lane i).
+std::string VectorExpressionRenderer::mask_of(const std::string& comparison, DType operands) {
+  if (operands == DType::Int64 || operands == DType::Float64)
+    return "__builtin_convertvector(" + comparison + ", mj_mask_vector)";
+  return comparison;
 }
 
 std::string VectorExpressionRenderer::statements(const std::vector<IrStatement>& list, const std::string& pad) {

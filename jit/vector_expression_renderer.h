@@ -1,6 +1,7 @@
 // Expressions of one loop as explicit SIMD: every value that changes with the loop variable becomes an
 // mj_float_vector (MJ_LANES consecutive iterations at once, see the C++ prelude) or an mj_mask_vector for
-// comparisons; everything else stays scalar text from the scalar renderer, splatted where it meets a vector.
+// comparisons, and the index values leading to them int64 (or float64) lanes; everything else stays scalar text
+// from the scalar renderer, splatted where it meets a vector.
 // The loop's accesses must be unit-stride in the loop variable. Used by the C++ renderer for the row loops of
 // row kernels, where LLVM's own vectoriser leaves exp (it cannot use vscalefps) and float max (not without
 // no-NaNs flags) several times slower than they need to be.
@@ -36,13 +37,17 @@ class VectorExpressionRenderer {
   // into the loop): the loop's last, partial vector runs the same body as the full ones.
   void limit_lanes(std::string lanes) { lanes_ = std::move(lanes); }
 
-  // The vector type of a value of `dtype` (mj_float_vector, or mj_mask_vector for Bool).
+  // The vector type of a value of `dtype`: mj_float_vector, mj_mask_vector for Bool, mj_long_vector for Int64
+  // (index values), mj_double_vector for Float64 (an arange computes in double before rounding to float).
   static const char* vector_type(DType dtype);
   // Whether `offset` is the loop variable plus terms that do not mention it.
   static bool unit_stride(const IrExprPtr& offset, const std::string& variable);
 
  private:
   bool accepts_value(const IrExprPtr& node) const;
+  static bool has_lanes(DType dtype);  // whether vector_type has lanes of it
+  static std::string mask_of(const std::string& comparison, DType operands);
+  static std::string extremum(const std::string& left, const std::string& right, bool maximum);
   bool is_stash_read(const IrExprPtr& node) const;
   std::string load(const std::string& address) const;  // a vector load, of lanes_ lanes when set
 
