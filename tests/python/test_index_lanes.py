@@ -2,16 +2,13 @@
 values computed from the element loop's own index, a causal mask's j <= i or an arange, run as int64 (and
 float64) lanes inside the explicit-SIMD loops instead of sending the whole loop back to scalar code. Checked against
 numpy in float64, at the host's width and, through clang++, at 256 and 128 bits."""
-import shutil
-import subprocess
-
 import numpy as np
 import pytest
 
 import metajit as mj
 import metajit.nn.functional as F
 from conftest import assert_close
-from test_vector_rows import build_with_runtime_support, kernel_sources, numpy_softmax
+from test_vector_rows import kernel_sources, numpy_softmax, partial_check_output
 
 
 def causal_scores(rng, rows, columns, batch=2):
@@ -91,20 +88,6 @@ def test_sinusoidal_position_table_is_vector_code(rng):
     assert_close(table, np.sin(angle), rtol=0, atol=4e-5)
 
 
-INDEX_PARTIAL_CHECK = r"""
-extern "C" int printf(const char*, ...);
-int main() {
-  float input[40], output[40];
-  for (int i = 0; i < 40; ++i) { input[i] = (float)i * 0.25f - 5.0f; output[i] = -7.0f; }
-  void* buffers[2] = {output, input};
-  metajit_kernel(buffers, 3, 5);
-  metajit_kernel(buffers, 6, 35);
-  for (int i = 0; i < 40; ++i) printf("%.9g\n", output[i]);
-  return 0;
-}
-"""
-
-
 @pytest.mark.parametrize("target", [["-march=native"], ["-mavx2", "-mfma", "-mno-avx512f"], []],
                          ids=["native", "avx2", "sse"])
 def test_index_lanes_at_every_width(tmp_path, target):
@@ -115,30 +98,10 @@ def test_index_lanes_at_every_width(tmp_path, target):
     index = mj.arange(0, 40, 1, "int64")
     kernel = mj.inspect(mj.where((index * 3 > 40) | (index < 9), v.exp(), v * 3.0))[0]
     assert "mj_index_lanes(" in kernel.source, kernel.source
-    (tmp_path / "partial.cc").write_text(kernel.full_source + INDEX_PARTIAL_CHECK)
-    binary = build_with_runtime_support(tmp_path, tmp_path / "partial.cc", target)
-    output = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
-                      dtype=np.float64)
+    output = partial_check_output(tmp_path, kernel, target)
     inputs = np.arange(40) * 0.25 - 5.0
     index = np.arange(40)
     inside = ((index >= 3) & (index < 5)) | ((index >= 6) & (index < 35))
     chosen = (index * 3 > 40) | (index < 9)
     expected = np.where(inside, np.where(chosen, np.exp(inputs), inputs * 3.0), -7.0)
     np.testing.assert_allclose(output, expected, rtol=2e-6)
-
-
-def test_index_lane_kernels_compile_with_gcc_too(tmp_path, rng):
-    # METAJIT_COMPILER=system uses g++: int64 and double lanes, their comparisons and conversions are GCC-style.
-    compiler = shutil.which("g++")
-    assert compiler, "g++ is needed for this check"
-    _, masked, _ = causal_scores(rng, 5, 80)
-    values = mj.arange(0.5, 80.5, 1.0, "float32")
-    kernels = mj.inspect(F.softmax(masked, dim=-1), (values * mj.array(np.ones(80, np.float32))).exp())
-    assert all("mj_index_lanes(" in kernel.source for kernel in kernels), [kernel.source for kernel in kernels]
-    for index, kernel in enumerate(kernels):
-        path = tmp_path / f"kernel{index}.cc"
-        path.write_text(kernel.full_source)
-        for target in (["-march=native"], ["-mavx2", "-mfma"], []):
-            compiled = subprocess.run([compiler, "-O2", "-c", *target, str(path), "-o", str(tmp_path / "kernel.o")],
-                                      capture_output=True, text=True)
-            assert compiled.returncode == 0, compiled.stderr[-3000:]

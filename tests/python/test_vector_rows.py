@@ -70,13 +70,18 @@ def test_element_loop_operations_on_vectors(rng):
 
 
 def test_generated_row_kernels_compile_with_gcc_too(tmp_path, rng):
-    # METAJIT_COMPILER=system falls back to g++ without clang++-14: the vector types are GCC-style for that.
+    # METAJIT_COMPILER=system falls back to g++ without clang++-14: the vector types are GCC-style for that, the
+    # int64 and double lanes of index values (a causal mask, an arange: tests/python/test_index_lanes.py) too.
     compiler = shutil.which("g++")
     assert compiler, "g++ is needed for this check"
     v = mj.array(rng.standard_normal((4, 300)).astype(np.float32))
     m = v - v.max(-1, keepdim=True)
-    kernels = mj.inspect(F.softmax(v, dim=-1), F.layer_norm(v, [300]), (m.sigmoid() * (v > 0)).abs())
-    assert len(kernels) == 3
+    query, key = mj.arange(0, 4, 1, "int64").reshape([4, 1]), mj.arange(0, 300, 1, "int64").reshape([1, 300])
+    causal = F.softmax(mj.where(key <= query, v, float("-inf")), dim=-1)
+    positions = (mj.arange(0.5, 300.5, 1.0, "float32") * v).exp()
+    kernels = mj.inspect(F.softmax(v, dim=-1), F.layer_norm(v, [300]), (m.sigmoid() * (v > 0)).abs(), causal, positions)
+    assert len(kernels) == 5
+    assert sum("mj_index_lanes(" in kernel.source for kernel in kernels) == 2  # the causal one and the arange's
     for index, kernel in enumerate(kernels):
         assert "mj_float_vector" in kernel.source
         path = tmp_path / f"kernel{index}.cc"
@@ -207,16 +212,6 @@ def test_exp_below_minus_104_is_exactly_zero_and_subnormals_stay_right():
         assert (result[:result.size][row[:result.size] < -104] == 0).all()
 
 
-def test_causal_softmax_is_exactly_zero_where_masked(rng):
-    # Masked lanes are exp(-inf): 0 by the vanishing path, not by an underflowing scalef.
-    scores = (rng.standard_normal((2, 9, 70)) * 3).astype(np.float32)
-    allowed = np.arange(70)[None, :] <= np.arange(9)[:, None]
-    query, key = mj.arange(0, 9, 1, "int64").reshape([9, 1]), mj.arange(0, 70, 1, "int64").reshape([1, 70])
-    result = F.softmax(mj.where(key <= query, mj.array(scores), float("-inf")), dim=-1)
-    assert_close(result, numpy_softmax(np.where(allowed, scores.astype(np.float64), -np.inf)), rtol=2e-6, atol=1e-9)
-    assert (result.numpy()[:, ~allowed] == 0).all()
-
-
 PARTIAL_CHECK = r"""
 extern "C" int printf(const char*, ...);
 int main() {
@@ -238,10 +233,7 @@ def test_partial_vectors_at_every_width(tmp_path, target):
     # loop) run here through clang++, on ranges that start and end inside vectors; nothing outside is written.
     kernel = mj.inspect(mj.array(np.ones(40, np.float32)).exp() * 0.5)[0]
     assert "mj_store_lanes(" in kernel.source
-    (tmp_path / "partial.cc").write_text(kernel.full_source + PARTIAL_CHECK)
-    binary = build_with_runtime_support(tmp_path, tmp_path / "partial.cc", target)
-    output = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
-                      dtype=np.float64)
+    output = partial_check_output(tmp_path, kernel, target)
     inputs = np.arange(40) * 0.25 - 5.0
     index = np.arange(40)
     expected = np.where(((index >= 3) & (index < 5)) | ((index >= 6) & (index < 35)), np.exp(inputs) * 0.5, -7.0)
@@ -266,6 +258,15 @@ int main() {
   return 0;
 }
 """
+
+
+def partial_check_output(tmp_path, kernel, target):
+    """The 40 outputs of PARTIAL_CHECK around `kernel` (of one float32 input and output of 40 elements), built
+    for `target` with clang++-14: inputs i * 0.25 - 5, outputs -7 where the two ranges leave them unwritten."""
+    (tmp_path / "partial.cc").write_text(kernel.full_source + PARTIAL_CHECK)
+    binary = build_with_runtime_support(tmp_path, tmp_path / "partial.cc", target)
+    return np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
+                    dtype=np.float64)
 
 
 def build_with_runtime_support(tmp_path, source_file, target):
