@@ -145,11 +145,13 @@ class Renderer : ExpressionRenderer {
     return ir_with_args(expression, std::move(args));
   }
 
-  // A row's float32 sum, max or min over the row's last dim as explicit SIMD: a few vector accumulators side by
-  // side (independent dependency chains), then the remainder by the scalar loop. False when the loop does not fit
-  // (see VectorExpressionRenderer); the caller renders it scalar.
+  // A float32 sum, max or min over one loop that reads contiguously along it, as explicit SIMD: a few vector
+  // accumulators side by side (independent dependency chains), then the remainder by the scalar loop. A row
+  // kernel's reductions over its row, and also a reduction kernel's own (x.exp().sum(-1), cross entropy's
+  // passes), whose scalar loop LLVM vectorised with exp lane by lane. False when the loop does not fit (see
+  // VectorExpressionRenderer); the caller renders it scalar.
   bool vector_row_reduction(const IrStatement& statement, int depth) {
-    if (!row_level_ || statement.loops.size() != 1 || statement.dtype != DType::Float32) return false;
+    if (statement.loops.size() != 1 || statement.dtype != DType::Float32) return false;
     ReduceOp op = statement.reduce_op;
     bool sum = op == ReduceOp::Add, maximum = op == ReduceOp::Maximum;
     if (!sum && !maximum && op != ReduceOp::Minimum) return false;
@@ -182,7 +184,7 @@ class Renderer : ExpressionRenderer {
     out_ << pad << "  for (int part = 0; part < " << parts << "; ++part) {\n";
     out_ << inner << "const int64_t " << variable << " = " << done << " + part * MJ_LANES;\n";
     out_ << vector.statements(statement.body, inner);
-    out_ << row_prefetches(statement, inner);
+    if (row_level_) out_ << row_prefetches(statement, inner);
     std::string value = name + (sum ? "_term" : "_value");
     out_ << inner << "const mj_float_vector " << value << " = " << vector.vector_expression(statement.value) << ";\n";
     if (sum) {

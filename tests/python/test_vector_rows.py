@@ -143,6 +143,28 @@ def test_two_outputs_sharing_the_terms(rng):
     assert_close(second, e * e.sum(-1, keepdims=True), rtol=2e-6)
 
 
+@pytest.mark.parametrize("length", ROW_LENGTHS)
+def test_reduction_kernels_run_on_vectors(rng, length):
+    # A kernel whose output is the reduction (sum, max, min over the last dim, no elementwise consumer of the
+    # row): the same vector loop and scalar remainder as a row kernel's, with NaN, -inf and signed zeros (which
+    # zero a tie keeps is not specified, as in numpy and PyTorch).
+    x = (rng.standard_normal((5, length)) * 4).astype(np.float32)
+    x[1, length // 2] = np.nan
+    x[2, :] = -0.0
+    x[2, -1] = 0.0
+    x[3, 0] = -np.inf
+    v = mj.array(x)
+    sums, maxima, minima = (v.exp() * 0.5).sum(-1), v.max(-1), v.min(-1)
+    if length >= 64:  # (inspect before the values are computed)
+        source = kernel_sources(sums, maxima)
+        assert "mj_float_vector sum_" in source and "mj_exp_lanes(" in source and "mj_float_vector max_" in source
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        assert_close(sums, (np.exp(x64) * 0.5).sum(-1), rtol=2e-6, equal_nan=True)
+        assert_close(maxima, x64.max(-1), equal_nan=True)
+        assert_close(minima, x64.min(-1), equal_nan=True)
+
+
 def test_rows_that_stay_scalar_are_still_right(rng):
     # float64 and integer row reductions keep the scalar loops.
     x = rng.standard_normal((4, 50))
