@@ -73,6 +73,7 @@ def operators(torch, rng):
         ("var over dim 1", lambda: a.var(1), lambda: ta.var(1)),
         ("softmax over dim 0", lambda: F.softmax(a, 0), lambda: TF.softmax(ta, 0)),
         ("log_softmax over dim 1", lambda: F.log_softmax(a, 1), lambda: TF.log_softmax(ta, 1)),
+        ("logsumexp over dim 1", lambda: mj.logsumexp(a, 1), lambda: torch.logsumexp(ta, 1)),
         ("causal softmax [16, 4, 256, 256] (masked scores)",
          lambda: F.softmax(mj.where(key <= query, scores, float("-inf")), -1),
          lambda: TF.softmax(tscores.masked_fill(future, float("-inf")), -1)),
