@@ -55,8 +55,7 @@ bool VectorExpressionRenderer::accepts_value(const IrExprPtr& node) const {
   };
   // Both operands of one arithmetic lane type (float32, int64 or float64).
   auto arithmetic_operands = [&](DType dtype) {
-    bool lanes = dtype == DType::Float32 || dtype == DType::Int64 || dtype == DType::Float64;
-    return lanes && operand(args[0], dtype) && operand(args[1], dtype);
+    return has_lanes(dtype) && dtype != DType::Bool && operand(args[0], dtype) && operand(args[1], dtype);
   };
   switch (node->kind) {
     case IrKind::Variable:
