@@ -135,9 +135,10 @@ TEST(VectorRowsTest, RowReductionVectorLoopsAreNotUnrolledAwayAndMatchSoftmax) {
       EXPECT_NE(previous.find("#pragma clang loop unroll(disable)"), std::string::npos) << source;
       ++vector_loops;
     }
-    EXPECT_EQ(vector_loops, 2) << source;  // the max pass and the exp-sum pass
+    // The max pass and the exp-sum pass; a row of 1000 (not a multiple of 64) adds each one's vector tail.
+    EXPECT_EQ(vector_loops, length % 64 == 0 ? 2 : 4) << source;
 
-      auto function = compile_and_link(source);
+    auto function = compile_and_link(source);
     ASSERT_NE(function, nullptr);
     std::vector<float> input(2 * length), output(input.size(), -1.0f);
     for (size_t index = 0; index < input.size(); ++index) input[index] = std::cos(float(index) * 0.37f) * 20.0f;
