@@ -263,6 +263,35 @@ def test_partial_vectors_at_every_width(tmp_path, target):
     np.testing.assert_allclose(output, expected, rtol=2e-6)
 
 
+ROW_TAIL_CHECK = r"""
+extern "C" int printf(const char*, ...);
+extern "C" double cos(double);
+int main() {
+  float input[3 * 37], output[3 * 37];
+  for (int i = 0; i < 3 * 37; ++i) { input[i] = (float)(cos(i * 0.37) * 5.0); output[i] = -7.0f; }
+  void* buffers[2] = {output, input};
+  metajit_kernel(buffers, 0, 3);
+  for (int i = 0; i < 3 * 37; ++i) printf("%.9g\n", output[i]);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target", [["-march=native"], ["-mavx2", "-mfma", "-mno-avx512f"], []],
+                         ids=["native", "avx2", "sse"])
+def test_row_reduction_tails_at_every_width(tmp_path, target):
+    # Rows of 37: the max pass's and the exp-sum pass's vector tails (partial last vectors, lanes past the end
+    # set to the identity) at 16, 8 and 4 lanes, through clang++.
+    kernel = mj.inspect(F.softmax(mj.array(np.ones((3, 37), np.float32)), dim=-1))[0]
+    assert "mj_index_lanes(" in kernel.source and "mj_load_lanes(" in kernel.source, kernel.source
+    (tmp_path / "rows.cc").write_text(kernel.full_source + ROW_TAIL_CHECK)
+    binary = build_with_runtime_support(tmp_path, tmp_path / "rows.cc", target)
+    output = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
+                      dtype=np.float64).reshape(3, 37)
+    inputs = (np.cos(np.arange(3 * 37) * 0.37) * 5.0).astype(np.float32).reshape(3, 37)
+    np.testing.assert_allclose(output, numpy_softmax(inputs), rtol=2e-6, atol=1e-12)
+
+
 EXP_CHECK = r"""
 extern "C" int printf(const char*, ...);
 int main() {
