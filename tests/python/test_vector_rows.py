@@ -1,5 +1,5 @@
 """Explicit SIMD (jit/vector_expression_renderer.cc): the row loops of softmax, log-softmax, layer norm and their
-like, and elementwise kernels using exp, run on mj_float_vector lanes with a scalar remainder. Checked against
+like, and elementwise kernels using exp, run on mj_float_vector lanes, ending in a partial vector. Checked against
 numpy (float64) over lengths around the vector width and its multiples, with NaN, inf and signed zeros; the
 vector exp is checked bit for bit against the scalar one at 512, 256 and 128 bits with the system Clang."""
 import math
@@ -13,7 +13,7 @@ import metajit as mj
 import metajit.nn.functional as F
 from conftest import assert_close
 
-# Around 16 lanes (AVX-512) and the unrolled 2 x 16 and 4 x 16 blocks, so every remainder path runs.
+# Around 16 lanes (AVX-512) and the unrolled 2 x 16 and 4 x 16 blocks, so every tail path runs.
 ROW_LENGTHS = [1, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 1000, 1024]
 
 
@@ -107,7 +107,7 @@ def test_softmax_kernel_is_vector_code_with_terms_in_the_output_row(rng):
 def test_special_values_in_rows(length):
     rows = np.zeros((6, length), np.float32)
     rows[0, length // 2] = np.nan           # NaN anywhere: the whole row is NaN
-    rows[1, -1] = np.nan                    # in the scalar remainder (or the last vector)
+    rows[1, -1] = np.nan                    # in the vector tail's last, partial vector
     rows[2, 0] = np.inf                     # inf - inf: the whole row is NaN, as numpy
     rows[3, :] = -np.inf                    # all -inf: NaN
     rows[4, :] = np.linspace(-100, 100, length, dtype=np.float32)  # exp underflows to 0 / subnormals
@@ -147,7 +147,7 @@ def test_two_outputs_sharing_the_terms(rng):
 @pytest.mark.parametrize("length", ROW_LENGTHS)
 def test_reduction_kernels_run_on_vectors(rng, length):
     # A kernel whose output is the reduction (sum, max, min over the last dim, no elementwise consumer of the
-    # row): the same vector loop and scalar remainder as a row kernel's, with NaN, -inf and signed zeros (which
+    # row): the same vector loop and vector tail as a row kernel's, with NaN, -inf and signed zeros (which
     # zero a tie keeps is not specified, as in numpy and PyTorch).
     x = (rng.standard_normal((5, length)) * 4).astype(np.float32)
     x[1, length // 2] = np.nan
