@@ -21,6 +21,8 @@ void reset_stats() {
   counters.planning_nanoseconds = 0;
   counters.compile_nanoseconds = 0;
   counters.cache_entries_discarded = 0;
+  counters.host_to_device_copies = 0;
+  counters.device_to_host_copies = 0;
 }
 
 std::map<std::string, double> stats_snapshot() {
@@ -40,6 +42,10 @@ std::map<std::string, double> stats_snapshot() {
       {"vars_live", double(counters.vars_live)},
       {"bytes_allocated", double(counters.bytes_allocated)},
       {"bytes_cached", double(counters.bytes_cached)},
+      {"device_bytes_allocated", double(counters.device_bytes_allocated)},
+      {"device_bytes_cached", double(counters.device_bytes_cached)},
+      {"host_to_device_copies", double(counters.host_to_device_copies)},
+      {"device_to_host_copies", double(counters.device_to_host_copies)},
   };
 }
 

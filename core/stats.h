@@ -22,6 +22,10 @@ struct Stats {
   std::atomic<int64_t> vars_live{0};                 // graph nodes currently alive (not reset)
   std::atomic<int64_t> bytes_allocated{0};           // host bytes handed out by the allocator (not reset)
   std::atomic<int64_t> bytes_cached{0};              // host bytes held in the allocator's free lists (not reset)
+  std::atomic<int64_t> device_bytes_allocated{0};    // GPU bytes handed out (not reset)
+  std::atomic<int64_t> device_bytes_cached{0};       // GPU bytes held in the device allocator's free lists (not reset)
+  std::atomic<int64_t> host_to_device_copies{0};     // values uploaded to the GPU
+  std::atomic<int64_t> device_to_host_copies{0};     // values downloaded from the GPU
 };
 
 Stats& stats();

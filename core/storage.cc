@@ -8,10 +8,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -63,14 +65,6 @@ void free_block(void* block, size_t rounded, bool mapped) {
     std::free(block);
 }
 
-// Size classes: multiples of 64 bytes up to 4 KiB, then 8 steps per power of two (at most 12.5% waste).
-size_t size_class(size_t bytes) {
-  if (bytes <= 4096) return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  size_t power = size_t(1) << (63 - __builtin_clzll(bytes - 1));
-  size_t step = power / 8;
-  return (bytes + step - 1) / step * step;
-}
-
 struct FreeLists {
   std::mutex mutex;
   std::unordered_map<size_t, std::vector<void*>> blocks_by_class[2];  // [0]: from malloc, [1]: own mappings
@@ -82,42 +76,98 @@ FreeLists& free_lists() {
   return *lists;
 }
 
-}  // namespace
+std::atomic<DeviceMemory*> registered_device_memory{nullptr};
 
-Storage::Storage(size_t bytes) : bytes_(bytes) {
-  size_t rounded = size_class(bytes == 0 ? 1 : bytes);
-  mapped_ = rounded >= kHugePageBytes && huge_pages_requested();
+void* take_host_block(size_t bytes, bool mapped) {
+  size_t rounded = allocation_size_class(bytes == 0 ? 1 : bytes);
   FreeLists& lists = free_lists();
   {
     std::lock_guard<std::mutex> lock(lists.mutex);
-    auto& blocks_by_class = lists.blocks_by_class[mapped_];
+    auto& blocks_by_class = lists.blocks_by_class[mapped];
     auto found = blocks_by_class.find(rounded);
     if (found != blocks_by_class.end() && !found->second.empty()) {
-      data_ = found->second.back();
+      void* block = found->second.back();
       found->second.pop_back();
       lists.cached_bytes -= rounded;
       stats().bytes_cached -= rounded;
       stats().bytes_allocated += rounded;
-      return;
+      return block;
     }
   }
-  data_ = allocate_block(rounded, mapped_);
-  if (!data_) throw AllocationError("cannot allocate " + std::to_string(bytes) + " bytes");
+  void* block = allocate_block(rounded, mapped);
+  if (!block) throw AllocationError("cannot allocate " + std::to_string(bytes) + " bytes");
   stats().bytes_allocated += rounded;
+  return block;
 }
 
-Storage::~Storage() {
-  size_t rounded = size_class(bytes_ == 0 ? 1 : bytes_);
+void give_back_host_block(void* block, size_t bytes, bool mapped) {
+  size_t rounded = allocation_size_class(bytes == 0 ? 1 : bytes);
   stats().bytes_allocated -= rounded;
   FreeLists& lists = free_lists();
   std::lock_guard<std::mutex> lock(lists.mutex);
   if (lists.cached_bytes + rounded > kMaxCachedBytes) {
-    free_block(data_, rounded, mapped_);
+    free_block(block, rounded, mapped);
     return;
   }
-  lists.blocks_by_class[mapped_][rounded].push_back(data_);
+  lists.blocks_by_class[mapped][rounded].push_back(block);
   lists.cached_bytes += rounded;
   stats().bytes_cached += rounded;
+}
+
+DeviceMemory& required_device_memory() {
+  DeviceMemory* memory = registered_device_memory.load(std::memory_order_acquire);
+  if (!memory) throw std::logic_error("internal error: a buffer needs device memory but no GPU backend is running");
+  return *memory;
+}
+
+}  // namespace
+
+size_t allocation_size_class(size_t bytes) {
+  if (bytes <= 4096) return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  size_t power = size_t(1) << (63 - __builtin_clzll(bytes - 1));
+  size_t step = power / 8;
+  return (bytes + step - 1) / step * step;
+}
+
+void set_device_memory(DeviceMemory* memory) { registered_device_memory.store(memory, std::memory_order_release); }
+DeviceMemory* device_memory() { return registered_device_memory.load(std::memory_order_acquire); }
+
+Storage::Storage(size_t bytes) : bytes_(bytes) {
+  mapped_ = allocation_size_class(bytes == 0 ? 1 : bytes) >= kHugePageBytes && huge_pages_requested();
+  data_ = take_host_block(bytes, mapped_);
+  host_valid_.store(true, std::memory_order_relaxed);
+}
+
+Storage::Storage(size_t bytes, OnDevice) : bytes_(bytes) {
+  device_data_ = required_device_memory().allocate(bytes);
+  device_valid_.store(true, std::memory_order_relaxed);
+}
+
+Storage::~Storage() {
+  if (data_) give_back_host_block(data_, bytes_, mapped_);
+  if (device_data_) required_device_memory().release(device_data_, bytes_);
+}
+
+void Storage::download() const {
+  std::lock_guard<std::mutex> lock(copy_mutex_);
+  if (host_valid_.load(std::memory_order_relaxed)) return;  // another thread copied it meanwhile
+  if (!data_) {
+    mapped_ = allocation_size_class(bytes_ == 0 ? 1 : bytes_) >= kHugePageBytes && huge_pages_requested();
+    data_ = take_host_block(bytes_, mapped_);
+  }
+  if (bytes_) required_device_memory().copy_to_host(data_, device_data_, bytes_);
+  stats().device_to_host_copies++;
+  host_valid_.store(true, std::memory_order_release);
+}
+
+void Storage::upload() const {
+  std::lock_guard<std::mutex> lock(copy_mutex_);
+  if (device_valid_.load(std::memory_order_relaxed)) return;
+  DeviceMemory& memory = required_device_memory();
+  if (!device_data_) device_data_ = memory.allocate(bytes_);
+  if (bytes_) memory.copy_to_device(device_data_, data_, bytes_);
+  stats().host_to_device_copies++;
+  device_valid_.store(true, std::memory_order_release);
 }
 
 void release_cached_memory() {

@@ -1,8 +1,16 @@
-// Host buffers: 64-byte aligned blocks from a caching allocator, shared by refcount between a computed
-// node and whatever still reads it (a numpy view, a kernel launch). Never knows what the bytes mean.
+// Buffers: 64-byte aligned host blocks from a caching allocator, shared by refcount between a computed node and
+// whatever still reads it (a numpy view, a kernel launch). Never knows what the bytes mean.
+//
+// A buffer may also live on a GPU. Its value is written once, when it is computed (by a CPU kernel into host
+// memory, or by a GPU kernel into device memory), and never changed afterwards, so a copy made on the other side
+// stays valid: data() downloads a device-computed value the first time the host reads it, device_data() uploads
+// a host value the first time a GPU kernel reads it. Core knows no GPU API: the CUDA backend registers its memory
+// as a DeviceMemory.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -19,25 +27,63 @@ class AllocationError : public std::bad_alloc {
   std::string message_;
 };
 
+// A GPU's memory, as the CUDA backend provides it. Copies are ordered after every kernel launched before them.
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  virtual void* allocate(size_t bytes) = 0;  // throws AllocationError
+  virtual void release(void* block, size_t bytes) = 0;
+  virtual void copy_to_host(void* host, const void* device, size_t bytes) = 0;  // returns when the bytes are there
+  virtual void copy_to_device(void* device, const void* host, size_t bytes) = 0;  // `host` may be reused on return
+};
+
+// Registered once by the CUDA backend; null until then (no buffer can be on a device before it).
+void set_device_memory(DeviceMemory* memory);
+DeviceMemory* device_memory();
+
 class Storage {
  public:
-  explicit Storage(size_t bytes);   // allocated from the caching allocator, 64-byte aligned, uninitialised
-  ~Storage();                       // returns the block to the allocator's free list
+  explicit Storage(size_t bytes);   // host memory from the caching allocator, 64-byte aligned, uninitialised
+  struct OnDevice {};
+  Storage(size_t bytes, OnDevice);  // device memory only (a GPU kernel's output); host memory comes on demand
+  ~Storage();                       // returns the blocks to their allocators' free lists
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  void* data() const { return data_; }
+  // The value in host memory, downloaded first if only the device holds it.
+  void* data() const {
+    if (!host_valid_.load(std::memory_order_acquire)) download();
+    return data_;
+  }
+  // The value in device memory, uploaded first if only the host holds it. Needs the registered DeviceMemory.
+  void* device_data() const {
+    if (!device_valid_.load(std::memory_order_acquire)) upload();
+    return device_data_;
+  }
+  bool on_host() const { return host_valid_.load(std::memory_order_acquire); }
+  bool on_device() const { return device_valid_.load(std::memory_order_acquire); }
   size_t bytes() const { return bytes_; }
 
  private:
-  void* data_;
+  void download() const;
+  void upload() const;
+
+  mutable void* data_ = nullptr;
+  mutable void* device_data_ = nullptr;
   size_t bytes_;
-  bool mapped_;  // its own huge-page-aligned mapping (METAJIT_HUGE_PAGES=1), not a malloc block
+  mutable bool mapped_ = false;  // its own huge-page-aligned mapping (METAJIT_HUGE_PAGES=1), not a malloc block
+  mutable std::atomic<bool> host_valid_{false};
+  mutable std::atomic<bool> device_valid_{false};
+  mutable std::mutex copy_mutex_;  // one copy at a time when two threads first read the other side together
 };
 
 using StoragePtr = std::shared_ptr<Storage>;
 
-// Drops every cached free block back to the system (mj.gc()).
+// Size classes shared by the host and device allocators: multiples of 64 bytes up to 4 KiB, then 8 steps per
+// power of two (at most 12.5% waste), so a training loop's same shapes reuse the same blocks.
+size_t allocation_size_class(size_t bytes);
+
+// Drops every cached free host block back to the system (mj.gc()); the CUDA backend does the same for its own.
 void release_cached_memory();
 
 }  // namespace metajit
