@@ -6,19 +6,6 @@
 
 namespace metajit {
 
-// The subset of cuda.h used here (CUresult and CUdevice are ints; the attributes are cuda.h's values).
-struct CudaDriver::Api {
-  int (*init)(unsigned) = nullptr;
-  int (*driver_get_version)(int*) = nullptr;
-  int (*device_get_count)(int*) = nullptr;
-  int (*device_get)(int*, int) = nullptr;
-  int (*device_get_name)(char*, int, int) = nullptr;
-  int (*device_get_attribute)(int*, int, int) = nullptr;
-  int (*device_total_mem)(size_t*, int) = nullptr;
-  int (*get_error_name)(int, const char**) = nullptr;
-  int (*get_error_string)(int, const char**) = nullptr;
-};
-
 namespace {
 
 constexpr int kAttributeMultiprocessorCount = 16;
@@ -57,6 +44,17 @@ class CudaDriverLoader {
                     bind(handle, api.device_get_name, "cuDeviceGetName") &&
                     bind(handle, api.device_get_attribute, "cuDeviceGetAttribute") &&
                     bind(handle, api.device_total_mem, "cuDeviceTotalMem_v2");
+    complete = complete && bind(handle, api.primary_context_retain, "cuDevicePrimaryCtxRetain") &&
+               bind(handle, api.context_set_current, "cuCtxSetCurrent") &&
+               bind(handle, api.memory_allocate, "cuMemAlloc_v2") && bind(handle, api.memory_free, "cuMemFree_v2") &&
+               bind(handle, api.memory_information, "cuMemGetInfo_v2") &&
+               bind(handle, api.copy_host_to_device, "cuMemcpyHtoDAsync_v2") &&
+               bind(handle, api.copy_device_to_host, "cuMemcpyDtoHAsync_v2") &&
+               bind(handle, api.stream_create, "cuStreamCreate") &&
+               bind(handle, api.stream_synchronize, "cuStreamSynchronize") &&
+               bind(handle, api.module_load_data, "cuModuleLoadData") &&
+               bind(handle, api.module_get_function, "cuModuleGetFunction") &&
+               bind(handle, api.launch_kernel, "cuLaunchKernel");
     bind(handle, api.get_error_name, "cuGetErrorName");
     bind(handle, api.get_error_string, "cuGetErrorString");
     if (!complete) {
@@ -67,7 +65,8 @@ class CudaDriverLoader {
       result.error = "the NVIDIA driver is installed but cuInit failed: " + describe(api, status);
       return result;
     }
-    auto* driver = new CudaDriver();  // lives for the process
+    auto* driver = new CudaDriver();  // lives for the process, with its Api
+    driver->api_ = new CudaDriver::Api(api);
     api.driver_get_version(&driver->version_);
     int count = 0;
     api.device_get_count(&count);
@@ -91,6 +90,7 @@ class CudaDriverLoader {
     }
     if (driver->devices_.empty()) {
       result.error = "the NVIDIA driver is installed but reports no CUDA device";
+      delete driver->api_;
       delete driver;
       return result;
     }
@@ -118,5 +118,7 @@ CudaDriver& CudaDriver::instance() {
 }
 
 std::string CudaDriver::unavailable_reason() { return loaded_driver().error; }
+
+std::string CudaDriver::describe(int status) const { return metajit::describe(*api_, status); }
 
 }  // namespace metajit

@@ -3,10 +3,13 @@
 #include <ucontext.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <stdexcept>
 
+#include "core/stats.h"
 #include "jit/cpp_renderer.h"
 #include "jit/kernel_cache.h"
 
@@ -190,7 +193,29 @@ std::string emulation_source(const RenderedCudaKernel& kernel) {
   return source;
 }
 
+class EmulatedDeviceMemory : public DeviceMemory {
+ public:
+  void* allocate(size_t bytes) override {
+    size_t rounded = allocation_size_class(std::max<size_t>(bytes, 256));
+    void* block = std::aligned_alloc(256, rounded);
+    if (!block) throw AllocationError("cannot allocate " + std::to_string(bytes) + " bytes of emulated GPU memory");
+    stats().device_bytes_allocated += int64_t(rounded);
+    return block;
+  }
+  void release(void* block, size_t bytes) override {
+    stats().device_bytes_allocated -= int64_t(allocation_size_class(std::max<size_t>(bytes, 256)));
+    std::free(block);
+  }
+  void copy_to_host(void* host, const void* device, size_t bytes) override { std::memcpy(host, device, bytes); }
+  void copy_to_device(void* device, const void* host, size_t bytes) override { std::memcpy(device, host, bytes); }
+};
+
 }  // namespace
+
+DeviceMemory& emulated_device_memory() {
+  static EmulatedDeviceMemory* memory = new EmulatedDeviceMemory();  // storages may outlive statics
+  return *memory;
+}
 
 void emulate_cuda_kernel(const RenderedCudaKernel& kernel, const std::vector<void*>& buffers, int64_t max_blocks) {
   KernelCache& cache = KernelCache::instance();

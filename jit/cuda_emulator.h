@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/storage.h"
 #include "jit/cuda_renderer.h"
 
 namespace metajit {
@@ -18,5 +19,9 @@ namespace metajit {
 // `max_blocks` blocks, so the kernels' grid-stride loops are exercised. Throws std::runtime_error on a
 // divergent barrier and CompileError when the emulation source does not compile.
 void emulate_cuda_kernel(const RenderedCudaKernel& kernel, const std::vector<void*>& buffers, int64_t max_blocks);
+
+// Device memory for running whole graphs through the emulator (mj.flags.use_cuda = "emulator"): host blocks
+// that only emulated kernels touch, so the host/device copies of a buffer are real copies, as on a GPU.
+DeviceMemory& emulated_device_memory();
 
 }  // namespace metajit
