@@ -118,6 +118,10 @@ void declare_pointers(std::ostringstream& out, const NamedBuffer& buffer, bool c
 }  // namespace
 
 RenderedKernel render_code_kernel(const CodeOp& op, const std::vector<NodePtr>& inputs) {
+  if (op.cpu_source.empty())
+    throw std::invalid_argument("the " + op.what + " created at " + op.provenance.to_string() +
+                                " has no cpu_src, so it cannot run on the CPU (pass cpu_src=... to mj.code, or run "
+                                "it on the GPU: mj.flags.use_cuda = True)");
   std::vector<NamedBuffer> buffers;
   for (size_t index = 0; index < op.output_shapes.size(); ++index)
     buffers.push_back({op.output_names[index], int(index), op.output_dtypes[index], op.output_shapes[index]});

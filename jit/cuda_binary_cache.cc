@@ -50,6 +50,10 @@ CachedCudaBinary CudaBinaryCache::get(const std::string& key, const std::string&
       size_t named = binary.bytes.find(".target sm_");  // PTX names the architecture it was generated for
       if (binary.is_ptx && named != std::string::npos)
         binary.architecture = "compute_" + binary.bytes.substr(named + 11, binary.bytes.find_first_not_of("0123456789", named + 11) - named - 11);
+      if (origin == "bundle")
+        stats().kernels_loaded_from_bundle++;
+      else
+        stats().kernels_loaded_from_disk++;
       std::lock_guard<std::mutex> lock(mutex_);
       binaries_[key] = binary;
       return {binary, origin};
@@ -74,6 +78,11 @@ CachedCudaBinary CudaBinaryCache::get(const std::string& key, const std::string&
   std::lock_guard<std::mutex> lock(mutex_);
   binaries_[key] = binary;
   return {binary, "compiled"};
+}
+
+void CudaBinaryCache::clear_memory() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  binaries_.clear();
 }
 
 }  // namespace metajit

@@ -26,6 +26,8 @@ class CudaBinaryCache {
   // have to compile while compiling is off (METAJIT_COMPILE=never).
   CachedCudaBinary get(const std::string& key, const std::string& source, const std::string& header_comment,
                        const CudaTarget& target);
+  // Forgets the binaries held in memory (mj._core.clear_memory_cache): the next get() reads the disk again.
+  void clear_memory();
 
  private:
   std::mutex mutex_;

@@ -20,6 +20,7 @@
 #include "core/thread_pool.h"
 #include "jit/code_kernel.h"
 #include "jit/compiler.h"
+#include "jit/cuda_graph_runner.h"
 #include "jit/kernel_cache.h"
 #include "jit/plan_cache.h"
 #include "jit/recompute_policy.h"
@@ -118,9 +119,77 @@ std::string describe_compile_error(const PlannedKernel& kernel, const Node& outp
          numbered_lines(kernel.rendered.source);
 }
 
+StoragePtr allocate(const Node& output, DType dtype, const Shape& shape) {
+  try {
+    return std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype));
+  } catch (const std::bad_alloc& error) {
+    throw AllocationError(std::string(error.what()) + " for the result of " + output.op_name() + " " +
+                          shape_to_string(shape) + " created at " + output.provenance.to_string());
+  }
+}
+
+}  // namespace
+
+// A Code op runs once for all its outputs; the first of them to be launched publishes every live one.
+void run_code_on_host(const NodePtr& output, const std::vector<NodePtr>& inputs, KernelFunction function,
+                      int64_t work_items) {
+  if (output->is_computed()) return;  // a sibling output's launch earlier in this plan computed it
+  auto* payload = dynamic_cast<const CodePayload*>(output->payload.get());
+  if (!payload) throw std::logic_error("internal error: a code kernel's output is not a Code op");
+  const CodeOp& op = *payload->op;
+  std::vector<StoragePtr> storages;
+  std::vector<void*> buffers;
+  for (size_t index = 0; index < op.output_shapes.size(); ++index) {
+    storages.push_back(allocate(*output, op.output_dtypes[index], op.output_shapes[index]));
+    buffers.push_back(storages.back()->data());
+  }
+  for (const NodePtr& input : inputs) {
+    if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");
+    buffers.push_back(input->storage->data());
+  }
+  std::vector<double> data = op.data_values;
+  data.push_back(0);  // the error slot
+  buffers.push_back(data.data());
+  if (work_items > 1)  // cpu_parallel: the source runs its share [begin, end) of the items on each thread
+    parallel_for(work_items, 1, [&](int64_t begin, int64_t end) { function(buffers.data(), begin, end); });
+  else
+    function(buffers.data(), 0, 1);
+  stats().kernels_launched++;
+  const char* missing = nullptr;
+  std::memcpy(&missing, &data.back(), sizeof(missing));
+  if (missing) {
+    std::string names;
+    for (const std::string& name : op.data_names) names += (names.empty() ? "" : ", ") + name;
+    throw std::runtime_error("the " + op.what + " created at " + op.provenance.to_string() + " read data[\"" +
+                             missing + "\"], which is not in its data (given: " + (names.empty() ? "none" : names) + ")");
+  }
+  std::vector<NodePtr> outputs = payload->outputs();
+  for (size_t index = 0; index < outputs.size(); ++index) {
+    const NodePtr& sibling = outputs[index];
+    if (!sibling || sibling->is_computed()) continue;
+    publish_storage(*sibling, storages[index]);
+    if (sibling != output) release_inputs(*sibling);
+  }
+  if (!output->is_computed()) publish_storage(*output, storages[payload->output_index]);
+}
+
+KernelFunction host_kernel_function(const PlannedKernel& kernel, const Node& output) {
+  try {
+    return KernelCache::instance().get(kernel.key, kernel.rendered.source, kernel.rendered.header_comment);
+  } catch (const CompileError& error) {
+    throw CompileError(describe_compile_error(kernel, output, error.what()));
+  } catch (const MissingKernelError& error) {
+    throw MissingKernelError(std::string(error.what()) + "; it computes " + output.op_name() + " " +
+                             shape_to_string(output.shape) + " created at " + output.provenance.to_string());
+  }
+}
+
+namespace {
+
 class JitGraphRunner : public GraphRunner {
  public:
   void run(const std::vector<NodePtr>& targets) override {
+    if (cuda_execution() != CudaExecution::Off) return run_on_cuda(targets);
     auto planning_start = std::chrono::steady_clock::now();
     GraphSignature signature = graph_signature(targets);
     std::shared_ptr<const CachedPlan> plan = PlanCache::instance().find(signature.text);
@@ -143,16 +212,7 @@ class JitGraphRunner : public GraphRunner {
       const NodePtr& output = nodes[plan->outputs[index]];
       std::vector<NodePtr> inputs;
       for (int position : plan->inputs[index]) inputs.push_back(nodes[position]);
-      KernelFunction function = nullptr;
-      try {
-        if (!kernel.key.empty())
-          function = cache.get(kernel.key, kernel.rendered.source, kernel.rendered.header_comment);
-      } catch (const CompileError& error) {
-        throw CompileError(describe_compile_error(kernel, *output, error.what()));
-      } catch (const MissingKernelError& error) {
-        throw MissingKernelError(std::string(error.what()) + "; it computes " + output->op_name() + " " +
-                                 shape_to_string(output->shape) + " created at " + output->provenance.to_string());
-      }
+      KernelFunction function = kernel.key.empty() ? nullptr : host_kernel_function(kernel, *output);
       if (profiling_) {
         auto start = std::chrono::steady_clock::now();
         launch(kernel, output, inputs, function);
@@ -166,61 +226,9 @@ class JitGraphRunner : public GraphRunner {
   }
 
  private:
-  static StoragePtr allocate(const Node& output, DType dtype, const Shape& shape) {
-    try {
-      return std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype));
-    } catch (const std::bad_alloc& error) {
-      throw AllocationError(std::string(error.what()) + " for the result of " + output.op_name() + " " +
-                            shape_to_string(shape) + " created at " + output.provenance.to_string());
-    }
-  }
-
-  // A Code op runs once for all its outputs; the first of them to be launched publishes every live one.
-  static void launch_code(const NodePtr& output, const std::vector<NodePtr>& inputs, KernelFunction function,
-                          int64_t work_items) {
-    if (output->is_computed()) return;  // a sibling output's launch earlier in this plan computed it
-    auto* payload = dynamic_cast<const CodePayload*>(output->payload.get());
-    if (!payload) throw std::logic_error("internal error: a code kernel's output is not a Code op");
-    const CodeOp& op = *payload->op;
-    std::vector<StoragePtr> storages;
-    std::vector<void*> buffers;
-    for (size_t index = 0; index < op.output_shapes.size(); ++index) {
-      storages.push_back(allocate(*output, op.output_dtypes[index], op.output_shapes[index]));
-      buffers.push_back(storages.back()->data());
-    }
-    for (const NodePtr& input : inputs) {
-      if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");
-      buffers.push_back(input->storage->data());
-    }
-    std::vector<double> data = op.data_values;
-    data.push_back(0);  // the error slot
-    buffers.push_back(data.data());
-    if (work_items > 1)  // cpu_parallel: the source runs its share [begin, end) of the items on each thread
-      parallel_for(work_items, 1, [&](int64_t begin, int64_t end) { function(buffers.data(), begin, end); });
-    else
-      function(buffers.data(), 0, 1);
-    stats().kernels_launched++;
-    const char* missing = nullptr;
-    std::memcpy(&missing, &data.back(), sizeof(missing));
-    if (missing) {
-      std::string names;
-      for (const std::string& name : op.data_names) names += (names.empty() ? "" : ", ") + name;
-      throw std::runtime_error("the " + op.what + " created at " + op.provenance.to_string() + " read data[\"" +
-                               missing + "\"], which is not in its data (given: " + (names.empty() ? "none" : names) + ")");
-    }
-    std::vector<NodePtr> outputs = payload->outputs();
-    for (size_t index = 0; index < outputs.size(); ++index) {
-      const NodePtr& sibling = outputs[index];
-      if (!sibling || sibling->is_computed()) continue;
-      publish_storage(*sibling, storages[index]);
-      if (sibling != output) release_inputs(*sibling);
-    }
-    if (!output->is_computed()) publish_storage(*output, storages[payload->output_index]);
-  }
-
   static void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& inputs,
                      KernelFunction function) {
-    if (kernel.code) return launch_code(output, inputs, function, kernel.rendered.work_items);
+    if (kernel.code) return run_code_on_host(output, inputs, function, kernel.rendered.work_items);
     StoragePtr storage = allocate(*output, output->dtype, output->shape);
     std::vector<void*> buffers{storage->data()};
     for (const NodePtr& input : inputs) {
@@ -260,7 +268,8 @@ class JitGraphRunner : public GraphRunner {
 
 }  // namespace
 
-std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, bool library_calls) {
+std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, bool library_calls,
+                                        bool render_cpu_source) {
   std::unordered_set<Node*> materialized;
   std::vector<NodePtr> roots;
   auto add_root = [&](const NodePtr& node) {
@@ -329,8 +338,10 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, boo
       NodePtr output = lowered[index].output;  // a copy: lowered[index] is moved below
       const CodeOp& op = *static_cast<const CodePayload&>(*output->payload).op;
       planned.code = true;
-      planned.rendered = render_code_kernel(op, output->inputs);
-      planned.key = cache.key_for(planned.rendered.source);
+      if (render_cpu_source) {
+        planned.rendered = render_code_kernel(op, output->inputs);
+        planned.key = cache.key_for(planned.rendered.source);
+      }
       planned.lowered = std::move(lowered[index]);
       planned.lowered.kernel.fused_ops = {op.what + "  " + shape_to_string(output->shape) + "  " +
                                           op.provenance.to_string()};
@@ -355,8 +366,10 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, boo
     if (planned.library && *epilogue) lowered[index].kernel = std::move(**epilogue);
     if (!planned.library || *epilogue) {
       merge_reduce_loops(lowered[index].kernel);
-      planned.rendered = render_cpp(lowered[index].kernel);
-      planned.key = cache.key_for(planned.rendered.source);
+      if (render_cpu_source) {
+        planned.rendered = render_cpp(lowered[index].kernel);
+        planned.key = cache.key_for(planned.rendered.source);
+      }
     }
     planned.lowered = std::move(lowered[index]);
     kernels.push_back(std::move(planned));
@@ -365,6 +378,13 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, boo
 }
 
 void set_kernel_profiling(bool enabled) { profiling_ = enabled; }
+bool kernel_profiling() { return profiling_; }
+void check_kernel_output(const PlannedKernel& kernel, const Node& output, const std::vector<NodePtr>& inputs) {
+  check_output(kernel, output, inputs);
+}
+void record_kernel_profile(const PlannedKernel& kernel, const Node& output, double seconds) {
+  record_profile(kernel, output, seconds);
+}
 void set_check_non_finite(bool enabled) { check_non_finite_ = enabled; }
 bool check_non_finite() { return check_non_finite_; }
 

@@ -8,6 +8,8 @@
 #include "core/executor.h"
 #include "jit/contraction.h"
 #include "jit/cpp_renderer.h"
+#include "jit/cuda_renderer.h"
+#include "jit/kernel_cache.h"
 #include "jit/lowering.h"
 
 namespace metajit {
@@ -21,11 +23,28 @@ struct PlannedKernel {
   std::shared_ptr<const LibraryCall> library;
   std::string contraction;  // the matched contraction (Contraction::describe), also when no library took it
   bool code = false;        // a Code op: `rendered` is the user's kernel, launched once for all its outputs
+  bool on_host = false;     // in plans for the GPU: a Code op without cuda_src, run on the CPU from `rendered`
+  RenderedCudaKernel cuda;  // in plans for the GPU (jit/cuda_graph_runner.h), instead of `rendered`
+  std::string cuda_key;     // of `cuda`, for the CUDA binary cache ("" under the emulator)
 };
 
 // The kernels that computing `targets` would launch, in launch order. Runs nothing. Without library calls
-// (for the CUDA backend, which has no oneDNN) every contraction stays a generated kernel.
-std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, bool library_calls = true);
+// (for the CUDA backend, which has no oneDNN) every contraction stays a generated kernel; without
+// `render_cpu_source` the kernels are lowered but not rendered to C++ (the CUDA backend renders its own).
+std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, bool library_calls = true,
+                                        bool render_cpu_source = true);
+
+// Shared with the CUDA graph runner: the METAJIT_CHECK_NAN check of one kernel's output, whether profiling is
+// on, and recording one kernel's time.
+void check_kernel_output(const PlannedKernel& kernel, const Node& output, const std::vector<NodePtr>& inputs);
+bool kernel_profiling();
+void record_kernel_profile(const PlannedKernel& kernel, const Node& output, double seconds);
+
+// The compiled host function of a kernel's `rendered` source (compiling it on a cache miss); errors name the
+// node. And running a Code op's host function: the CUDA runner uses both for Code ops without cuda_src.
+KernelFunction host_kernel_function(const PlannedKernel& kernel, const Node& output);
+void run_code_on_host(const NodePtr& output, const std::vector<NodePtr>& inputs, KernelFunction function,
+                      int64_t work_items);
 
 // Per-kernel wall time, collected while profiling is on (mj.profile()): one entry per distinct kernel.
 struct KernelProfile {

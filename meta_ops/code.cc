@@ -106,8 +106,9 @@ std::vector<NodePtr> make_code_op(std::shared_ptr<CodeOp> op, const std::vector<
   for (const Shape& shape : op->output_shapes)
     for (int64_t extent : shape)
       if (extent < 0) throw std::invalid_argument("code: output shape " + shape_to_string(shape) + " has a negative size");
-  if (op->cpu_source.empty())
-    throw std::invalid_argument("code: cpu_src is empty; metajit runs this op on the CPU, so it needs C++ source");
+  if (op->cpu_source.empty() && op->cuda_source.empty())
+    throw std::invalid_argument("code: cpu_src and cuda_src are both empty; give the C++ source (cpu_src), the CUDA "
+                                "source (cuda_src) or both");
   if (op->cpu_work_items < 0)
     throw std::invalid_argument("code: cpu_parallel must be a positive number of work items, got " +
                                 std::to_string(op->cpu_work_items));

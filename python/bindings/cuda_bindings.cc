@@ -11,6 +11,7 @@
 #include "jit/cuda_binary_cache.h"
 #include "jit/cuda_driver.h"
 #include "jit/cuda_emulator.h"
+#include "jit/cuda_graph_runner.h"
 #include "jit/cuda_renderer.h"
 #include "jit/graph_executor.h"
 #include "jit/kernel_cache.h"
@@ -66,6 +67,37 @@ void bind_cuda(py::module_& module) {
     }
     return status;
   }, "What the CUDA backend finds on this machine; never raises.");
+  module.def("set_cuda_execution", [](const std::string& mode) {
+    if (mode == "off") set_cuda_execution(CudaExecution::Off);
+    else if (mode == "gpu") set_cuda_execution(CudaExecution::Gpu);
+    else if (mode == "emulator") set_cuda_execution(CudaExecution::Emulator);
+    else throw std::invalid_argument("CUDA execution is 'off', 'gpu' or 'emulator', not '" + mode + "'");
+  });
+  module.def("cuda_execution", [] {
+    switch (cuda_execution()) {
+      case CudaExecution::Gpu: return "gpu";
+      case CudaExecution::Emulator: return "emulator";
+      default: return "off";
+    }
+  });
+  // x.cuda() / x.cpu() after x.sync(): make the value resident on that side (a copy when it is not yet).
+  module.def("move_to_device", [](const NodePtr& node) {
+    if (!device_memory()) use_device_memory(CudaExecution::Gpu);  // x.cuda() with kernels still on the CPU
+    if (!node->storage) throw std::logic_error("internal error: move_to_device of a value not computed");
+    py::gil_scoped_release release;
+    node->storage->device_data();
+  });
+  module.def("move_to_host", [](const NodePtr& node) {
+    if (!node->storage) throw std::logic_error("internal error: move_to_host of a value not computed");
+    py::gil_scoped_release release;
+    node->storage->data();
+  });
+  module.def("value_on_device", [](const NodePtr& node) { return node->storage && node->storage->on_device(); });
+  module.def("value_on_host", [](const NodePtr& node) { return node->storage && node->storage->on_host(); });
+  module.def("cuda_synchronize", [] {
+    py::gil_scoped_release release;
+    synchronize_cuda();
+  });
   module.def("parse_cuda_architecture", [](const std::string& text) { return CudaTarget::parse(text).architecture; });
 
   module.def("plan_cuda", [](const std::vector<NodePtr>& nodes, int architecture) {

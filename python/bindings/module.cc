@@ -20,6 +20,7 @@
 #include "core/stats.h"
 #include "core/thread_pool.h"
 #include "jit/compiler.h"
+#include "jit/cuda_graph_runner.h"
 #include "jit/graph_executor.h"
 #include "jit/kernel_cache.h"
 #include "meta_ops/autodiff.h"
@@ -491,7 +492,10 @@ PYBIND11_MODULE(_core, module) {
   }, "Per-kernel wall time collected while profiling was on, largest total first.");
   module.def("stats", [] { return stats_snapshot(); });
   module.def("reset_stats", [] { reset_stats(); });
-  module.def("gc", [] { release_cached_memory(); });
+  module.def("gc", [] {
+    release_cached_memory();
+    release_cached_device_memory();
+  });
   module.def("set_log_level", [](const std::string& level) {
     set_log_level(level == "debug" ? LogLevel::Debug : level == "info" ? LogLevel::Info : LogLevel::Warning);
   });
@@ -508,6 +512,9 @@ PYBIND11_MODULE(_core, module) {
   module.def("set_thread_count", [](int count) { set_thread_count(count); });
   module.def("cache_dir", [] { return KernelCache::instance().directory(); });
   module.def("set_cache_dir", [](const std::string& directory) { KernelCache::instance().set_directory(directory); });
-  module.def("clear_memory_cache", [] { KernelCache::instance().clear_memory(); });
+  module.def("clear_memory_cache", [] {
+    KernelCache::instance().clear_memory();
+    forget_cuda_kernels_in_memory();
+  });
   module.def("_set_package_dir", [](const std::string& directory) { package_directory = directory; });
 }

@@ -1,0 +1,231 @@
+#include "jit/cuda_graph_runner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+
+#include "core/executor.h"
+#include "core/stats.h"
+#include "jit/code_kernel.h"
+#include "jit/compiler.h"
+#include "jit/cuda_binary_cache.h"
+#include "jit/cuda_context.h"
+#include "jit/cuda_emulator.h"
+#include "jit/graph_executor.h"
+#include "jit/kernel_cache.h"
+#include "jit/plan_cache.h"
+#include "meta_ops/code.h"
+
+namespace metajit {
+namespace {
+
+std::atomic<CudaExecution> execution_{CudaExecution::Off};
+std::atomic<bool> context_created_{false};
+
+// Grid-stride kernels are correct with any grid; more blocks than this per multiprocessor only add scheduling.
+constexpr int64_t kBlocksPerMultiprocessor = 32;
+// The emulator runs a block's threads one after another: few blocks keep tests fast and the strides exercised.
+constexpr int64_t kEmulatedBlocks = 4;
+
+StoragePtr allocate_on_device(const Node& output, DType dtype, const Shape& shape) {
+  try {
+    return std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), Storage::OnDevice{});
+  } catch (const std::bad_alloc& error) {
+    throw AllocationError(std::string(error.what()) + " for the result of " + output.op_name() + " " +
+                          shape_to_string(shape) + " created at " + output.provenance.to_string());
+  }
+}
+
+// A Code op's compile error is the user's to fix; a generated kernel's is a metajit bug, shown with its source.
+std::string describe_cuda_compile_error(const PlannedKernel& kernel, const Node& output, const std::string& log) {
+  if (kernel.code)
+    if (auto* payload = dynamic_cast<const CodePayload*>(output.payload.get()))
+      return describe_code_compile_error(*payload->op, log, /*cuda=*/true);
+  return "while computing " + output.op_name() + " created at " + output.provenance.to_string() +
+         ":\ninternal error: generated CUDA kernel failed to compile (this is a metajit bug; please report it with "
+         "this message)\n" + log + "\n--- kernel source ---\n" + kernel.cuda.header_comment +
+         numbered_lines(kernel.cuda.source);
+}
+
+// Runs every launch of `kernel` over `buffers` (device pointers, in the kernel's parameter order).
+void run_launches(const PlannedKernel& kernel, const Node& output, const std::vector<void*>& buffers) {
+  if (execution_ == CudaExecution::Emulator) {
+    emulate_cuda_kernel(kernel.cuda, buffers, kEmulatedBlocks);
+    return;
+  }
+  CudaContext& context = CudaContext::instance();
+  int64_t most_blocks = int64_t(context.device().multiprocessors) * kBlocksPerMultiprocessor;
+  for (const CudaLaunch& launch : kernel.cuda.launches) {
+    if (launch.work_items <= 0) continue;
+    void* function = context.loaded_function(kernel.cuda_key, launch.entry);
+    if (!function) {
+      CachedCudaBinary binary;
+      try {
+        binary = CudaBinaryCache::instance().get(kernel.cuda_key, kernel.cuda.source, kernel.cuda.header_comment,
+                                                 context.target());
+      } catch (const CompileError& error) {
+        throw CompileError(describe_cuda_compile_error(kernel, output, error.what()));
+      } catch (const MissingKernelError& error) {
+        throw MissingKernelError(std::string(error.what()) + "; it computes " + output.op_name() + " " +
+                                 shape_to_string(output.shape) + " created at " + output.provenance.to_string());
+      }
+      function = context.load_function(kernel.cuda_key, binary.binary, launch.entry);
+    }
+    context.launch(function, std::min(launch.blocks_needed(), most_blocks), kCudaBlockSize, buffers);
+  }
+}
+
+// A Code op runs once for all its outputs; the first of them to be launched publishes every live one. Its
+// data values go to the device with an error slot after them, which the kernel sets on an unknown name.
+void launch_code(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& inputs) {
+  if (output->is_computed()) return;  // a sibling output's launch earlier in this plan computed it
+  auto* payload = dynamic_cast<const CodePayload*>(output->payload.get());
+  if (!payload) throw std::logic_error("internal error: a code kernel's output is not a Code op");
+  const CodeOp& op = *payload->op;
+  std::vector<StoragePtr> storages;
+  std::vector<void*> buffers;
+  for (size_t index = 0; index < op.output_shapes.size(); ++index) {
+    storages.push_back(allocate_on_device(*output, op.output_dtypes[index], op.output_shapes[index]));
+    buffers.push_back(storages.back()->device_data());
+  }
+  for (const NodePtr& input : inputs) {
+    if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");
+    buffers.push_back(input->storage->device_data());
+  }
+  std::vector<double> data = op.data_values;
+  data.push_back(0);  // the error slot
+  Storage data_storage(data.size() * sizeof(double), Storage::OnDevice{});
+  DeviceMemory& memory = *device_memory();
+  memory.copy_to_device(data_storage.device_data(), data.data(), data.size() * sizeof(double));
+  buffers.push_back(data_storage.device_data());
+  run_launches(kernel, *output, buffers);
+  double error = 0;
+  memory.copy_to_host(&error, static_cast<double*>(data_storage.device_data()) + op.data_values.size(), sizeof(error));
+  if (error != 0) {
+    std::string names;
+    for (const std::string& name : op.data_names) names += (names.empty() ? "" : ", ") + name;
+    throw std::runtime_error("the " + op.what + " created at " + op.provenance.to_string() +
+                             " read a data[\"name\"] that is not in its data (given: " +
+                             (names.empty() ? "none" : names) + ")");
+  }
+  std::vector<NodePtr> outputs = payload->outputs();
+  for (size_t index = 0; index < outputs.size(); ++index) {
+    const NodePtr& sibling = outputs[index];
+    if (!sibling || sibling->is_computed()) continue;
+    publish_storage(*sibling, storages[index]);
+    if (sibling != output) release_inputs(*sibling);
+  }
+  if (!output->is_computed()) publish_storage(*output, storages[payload->output_index]);
+}
+
+void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& inputs) {
+  if (kernel.on_host)
+    return run_code_on_host(output, inputs, host_kernel_function(kernel, *output), kernel.rendered.work_items);
+  if (kernel.code) return launch_code(kernel, output, inputs);
+  StoragePtr storage = allocate_on_device(*output, output->dtype, output->shape);
+  std::vector<void*> buffers{storage->device_data()};
+  for (const NodePtr& input : inputs) {
+    if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");
+    buffers.push_back(input->storage->device_data());
+  }
+  run_launches(kernel, *output, buffers);
+  publish_storage(*output, std::move(storage));
+}
+
+// The CUDA kernels of a fresh plan: rendered from the lowered IR (or the Code op's cuda_src) and keyed for the
+// binary cache. A Code op without cuda_src runs its C++ source on the CPU instead (as in Jittor): its inputs
+// are copied to the host, and its outputs to the GPU when a later kernel reads them.
+void render_for_cuda(std::vector<PlannedKernel>& kernels, const CudaTarget& target) {
+  for (PlannedKernel& kernel : kernels) {
+    const NodePtr& output = kernel.lowered.output;
+    if (kernel.code) {
+      const CodeOp& op = *static_cast<const CodePayload&>(*output->payload).op;
+      if (op.cuda_source.empty()) {
+        kernel.on_host = true;
+        kernel.rendered = render_code_kernel(op, output->inputs);
+        kernel.key = KernelCache::instance().key_for(kernel.rendered.source);
+        continue;
+      }
+      kernel.cuda = render_code_cuda_kernel(op, output->inputs);
+    } else
+      kernel.cuda = render_cuda(kernel.lowered.kernel);
+    if (execution_ == CudaExecution::Gpu) kernel.cuda_key = CudaBinaryCache::instance().key_for(kernel.cuda.source, target);
+  }
+}
+
+}  // namespace
+
+void use_device_memory(CudaExecution kind) {
+  if (kind == CudaExecution::Off) return;
+  DeviceMemory* wanted = kind == CudaExecution::Gpu ? static_cast<DeviceMemory*>(&CudaContext::instance())
+                                                    : &emulated_device_memory();
+  if (kind == CudaExecution::Gpu) context_created_ = true;
+  DeviceMemory* current = device_memory();
+  if (current && current != wanted)
+    throw std::invalid_argument(
+        std::string("cannot switch CUDA execution to the ") + (kind == CudaExecution::Gpu ? "GPU" : "emulator") +
+        ": this process already keeps values in the " + (kind == CudaExecution::Gpu ? "emulator's" : "GPU's") +
+        " memory; use one of them per process");
+  set_device_memory(wanted);
+}
+
+void set_cuda_execution(CudaExecution mode) {
+  use_device_memory(mode);
+  execution_ = mode;
+}
+
+CudaExecution cuda_execution() { return execution_; }
+
+void run_on_cuda(const std::vector<NodePtr>& targets) {
+  auto planning_start = std::chrono::steady_clock::now();
+  CudaTarget target;
+  if (execution_ == CudaExecution::Gpu) target = CudaContext::instance().target();
+  GraphSignature signature = graph_signature(targets);
+  signature.text.insert(0, execution_ == CudaExecution::Gpu ? "cuda " + target.name() + "\n" : "cuda emulator\n");
+  std::shared_ptr<const CachedPlan> plan = PlanCache::instance().find(signature.text);
+  if (!plan) {
+    std::vector<PlannedKernel> kernels = plan_kernels(targets, /*library_calls=*/false, /*render_cpu_source=*/false);
+    render_for_cuda(kernels, target);
+    plan = PlanCache::instance().insert(signature, std::move(kernels));
+  }
+  stats().planning_nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now() - planning_start).count();
+  const std::vector<NodePtr>& nodes = signature.nodes;
+  bool check_values = check_non_finite();
+  bool profiling = kernel_profiling();
+  for (size_t index = 0; index < plan->kernels.size(); ++index) {
+    check_interrupt();
+    const PlannedKernel& kernel = plan->kernels[index];
+    const NodePtr& output = nodes[plan->outputs[index]];
+    std::vector<NodePtr> inputs;
+    for (int position : plan->inputs[index]) inputs.push_back(nodes[position]);
+    if (profiling) {
+      synchronize_cuda();
+      auto start = std::chrono::steady_clock::now();
+      launch(kernel, output, inputs);
+      synchronize_cuda();
+      record_kernel_profile(kernel, *output, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    } else {
+      launch(kernel, output, inputs);
+    }
+    if (!kernel.on_host) stats().kernels_launched++;  // the host runner counts its own
+    if (check_values) check_kernel_output(kernel, *output, inputs);
+  }
+  for (int position : plan->outputs) release_inputs(*nodes[position]);
+}
+
+void synchronize_cuda() {
+  if (context_created_) CudaContext::instance().synchronize();
+}
+
+void forget_cuda_kernels_in_memory() {
+  CudaBinaryCache::instance().clear_memory();
+  if (context_created_) CudaContext::instance().forget_functions();
+}
+
+void release_cached_device_memory() {
+  if (context_created_) CudaContext::instance().release_cached_blocks();
+}
+
+}  // namespace metajit
