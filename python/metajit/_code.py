@@ -12,9 +12,12 @@ def _is_shape(value):
     return isinstance(value, (list, tuple)) and all(isinstance(extent, numbers.Integral) for extent in value)
 
 
-def code(shape, dtype, inputs, cpu_src, cpu_header="", cuda_src="", cuda_header="", grad_src=None, data=None,
+def code(shape, dtype, inputs, cpu_src="", cpu_header="", cuda_src="", cuda_header="", grad_src=None, data=None,
          cpu_parallel=None):
-    """Runs `cpu_src` (C++) to compute a new Var of `shape` and `dtype` from `inputs`.
+    """Runs `cpu_src` (C++) on the CPU, or `cuda_src` (CUDA) on the GPU under mj.flags.use_cuda, to compute a new
+    Var of `shape` and `dtype` from `inputs`. Give either or both; under use_cuda an op with only `cpu_src` runs
+    on the CPU between the GPU kernels (its inputs and outputs are copied), and one with only `cuda_src` cannot
+    run without use_cuda.
 
     Several outputs: pass a list of shapes and a list of dtypes; a list of Vars comes back.
     Inside the source: ``in0_p`` / ``out0_p`` (typed pointers), ``in0_shape0``, ``in0_stride0`` (in elements),

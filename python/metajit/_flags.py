@@ -52,16 +52,24 @@ class _Flags:
 
     @property
     def use_cuda(self):
-        """Always False in this build: CUDA kernels compile (mj.inspect(..., device="cuda")) but do not run yet.
-        Setting it True raises mj.CudaUnavailableError naming what is missing (driver, GPU), or
-        NotImplementedError on a machine that has a GPU."""
-        return False
+        """Whether kernels run as CUDA kernels: True on the GPU, "emulator" in the CPU emulator of CUDA
+        kernels (tests and debugging), False on the CPU. Setting True without a usable GPU raises
+        mj.CudaUnavailableError naming what is missing (driver, device). See docs/cuda.md."""
+        mode = _core.cuda_execution()
+        return {"gpu": True, "emulator": "emulator"}.get(mode, False)
 
     @use_cuda.setter
     def use_cuda(self, enabled):
-        if enabled:
-            from . import cuda
+        from . import cuda
+        if isinstance(enabled, str):
+            if enabled != "emulator":
+                raise ValueError(f"mj.flags.use_cuda takes True, False or 'emulator', not {enabled!r}")
+            cuda._set_execution("emulator")
+        elif enabled:
             cuda.require_gpu("mj.flags.use_cuda = True")
+            cuda._set_execution("gpu")
+        else:
+            cuda._set_execution("off")
 
     @property
     def log(self):

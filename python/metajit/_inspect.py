@@ -108,9 +108,12 @@ def inspect(*vars, device=None, arch=None):
     """The kernels that computing `vars` would launch, in launch order; runs and compiles nothing.
 
     device="cuda" gives the CUDA kernels instead (no GPU needed), rendered for `arch` (default: the GPU's, else
-    METAJIT_CUDA_ARCH, else sm_90); ``kernel.compile()`` then needs NVRTC."""
+    METAJIT_CUDA_ARCH, else sm_90); ``kernel.compile()`` then needs NVRTC. Without `device`, the kernels of
+    where kernels run now: CUDA while mj.flags.use_cuda is set."""
     if len(vars) == 1 and isinstance(vars[0], (list, tuple)):
         vars = tuple(vars[0])
+    if device is None and _core.cuda_execution() != "off":
+        device = "cuda"
     if device in (None, "cpu"):
         if arch is not None:
             raise ValueError("inspect: arch= is for device='cuda'")

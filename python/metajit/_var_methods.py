@@ -144,8 +144,8 @@ def _device_name(device):
 
 
 def to(self, *args, dtype=None, device=None, **ignored):
-    """x.to(dtype), x.to("cpu"), x.to(other) (its dtype), x.to(device, dtype). "cuda" raises: running on a GPU
-    is not built (mj.CudaUnavailableError names what is missing, see docs/cuda.md)."""
+    """x.to(dtype), x.to("cpu"), x.to("cuda"), x.to(other) (its dtype), x.to(device, dtype). A device moves the
+    value like x.cpu() / x.cuda() (see those); a dtype casts."""
     from . import _DTYPE_NAMES, _dtype_name
     for argument in args:
         if isinstance(argument, Var):
@@ -154,24 +154,43 @@ def to(self, *args, dtype=None, device=None, **ignored):
             device = argument
         else:
             dtype = argument
-    if device is not None and _device_name(device) != "cpu":
-        if _device_name(device) != "cuda":
-            raise ValueError(f"to: unknown device {device!r} (metajit runs on 'cpu'; 'cuda' is not built yet)")
-        from . import cuda
-        cuda.require_gpu(f"x.to({device!r})")
-    if dtype is None:
-        return self
-    name = _dtype_name(dtype)
-    return self if self.dtype == name else _core.cast(self, name)
+    result = self
+    if dtype is not None:
+        name = _dtype_name(dtype)
+        result = self if self.dtype == name else _core.cast(self, name)
+    if device is not None:
+        if _device_name(device) == "cuda":
+            result = result.cuda()
+        elif _device_name(device) == "cpu":
+            result = result.cpu()
+        else:
+            raise ValueError(f"to: unknown device {device!r}; metajit's devices are 'cpu' and 'cuda'")
+    return result
 
 
 def cpu(self):
+    """Computes the value and makes sure the host holds it (a copy from the GPU, when it was made there), so
+    the next x.numpy() is free. Returns x: where kernels run is mj.flags.use_cuda's choice (docs/cuda.md)."""
+    self.sync()
+    _core.move_to_host(self)
     return self
 
 
 def _cuda(self, *args, **kwargs):
+    """Computes the value and copies it to the GPU now, if it is not there yet (a dataset before the training
+    loop, say); returns x. Raises mj.CudaUnavailableError without a GPU. Kernels run on the GPU when
+    mj.flags.use_cuda is set (docs/cuda.md); a value then moves to the GPU by itself the first time a kernel
+    reads it."""
     from . import cuda
     cuda.require_gpu("x.cuda()")
+    self.sync()
+    _core.move_to_device(self)
+    return self
+
+
+def _is_cuda(self):
+    """True when the GPU holds the value (it was computed there, or copied by x.cuda() or a GPU kernel)."""
+    return bool(_core.value_on_device(self))
 
 
 def __deepcopy__(self, memo):
@@ -261,7 +280,7 @@ for _name, _function in {
     "mul": lambda self, other: self * other, "div": lambda self, other: self / other,
     "pow": lambda self, exponent: self ** exponent,
     "byte": _cast_to("uint8"), "dim": dim, "nelement": lambda self: self.numel(), "unbind": unbind,
-    "where": where, "to": to, "cpu": cpu, "cuda": _cuda, "__deepcopy__": __deepcopy__,
+    "where": where, "to": to, "cpu": cpu, "cuda": _cuda, "is_cuda": property(_is_cuda), "__deepcopy__": __deepcopy__,
     "eq": lambda self, other: self == other, "ne": lambda self, other: self != other,
     "lt": lambda self, other: self < other, "le": lambda self, other: self <= other,
     "gt": lambda self, other: self > other, "ge": lambda self, other: self >= other,

@@ -1,8 +1,12 @@
 """metajit.cuda: what the CUDA backend finds on this machine, and the target its kernels are compiled for.
 
+Where kernels run is one process-wide choice: ``mj.flags.use_cuda = True`` (or ``METAJIT_DEVICE=cuda``) runs
+every kernel on the GPU. A Var's value moves to whichever side reads it, once: ``x.numpy()`` copies a GPU value
+to the host, a GPU kernel reading a value made on the host (``mj.array``) copies it to the GPU. ``x.cuda()`` and
+``x.cpu()`` make that copy now and return ``x``.
+
 The CUDA kernels of any graph can be shown and compiled without a GPU (``mj.inspect(y, device="cuda")`` and
-``kernel.compile()``): only NVRTC is needed, which ``pip install nvidia-cuda-nvrtc`` provides. Running them
-needs the NVIDIA driver and a GPU; see docs/cuda.md for what is built so far.
+``kernel.compile()``): only NVRTC is needed, which ``pip install nvidia-cuda-nvrtc`` provides. See docs/cuda.md.
 """
 import importlib.util
 import os
@@ -38,7 +42,7 @@ def status():
 
 
 def is_available():
-    """True when a GPU and its driver are present (running kernels on it is not built yet; see docs/cuda.md)."""
+    """True when a GPU and its driver are present, so ``mj.flags.use_cuda = True`` runs kernels on it."""
     return status()["driver_reason"] == ""
 
 
@@ -71,24 +75,44 @@ def target_architecture(arch=None):
 
 
 def require_gpu(what):
-    """Raises for a request to run on the GPU: CudaUnavailableError naming what is missing, or, on a machine
-    with a GPU, NotImplementedError (this build compiles CUDA kernels but does not run them yet)."""
+    """Raises CudaUnavailableError, naming what is missing, unless a GPU can run kernels (or the emulator runs
+    them, for x.cuda() in tests)."""
+    if _core.cuda_execution() == "emulator":
+        return
     reason = unavailable_reason()
     if reason:
         raise CudaUnavailableError(f"{what}: CUDA is not available: {reason}")
-    raise NotImplementedError(f"{what}: running on the GPU is not built yet; mj.inspect(..., device='cuda') shows "
-                              f"and compiles the CUDA kernels (see docs/cuda.md)")
+
+
+def _set_execution(mode):
+    try:
+        _core.set_cuda_execution(mode)
+    except ValueError as error:
+        raise RuntimeError(f"mj.flags.use_cuda: {error}") from None
+
+
+def synchronize():
+    """Waits until every kernel and copy queued on the GPU has finished (kernels run asynchronously; reading a
+    value, x.numpy(), waits by itself). Use it around timings."""
+    _core.cuda_synchronize()
 
 
 def _start_from_environment():
-    """METAJIT_DEVICE=cuda on a machine that cannot run CUDA: say why once, and stay on the CPU."""
+    """METAJIT_DEVICE=cuda runs kernels on the GPU; on a machine that cannot, say why once and stay on the CPU.
+    METAJIT_DEVICE=cuda-emulator runs them in the CPU emulator of CUDA kernels (tests)."""
     device = os.environ.get("METAJIT_DEVICE", "").strip().lower()
     if device in ("", "cpu"):
         return
+    if device == "cuda-emulator":
+        _set_execution("emulator")
+        return
     if device != "cuda":
-        raise ValueError(f"METAJIT_DEVICE={device!r} is not a device; use 'cpu' or 'cuda'")
-    reason = unavailable_reason() or "running on the GPU is not built yet (see docs/cuda.md)"
-    warnings.warn(f"METAJIT_DEVICE=cuda: {reason}; running on the CPU", RuntimeWarning, stacklevel=2)
+        raise ValueError(f"METAJIT_DEVICE={device!r} is not a device; use 'cpu', 'cuda' or 'cuda-emulator'")
+    reason = unavailable_reason()
+    if reason:
+        warnings.warn(f"METAJIT_DEVICE=cuda: {reason}; running on the CPU", RuntimeWarning, stacklevel=2)
+        return
+    _set_execution("gpu")
 
 
 def emulate(*vars, max_blocks=4):

@@ -265,9 +265,11 @@ class Module:
 
     def to(self, dtype=None):
         """Converts floating-point parameters and buffers to `dtype` (new Var objects; see the module docstring).
-        Devices are not a metajit concept, so a device argument ('cpu') is accepted and ignored."""
+        A device ('cpu', 'cuda') moves their values instead, like cpu() / cuda()."""
         from .. import _dtype_name
-        if dtype is None or (isinstance(dtype, str) and dtype.split(":")[0] in ("cpu", "cuda")):
+        if isinstance(dtype, str) and dtype.split(":")[0] in ("cpu", "cuda"):
+            return self.cuda() if dtype.split(":")[0] == "cuda" else self.cpu()
+        if dtype is None:
             return self
         name = _dtype_name(dtype)
         if not name.startswith("float"):
@@ -285,7 +287,23 @@ class Module:
         return self.to("float16")
 
     def cpu(self):
+        """Copies parameter and buffer values held only by the GPU to the host; returns self."""
+        for value in self._values():
+            value.cpu()
         return self
+
+    def cuda(self, device=None):
+        """Copies parameter and buffer values to the GPU now (they would move at the first GPU kernel that reads
+        them); returns self. Kernels run on the GPU while mj.flags.use_cuda is set (docs/cuda.md)."""
+        for value in self._values():
+            value.cuda()
+        return self
+
+    def _values(self):
+        for module in self.modules():
+            for value in list(module._parameters.values()) + list(module._buffers.values()):
+                if value is not None:
+                    yield value
 
     # ------------------------------------------------------------------ state dicts
 
