@@ -18,7 +18,7 @@ import pytest
 import numpy as np
 
 import metajit as mj
-from conftest import PACKAGE_ROOT, assert_close
+from conftest import PACKAGE_ROOT, assert_close, cpu_backend
 
 # A small program with a few distinct kernels; prints its stats and results as JSON.
 PROGRAM = """
@@ -91,6 +91,7 @@ print(json.dumps({{"where_before": where_before, "values": [float(v) for v in va
 """
 
 
+@cpu_backend
 def test_the_full_range_vector_exp_comes_from_the_runtime_support_object_cached_like_a_kernel(tmp_path):
     uses_support = "+avx512f" not in mj._core.host_cpu_features()
     expected = np.exp(np.array(SUPPORT_INPUTS, dtype=np.float32).astype(np.float64))

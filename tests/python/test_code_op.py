@@ -166,7 +166,7 @@ def test_missing_grad_src_is_an_error():
 
 
 @pytest.mark.parametrize("arguments, message", [
-    (dict(shape=[2], dtype="float32", cpu_src=""), "cpu_src is empty"),
+    (dict(shape=[2], dtype="float32", cpu_src=""), "cpu_src and cuda_src are both empty"),
     (dict(shape=[2], dtype="float32", cpu_src="x", grad_src=["a", "b"]), "one per input"),
     (dict(shape=[2], dtype="float32", cpu_src="x", data={"not a name": 1}), "not an identifier"),
     (dict(shape=[-1], dtype="float32", cpu_src="x"), "negative"),

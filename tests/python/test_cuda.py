@@ -62,7 +62,7 @@ def test_inspect_rejects_unknown_devices_and_architectures():
     with pytest.raises(ValueError, match="not a CUDA architecture"):
         mj.inspect(x + 1, device="cuda", arch="ampere")
     with pytest.raises(ValueError, match="arch= is for device='cuda'"):
-        mj.inspect(x + 1, arch="sm_90")
+        mj.inspect(x + 1, device="cpu", arch="sm_90")
 
 
 # ---- the kernels mj.inspect(device="cuda") shows ----
@@ -94,7 +94,7 @@ def test_inspect_shows_cuda_kernels_with_their_schedule():
 
 def test_inspect_cuda_keeps_contractions_as_generated_kernels():
     image, weight = mj.array(rand(2, 3, 8, 8)), mj.array(rand(4, 3, 3, 3, seed=1))
-    cpu = mj.inspect(F.conv2d(image, weight, padding=1))
+    cpu = mj.inspect(F.conv2d(image, weight, padding=1), device="cpu")
     cuda = mj.inspect(F.conv2d(image, weight, padding=1), device="cuda")
     if mj.flags.lowering:
         assert any(kernel.library for kernel in cpu)
@@ -194,10 +194,10 @@ def test_code_op_without_cuda_src_says_so():
 
 def test_cpu_kernels_compile_to_an_object_file():
     x = mj.array(rand(16, 16))
-    kernel = mj.inspect((x * 5.5).sin())[0]
+    kernel = mj.inspect((x * 5.5).sin(), device="cpu")[0]
     compiled = kernel.compile()
     assert compiled.format == "elf" and bytes(compiled)[:4] == b"\x7fELF"
-    assert mj.inspect((x * 5.5).sin())[0].where == "memory"
+    assert mj.inspect((x * 5.5).sin(), device="cpu")[0].where == "memory"
 
 
 # ---- the CUDA kernels' numbers, in the emulator ----

@@ -274,16 +274,16 @@ def test_reduction_loops_walking_memory_in_order_are_merged(rng):
     data = rng.standard_normal((4, 6, 8, 8)).astype(np.float32)
     x = mj.array(data)
     merged = (x * 2).sum([0, 2, 3])
-    kernel, = mj.inspect(merged)
+    kernel, = mj.inspect(merged, device="cpu")
     assert "for (int64_t r2_3 = 0; r2_3 < 64;" in kernel.source, kernel.source
     assert "for (int64_t r0 = 0; r0 < 4;" in kernel.source, kernel.source
     np.testing.assert_allclose(merged.numpy(), (data.astype(np.float64) * 2).sum((0, 2, 3)), rtol=1e-5, atol=1e-5)
     everything = x.sum()
-    kernel, = mj.inspect(everything)
+    kernel, = mj.inspect(everything, device="cpu")
     assert "const int64_t r0_1_2_3 = " in kernel.source and "<= 1536;" in kernel.source, kernel.source  # one loop
     np.testing.assert_allclose(everything.numpy(), data.astype(np.float64).sum(), rtol=1e-5)
     transposed = x.transpose(2, 3).reshape(4, 6, 64).sum(2)
-    kernel, = mj.inspect(transposed)
+    kernel, = mj.inspect(transposed, device="cpu")
     assert "r2 < 64" in kernel.source and "r2_" not in kernel.source, kernel.source
     np.testing.assert_allclose(transposed.numpy(), data.transpose(0, 1, 3, 2).reshape(4, 6, 64).sum(2), rtol=1e-5,
                                atol=1e-5)
@@ -302,7 +302,7 @@ def test_value_rebuilt_from_many_buffers_is_stored_once_for_its_readers(rng):
     def full_size_inputs(kernel):
         return len(re.findall(r"const float\* __restrict__ in\d+,  // float32 \[64, 256\]", kernel.source))
 
-    kernels = mj.inspect(rows, columns, scaled)
+    kernels = mj.inspect(rows, columns, scaled, device="cpu")
     assert sorted(full_size_inputs(kernel) for kernel in kernels) == [1, 1, 1, 6], [k.source for k in kernels]
     d = [a.astype(np.float64) for a in datas]
     expected = ((d[0] * d[1] + d[2]) * d[3] - d[4]) * d[5]
@@ -311,7 +311,7 @@ def test_value_rebuilt_from_many_buffers_is_stored_once_for_its_readers(rng):
     np.testing.assert_allclose(columns.numpy(), expected.sum(0), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(scaled.numpy(), expected * 3, rtol=1e-5, atol=1e-5)
     cheap = xs[0].relu()
-    kernels = mj.inspect(cheap.sum(1), cheap.sum(0), cheap * 3.0)
+    kernels = mj.inspect(cheap.sum(1), cheap.sum(0), cheap * 3.0, device="cpu")
     assert [full_size_inputs(kernel) for kernel in kernels] == [1, 1, 1], [k.source for k in kernels]
 
 

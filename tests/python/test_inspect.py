@@ -8,9 +8,10 @@ import numpy as np
 
 import metajit as mj
 
-from conftest import PACKAGE_ROOT
+from conftest import PACKAGE_ROOT, cpu_backend
 
 
+@cpu_backend
 def test_inspect_softmax_lists_kernels_and_runs_nothing():
     x = mj.array(np.random.default_rng(0).normal(size=(8, 16)).astype(np.float32))
     y = x.softmax(1)  # SOFTMAX LINE
@@ -45,6 +46,7 @@ def test_inspect_reports_an_uncompiled_kernel():
     assert "1234.5" in kernel.source
 
 
+@cpu_backend
 def test_inspect_code_op_and_library_call():
     x = mj.array(np.ones((4, 4), dtype=np.float32))
     y = mj.code([4], "float32", [x + 1], "for (int i = 0; i < 4; ++i) out0(i) = in0(i, i);")
@@ -62,6 +64,7 @@ def test_inspect_code_op_and_library_call():
         assert "library call" in str(kernels[0])
 
 
+@cpu_backend
 def test_dump_dir_writes_sources_objects_and_index(tmp_path):
     script = (
         "import numpy as np, metajit as mj\n"

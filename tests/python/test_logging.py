@@ -4,6 +4,8 @@ import re
 import subprocess
 import sys
 
+from conftest import cpu_backend
+
 PROGRAM = """
 import numpy as np, metajit as mj
 x = mj.array(np.arange(10, dtype=np.float32))
@@ -17,6 +19,7 @@ def run(cache_dir, level):
     return subprocess.run([sys.executable, "-c", PROGRAM], env=environment, capture_output=True, text=True, check=True)
 
 
+@cpu_backend
 def test_info_logs_compile_then_disk_load(tmp_path):
     first = run(tmp_path, "info")
     compiled = re.findall(r"kernel ([0-9a-f]{32}): compiled in ([0-9.]+) ms", first.stderr)

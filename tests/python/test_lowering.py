@@ -7,7 +7,10 @@ import pytest
 
 import metajit as mj
 import metajit.nn.functional as F
+from conftest import cpu_backend
 from gradient_check import torch_gradients
+
+pytestmark = cpu_backend  # the CPU backend's own kernels (conftest.cpu_backend)
 
 torch = pytest.importorskip("torch")
 

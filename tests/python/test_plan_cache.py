@@ -3,6 +3,7 @@ that differs in anything that changes the kernels (constants, sharing, shapes, w
 import numpy as np
 
 import metajit as mj
+from conftest import cpu_backend
 
 
 def floats(rng, *shape):
@@ -68,6 +69,7 @@ def test_reindex_payloads_with_different_expressions_differ(rng):
         np.testing.assert_allclose(y.numpy(), expected)
 
 
+@cpu_backend
 def test_lowering_switch_is_part_of_the_plan(rng):
     a, b = floats(rng, 64, 64), floats(rng, 64, 64)
     previous = mj.flags.lowering

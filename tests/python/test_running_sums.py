@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import metajit as mj
+from conftest import cpu_backend
 
 # the scalar form (term r = i added to the sum) or the vector form (a vector of terms scanned across its lanes)
 RUNNING = re.compile(r"const int64_t r\d+ = i\d+;|mj_prefix_(sum|product)\(")
@@ -195,6 +196,7 @@ int main() {
 @pytest.mark.parametrize("compiler_name", ["clang++-14", "g++"])
 @pytest.mark.parametrize("target", [["-march=native"], ["-mavx2", "-mfma", "-mno-avx512f"], []],
                          ids=["native", "avx2", "sse"])
+@cpu_backend
 def test_vector_scans_at_every_width_and_with_gcc(tmp_path, compiler_name, target):
     # The JIT only runs the host's width: the 8- and 4-lane scans (and g++, the subprocess fallback) run here.
     compiler = shutil.which(compiler_name)

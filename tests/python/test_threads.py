@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import metajit as mj
-from conftest import assert_close
+from conftest import CUDA_EXECUTION, assert_close
 
 
 @pytest.fixture
@@ -142,6 +142,7 @@ def test_thread_count_setting_does_not_change_results(rng):
         mj.flags.num_threads = previous
 
 
+@pytest.mark.skipif(CUDA_EXECUTION, reason="a forked child cannot use its parent's CUDA context (as in PyTorch)")
 def test_forked_child_runs_kernels_on_one_thread():
     """libgomp's worker threads do not exist in a child made by fork(): a parallel region there used to wait for
     them forever. The child now runs kernels and oneDNN calls on its own thread, and refuses more threads."""

@@ -11,7 +11,9 @@ import pytest
 
 import metajit as mj
 import metajit.nn.functional as F
-from conftest import assert_close
+from conftest import assert_close, cpu_backend
+
+pytestmark = cpu_backend  # the CPU backend's own kernels (conftest.cpu_backend)
 
 # Around 16 lanes (AVX-512) and the unrolled 2 x 16 and 4 x 16 blocks, so every tail path runs.
 ROW_LENGTHS = [1, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 1000, 1024]
