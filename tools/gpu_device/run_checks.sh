@@ -21,12 +21,14 @@ export PYTHONPATH=$root/python LD_LIBRARY_PATH=/opt/metajit-runtime/lib METAJIT_
 export PYTHONFAULTHANDLER=1
 $PYTHON -c "import metajit as mj; print(mj.cuda.status())" > "$OUT/status.txt" 2>&1
 head -c 600 "$OUT/status.txt"; echo
+# Anything session-specific to try first (a crash to bisect, say) goes in .device/first.py.
+if [ -f .device/first.py ]; then timeout 240 $PYTHON .device/first.py > "$OUT/first.txt" 2>&1; fi
 # The GPU tests first (their failures are the point), then the benchmark, then the whole suite in shards.
 timeout 120 $PYTHON -m pytest -q --tb=short -p no:cacheprovider tests/python/test_cuda_execution.py \
   tests/python/test_cuda.py > "$OUT/gpu_tests.txt" 2>&1
 tail -4 "$OUT/gpu_tests.txt"
-timeout 150 $PYTHON bench/cuda_benchmark.py --output "$OUT/CUDA.md" > "$OUT/bench.txt" 2>&1
-tail -12 "$OUT/bench.txt"
+timeout 150 $PYTHON bench/cuda_benchmark.py --profile --output "$OUT/CUDA.md" > "$OUT/bench.txt" 2>&1
+tail -40 "$OUT/bench.txt"
 files=(tests/python/test_*.py)
 shards=12
 for shard in $(seq 0 $((shards - 1))); do
@@ -39,5 +41,8 @@ for shard in $(seq 0 $((shards - 1))); do
 done
 wait
 for shard in $(seq 0 $((shards - 1))); do tail -1 "$OUT/suite_$shard.txt"; done
-grep -h "^FAILED\|^ERROR" "$OUT"/suite_*.txt | head -40
+# One file back (the tool returns a few files only).
+for shard in $(seq 0 $((shards - 1))); do echo "=== shard $shard"; cat "$OUT/suite_$shard.txt"; done > "$OUT/suite.txt"
+rm -f "$OUT"/suite_*.txt
+grep -h "^FAILED\|^ERROR" "$OUT/suite.txt" | cut -c1-150 | head -60
 echo "total $(( $(date +%s) - start )) s"
