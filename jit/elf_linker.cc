@@ -107,11 +107,12 @@ void* link(const std::string& bytes, const std::string& symbol, ExecutableArena&
   }
 
   // Lay out: code + stubs, constants + GOT, writable data. Memory from a fresh mmap is already zero.
-  MemoryRegion code = arena.take(sizes[int(SectionKind::Code)] + stubs.size() * kStubBytes + kStubBytes,
-                                 Protection::ReadExecute);
-  MemoryRegion read_only = arena.take(sizes[int(SectionKind::ReadOnly)] + got_slots.size() * 8 + 8,
-                                      Protection::ReadOnly);
-  MemoryRegion read_write = arena.take(sizes[int(SectionKind::ReadWrite)], Protection::ReadWrite);
+  ExecutableArena::Regions regions =
+      arena.take_together(sizes[int(SectionKind::Code)] + stubs.size() * kStubBytes + kStubBytes,
+                          sizes[int(SectionKind::ReadOnly)] + got_slots.size() * 8 + 8, sizes[int(SectionKind::ReadWrite)]);
+  MemoryRegion& code = regions.code;
+  MemoryRegion& read_only = regions.read_only;
+  MemoryRegion& read_write = regions.read_write;
   std::vector<uint8_t*> addresses(section_count, nullptr);
   for (size_t index = 0; index < section_count; ++index) {
     if (kinds[index] == SectionKind::NotLoaded) continue;

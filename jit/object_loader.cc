@@ -78,9 +78,11 @@ class ArenaMemoryManager final : public llvm::RTDyldMemoryManager {
   bool needsToReserveAllocationSpace() override { return true; }
   void reserveAllocationSpace(uintptr_t code_size, uint32_t code_align, uintptr_t read_only_size,
                               uint32_t read_only_align, uintptr_t read_write_size, uint32_t read_write_align) override {
-    code_ = arena_.take(code_size + code_align, Protection::ReadExecute);
-    read_only_ = arena_.take(read_only_size + read_only_align, Protection::ReadOnly);
-    read_write_ = arena_.take(read_write_size + read_write_align, Protection::ReadWrite);
+    ExecutableArena::Regions regions = arena_.take_together(code_size + code_align, read_only_size + read_only_align,
+                                                            read_write_size + read_write_align);
+    code_ = regions.code;
+    read_only_ = regions.read_only;
+    read_write_ = regions.read_write;
   }
   uint8_t* allocateCodeSection(uintptr_t size, unsigned alignment, unsigned, llvm::StringRef) override {
     return code_.carve(size, alignment);  // nullptr (RuntimeDyld reports it) if no reservation came first
