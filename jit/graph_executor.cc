@@ -94,11 +94,13 @@ std::mutex profile_mutex_;
 std::unordered_map<std::string, KernelProfile> profile_;
 
 void record_profile(const PlannedKernel& kernel, const Node& output, double seconds) {
-  std::string identity = kernel.key + "|" + (kernel.library ? kernel.library->describe() : std::string());
+  // CUDA kernels have no CPU key: their binary's key, or under the emulator (no binaries) their source.
+  const std::string& key = !kernel.key.empty() ? kernel.key : !kernel.cuda_key.empty() ? kernel.cuda_key : kernel.cuda.source;
+  std::string identity = key + "|" + (kernel.library ? kernel.library->describe() : std::string());
   std::lock_guard<std::mutex> lock(profile_mutex_);
   KernelProfile& entry = profile_[identity];
   if (entry.launches == 0) {
-    entry.key = kernel.key;
+    entry.key = kernel.key.empty() ? kernel.cuda_key : kernel.key;
     entry.name = (kernel.library ? kernel.library->describe() + (kernel.key.empty() ? "" : " + epilogue") + ": " : "") +
                  output.op_name() + " " + shape_to_string(output.shape) + " at " + output.provenance.to_string();
   }

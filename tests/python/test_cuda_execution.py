@@ -148,6 +148,15 @@ def test_check_nan_names_the_gpu_kernel():
         mj.flags.check_nan = False
 
 
+def test_profile_lists_each_cuda_kernel():
+    x = mj.array(rand(64, 100))
+    with mj.profile() as report:
+        mj.sync(x.softmax(1), (x * 3).exp().sum(0))
+    names = [entry["name"] for entry in report.entries]
+    assert len(names) >= 2 and len(set(names)) == len(names), names
+    assert all("test_cuda_execution.py" in name for name in names), names
+
+
 def test_module_cuda_and_cpu_move_parameters():
     layer = mj.nn.Linear(6, 3)
     assert layer.cuda() is layer
