@@ -1,11 +1,13 @@
 #include "jit/cuda_binary_cache.h"
 
+#include <atomic>
 #include <chrono>
 
 #include "cache/content_hash.h"
 #include "cache/disk_store.h"
 #include "core/log.h"
 #include "core/stats.h"
+#include "core/thread_pool.h"
 #include "jit/kernel_cache.h"
 #include "jit/kernel_entry.h"
 
@@ -78,6 +80,27 @@ CachedCudaBinary CudaBinaryCache::get(const std::string& key, const std::string&
   std::lock_guard<std::mutex> lock(mutex_);
   binaries_[key] = binary;
   return {binary, "compiled"};
+}
+
+int CudaBinaryCache::prepare(const std::vector<CudaKernelRequest>& requests, const CudaTarget& target) {
+  std::vector<const CudaKernelRequest*> missing;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const CudaKernelRequest& request : requests)
+      if (!binaries_.count(request.key)) missing.push_back(&request);
+  }
+  std::atomic<int> compiled{0};
+  parallel_for(int64_t(missing.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t index = begin; index < end; ++index) {
+      try {
+        const CudaKernelRequest& request = *missing[index];
+        if (get(request.key, request.source, request.header_comment, target).origin == "compiled") compiled++;
+      } catch (...) {
+        // get() is asked again at launch, on the calling thread, and reports the error with full context.
+      }
+    }
+  });
+  return compiled;
 }
 
 void CudaBinaryCache::clear_memory() {

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "jit/nvrtc_compiler.h"
 
@@ -13,6 +14,10 @@ namespace metajit {
 struct CachedCudaBinary {
   CudaBinary binary;
   std::string origin;  // "memory", "bundle", "disk" or "compiled"
+};
+
+struct CudaKernelRequest {
+  std::string key, source, header_comment;
 };
 
 class CudaBinaryCache {
@@ -26,6 +31,10 @@ class CudaBinaryCache {
   // have to compile while compiling is off (METAJIT_COMPILE=never).
   CachedCudaBinary get(const std::string& key, const std::string& source, const std::string& header_comment,
                        const CudaTarget& target);
+  // Brings every requested binary not yet in memory in from the bundle, the disk or NVRTC, several at once on
+  // the thread pool: a new plan's kernels compile in parallel instead of one by one as they launch. Errors are
+  // left for get() to report, with the node's context. Returns how many were compiled.
+  int prepare(const std::vector<CudaKernelRequest>& requests, const CudaTarget& target);
   // Forgets the binaries held in memory (mj._core.clear_memory_cache): the next get() reads the disk again.
   void clear_memory();
 

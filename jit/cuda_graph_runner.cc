@@ -136,7 +136,7 @@ void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vecto
 // The CUDA kernels of a fresh plan: rendered from the lowered IR (or the Code op's cuda_src) and keyed for the
 // binary cache. A Code op without cuda_src runs its C++ source on the CPU instead (as in Jittor): its inputs
 // are copied to the host, and its outputs to the GPU when a later kernel reads them.
-void render_for_cuda(std::vector<PlannedKernel>& kernels, const CudaTarget& target) {
+void render_for_cuda(std::vector<PlannedKernel>& kernels, const CudaTarget& target, bool with_keys) {
   for (PlannedKernel& kernel : kernels) {
     const NodePtr& output = kernel.lowered.output;
     if (kernel.code) {
@@ -150,11 +150,25 @@ void render_for_cuda(std::vector<PlannedKernel>& kernels, const CudaTarget& targ
       kernel.cuda = render_code_cuda_kernel(op, output->inputs);
     } else
       kernel.cuda = render_cuda(kernel.lowered.kernel);
-    if (execution_ == CudaExecution::Gpu) kernel.cuda_key = CudaBinaryCache::instance().key_for(kernel.cuda.source, target);
+    if (with_keys) kernel.cuda_key = CudaBinaryCache::instance().key_for(kernel.cuda.source, target);
   }
 }
 
+int prepare_binaries(const std::vector<PlannedKernel>& kernels, const CudaTarget& target) {
+  std::vector<CudaKernelRequest> requests;
+  for (const PlannedKernel& kernel : kernels)
+    if (!kernel.cuda_key.empty() && !kernel.on_host)
+      requests.push_back({kernel.cuda_key, kernel.cuda.source, kernel.cuda.header_comment});
+  return CudaBinaryCache::instance().prepare(requests, target);
+}
+
 }  // namespace
+
+int precompile_cuda(const std::vector<NodePtr>& targets, const CudaTarget& target) {
+  std::vector<PlannedKernel> kernels = plan_kernels(targets, /*library_calls=*/false, /*render_cpu_source=*/false);
+  render_for_cuda(kernels, target, /*with_keys=*/true);
+  return prepare_binaries(kernels, target);
+}
 
 void use_device_memory(CudaExecution kind) {
   if (kind == CudaExecution::Off) return;
@@ -186,7 +200,8 @@ void run_on_cuda(const std::vector<NodePtr>& targets) {
   std::shared_ptr<const CachedPlan> plan = PlanCache::instance().find(signature.text);
   if (!plan) {
     std::vector<PlannedKernel> kernels = plan_kernels(targets, /*library_calls=*/false, /*render_cpu_source=*/false);
-    render_for_cuda(kernels, target);
+    render_for_cuda(kernels, target, /*with_keys=*/execution_ == CudaExecution::Gpu);
+    if (execution_ == CudaExecution::Gpu) prepare_binaries(kernels, target);  // a new plan: all at once
     plan = PlanCache::instance().insert(signature, std::move(kernels));
   }
   stats().planning_nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/node.h"
+#include "jit/nvrtc_compiler.h"
 
 namespace metajit {
 
@@ -30,6 +31,10 @@ void run_on_cuda(const std::vector<NodePtr>& targets);
 void synchronize_cuda();
 // mj.gc(): cached free device blocks back to the driver (no-op without a GPU context).
 void release_cached_device_memory();
+// mj.cuda.precompile: compiles (or loads) every CUDA kernel computing `targets` would launch, for `target`, in
+// parallel; runs nothing and needs no GPU. Returns how many were compiled. Compile errors wait for the launch
+// (or kernel.compile()) to report them.
+int precompile_cuda(const std::vector<NodePtr>& targets, const CudaTarget& target);
 // mj._core.clear_memory_cache: the next launches read their CUDA binaries from the disk cache (or bundle) again.
 void forget_cuda_kernels_in_memory();
 

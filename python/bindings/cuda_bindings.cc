@@ -98,6 +98,12 @@ void bind_cuda(py::module_& module) {
     py::gil_scoped_release release;
     synchronize_cuda();
   });
+  module.def("precompile_cuda", [](const std::vector<NodePtr>& nodes, int architecture) {
+    CudaTarget target;
+    target.architecture = architecture;
+    py::gil_scoped_release release;  // NVRTC runs on the thread pool meanwhile
+    return precompile_cuda(nodes, target);
+  }, "Compiles the CUDA kernels computing these Vars for one architecture, in parallel; returns how many compiled.");
   module.def("parse_cuda_architecture", [](const std::string& text) { return CudaTarget::parse(text).architecture; });
 
   module.def("plan_cuda", [](const std::vector<NodePtr>& nodes, int architecture) {

@@ -97,6 +97,21 @@ def synchronize():
     _core.cuda_synchronize()
 
 
+def precompile(*vars, arch=None):
+    """Compiles every CUDA kernel that computing `vars` would launch, for `arch` (default: as
+    target_architecture()), several at once on the thread pool, into the kernel cache; runs nothing and needs
+    NVRTC but no GPU. A training step otherwise compiles its kernels one by one as they first launch. Returns
+    how many kernels were compiled (the rest were cached already). Compile errors are reported when the kernel
+    launches, or by mj.inspect(..., device="cuda")[i].compile()."""
+    from . import Var
+    if len(vars) == 1 and isinstance(vars[0], (list, tuple)):
+        vars = tuple(vars[0])
+    for value in vars:
+        if not isinstance(value, Var):
+            raise TypeError(f"precompile: expected metajit Vars, got {type(value).__name__}")
+    return _core.precompile_cuda(list(vars), target_architecture(arch))
+
+
 def _start_from_environment():
     """METAJIT_DEVICE=cuda runs kernels on the GPU; on a machine that cannot, say why once and stay on the CPU.
     METAJIT_DEVICE=cuda-emulator runs them in the CPU emulator of CUDA kernels (tests)."""

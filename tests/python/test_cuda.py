@@ -161,6 +161,25 @@ def test_keys_depend_on_the_architecture_and_compiles_are_cached():
 
 
 @needs_nvrtc
+def test_precompile_compiles_every_kernel_of_a_graph_at_once_and_leaves_errors_for_the_launch():
+    x = mj.array(rand(40, 70))
+    unique = 1.0 + np.random.default_rng().random()  # constants no other run compiled, so nothing is cached yet
+    outputs = [(x * unique).exp().softmax(-1), (x - unique).abs().sum(0), (x + unique).relu().max(1)]
+    broken = mj.code([4], "float32", [x], cpu_src="out0_p[0] = 0;", cuda_src="out0_p[0] = undefined_name;")
+    mj.reset_stats()
+    compiled = mj.cuda.precompile(*outputs, broken, arch="sm_80")
+    kernels = mj.inspect(*outputs, device="cuda", arch="sm_80")
+    assert len(kernels) >= 3 and compiled == len(kernels)  # the broken Code op is not counted
+    assert mj.stats()["kernels_compiled"] == len(kernels)
+    assert all(kernel.where == "memory" for kernel in kernels)
+    assert mj.cuda.precompile(*outputs, arch="sm_80") == 0  # all cached now
+    with pytest.raises(mj.CompileError, match=r"cuda_src\(1\).*undefined_name"):
+        mj.inspect(broken, device="cuda", arch="sm_80")[0].compile()
+    with pytest.raises(TypeError, match="expected metajit Vars"):
+        mj.cuda.precompile(np.ones(3))
+
+
+@needs_nvrtc
 def test_a_gpu_newer_than_nvrtc_gets_ptx_and_an_older_one_a_clear_error():
     x = mj.array(rand(8, 8))
     newest = max(mj.cuda.status()["nvrtc_architectures"])
