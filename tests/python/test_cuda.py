@@ -10,6 +10,7 @@ import pytest
 
 import metajit as mj
 import metajit.nn.functional as F
+from metajit.cache import bundle as bundle_format
 from conftest import PACKAGE_ROOT
 
 needs_nvrtc = pytest.mark.skipif(not mj.cuda.nvrtc_available(), reason="NVRTC (pip install nvidia-cuda-nvrtc) is missing")
@@ -177,6 +178,18 @@ def test_precompile_compiles_every_kernel_of_a_graph_at_once_and_leaves_errors_f
         mj.inspect(broken, device="cuda", arch="sm_80")[0].compile()
     with pytest.raises(TypeError, match="expected metajit Vars"):
         mj.cuda.precompile(np.ones(3))
+
+
+@needs_nvrtc
+def test_a_gpu_bundle_can_be_recorded_on_a_machine_without_a_gpu(tmp_path):
+    x = mj.array(rand(8, 30))
+    value = (x * (2.0 + np.random.default_rng().random())).softmax(1)
+    with mj.cache.record() as recording:
+        mj.cuda.precompile(value, arch="sm_90")
+    recording.save(str(tmp_path / "gpu.mjb"))
+    keys = {kernel.key for kernel in mj.inspect(value, device="cuda", arch="sm_90")}
+    manifest, entries = bundle_format.read_bundle(str(tmp_path / "gpu.mjb"))
+    assert keys and keys <= {key for key, _ in entries}
 
 
 @needs_nvrtc
