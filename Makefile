@@ -6,6 +6,7 @@
 #                matmul, conv2d against PyTorch), the operator sweep (about 40 library ops against PyTorch, slowest
 #                first), the convolution-variant benchmark (grouped, depthwise, 1x1) and the training benchmarks
 #   make bench-training   the training benchmark with ResNet-18 too
+#   make bench-cuda   the CUDA benchmark (chain, softmax, ResNet-18 step against PyTorch on the GPU)
 #   make bench-frameworks   make bench with Jittor and tinygrad beside metajit and PyTorch, from a virtual
 #                environment (.bench-frameworks/) that tools/install_bench_frameworks.sh sets up
 #   make test-asan   build the C++ code with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/) and run
@@ -31,7 +32,7 @@ CMAKE_ARGS ?=
 TEST_CACHE_DIR := $(abspath $(BUILD_DIR))/test-kernel-cache
 PY_ENV := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all setup deps configure build test test-asan demo bench bench-run bench-frameworks bench-training fuzz soak \
+.PHONY: all setup deps configure build test test-asan demo bench bench-run bench-frameworks bench-training bench-cuda fuzz soak \
 	clean
 
 all: setup
@@ -91,6 +92,10 @@ bench-frameworks: setup
 
 bench-training: setup
 	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn,resnet18,transformer --steps 2
+
+# The CUDA backend against PyTorch on this machine's GPU (says so and measures nothing without one).
+bench-cuda: setup
+	$(PY_ENV) $(PYTHON) bench/cuda_benchmark.py --profile
 
 # Differential fuzzing against numpy for as long as asked (FUZZ_SECONDS); make test runs a bounded set.
 FUZZ_SECONDS ?= 600
