@@ -102,21 +102,10 @@ void launch_code(const PlannedKernel& kernel, const NodePtr& output, const std::
   run_launches(kernel, *output, buffers);
   double error = 0;
   memory.copy_to_host(&error, static_cast<double*>(data_storage.device_data()) + op.data_values.size(), sizeof(error));
-  if (error != 0) {
-    std::string names;
-    for (const std::string& name : op.data_names) names += (names.empty() ? "" : ", ") + name;
+  if (error != 0)
     throw std::runtime_error("the " + op.what + " created at " + op.provenance.to_string() +
-                             " read a data[\"name\"] that is not in its data (given: " +
-                             (names.empty() ? "none" : names) + ")");
-  }
-  std::vector<NodePtr> outputs = payload->outputs();
-  for (size_t index = 0; index < outputs.size(); ++index) {
-    const NodePtr& sibling = outputs[index];
-    if (!sibling || sibling->is_computed()) continue;
-    publish_storage(*sibling, storages[index]);
-    if (sibling != output) release_inputs(*sibling);
-  }
-  if (!output->is_computed()) publish_storage(*output, storages[payload->output_index]);
+                             " read a data[\"name\"] that is not in its data (given: " + code_data_names(op) + ")");
+  publish_code_outputs(*payload, output, storages);
 }
 
 void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& inputs) {

@@ -159,20 +159,27 @@ void run_code_on_host(const NodePtr& output, const std::vector<NodePtr>& inputs,
   stats().kernels_launched++;
   const char* missing = nullptr;
   std::memcpy(&missing, &data.back(), sizeof(missing));
-  if (missing) {
-    std::string names;
-    for (const std::string& name : op.data_names) names += (names.empty() ? "" : ", ") + name;
+  if (missing)
     throw std::runtime_error("the " + op.what + " created at " + op.provenance.to_string() + " read data[\"" +
-                             missing + "\"], which is not in its data (given: " + (names.empty() ? "none" : names) + ")");
-  }
-  std::vector<NodePtr> outputs = payload->outputs();
+                             missing + "\"], which is not in its data (given: " + code_data_names(op) + ")");
+  publish_code_outputs(*payload, output, storages);
+}
+
+std::string code_data_names(const CodeOp& op) {
+  std::string names;
+  for (const std::string& name : op.data_names) names += (names.empty() ? "" : ", ") + name;
+  return names.empty() ? "none" : names;
+}
+
+void publish_code_outputs(const CodePayload& payload, const NodePtr& output, const std::vector<StoragePtr>& storages) {
+  std::vector<NodePtr> outputs = payload.outputs();
   for (size_t index = 0; index < outputs.size(); ++index) {
     const NodePtr& sibling = outputs[index];
     if (!sibling || sibling->is_computed()) continue;
     publish_storage(*sibling, storages[index]);
     if (sibling != output) release_inputs(*sibling);
   }
-  if (!output->is_computed()) publish_storage(*output, storages[payload->output_index]);
+  if (!output->is_computed()) publish_storage(*output, storages[payload.output_index]);
 }
 
 KernelFunction host_kernel_function(const PlannedKernel& kernel, const Node& output) {

@@ -11,6 +11,7 @@
 #include "jit/cuda_renderer.h"
 #include "jit/kernel_cache.h"
 #include "jit/lowering.h"
+#include "meta_ops/code.h"
 
 namespace metajit {
 
@@ -45,6 +46,10 @@ void record_kernel_profile(const PlannedKernel& kernel, const Node& output, doub
 KernelFunction host_kernel_function(const PlannedKernel& kernel, const Node& output);
 void run_code_on_host(const NodePtr& output, const std::vector<NodePtr>& inputs, KernelFunction function,
                       int64_t work_items);
+// Shared by both runners' Code op launches: the data names an error lists ("none" without data), and
+// publishing every live output of the op once it ran (`storages` in output order).
+std::string code_data_names(const CodeOp& op);
+void publish_code_outputs(const CodePayload& payload, const NodePtr& output, const std::vector<StoragePtr>& storages);
 
 // Per-kernel wall time, collected while profiling is on (mj.profile()): one entry per distinct kernel.
 struct KernelProfile {
