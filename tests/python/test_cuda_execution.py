@@ -108,6 +108,33 @@ def test_a_training_step_matches_pytorch():
         assert_close(ours, theirs.detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
+def test_convolutional_training_steps_match_pytorch():
+    """Convolution, max pooling and their gradients (reindex-reduce kernels with atomics), a linear layer and
+    SGD with momentum, as CUDA kernels, against PyTorch step by step."""
+    torch = pytest.importorskip("torch")
+    tf = torch.nn.functional
+    images, labels = rand(4, 2, 10, 10), np.random.default_rng(7).integers(0, 3, 4)
+    initial = {"conv": rand(5, 2, 3, 3, seed=8) * 0.3, "bias": rand(5, seed=9) * 0.1, "linear": rand(125, 3, seed=10) * 0.1}
+    ours = {name: mj.array(value, requires_grad=True) for name, value in initial.items()}
+    theirs = {name: torch.tensor(value, requires_grad=True) for name, value in initial.items()}
+    optimizer = mj.optim.SGD(list(ours.values()), lr=0.05, momentum=0.9)
+    torch_optimizer = torch.optim.SGD(list(theirs.values()), lr=0.05, momentum=0.9)
+    for _ in range(2):
+        hidden = F.max_pool2d(F.conv2d(mj.array(images), ours["conv"], ours["bias"], padding=1).relu(), 2)
+        loss = F.cross_entropy(hidden.reshape(4, 125) @ ours["linear"], mj.array(labels))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        torch_hidden = tf.max_pool2d(tf.conv2d(torch.from_numpy(images), theirs["conv"], theirs["bias"], padding=1).relu(), 2)
+        torch_loss = tf.cross_entropy(torch_hidden.reshape(4, 125) @ theirs["linear"], torch.from_numpy(labels))
+        torch_optimizer.zero_grad()
+        torch_loss.backward()
+        torch_optimizer.step()
+        assert abs(loss.item() - torch_loss.item()) < 1e-4
+    for name in initial:
+        assert_close(ours[name], theirs[name].detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
 def test_code_op_with_cuda_src_and_data():
     values = rand(300)
     value = mj.code([300], "float32", [mj.array(values)], cuda_src="""
