@@ -28,15 +28,6 @@ constexpr int64_t kBlocksPerMultiprocessor = 32;
 // The emulator runs a block's threads one after another: few blocks keep tests fast and the strides exercised.
 constexpr int64_t kEmulatedBlocks = 4;
 
-StoragePtr allocate_on_device(const Node& output, DType dtype, const Shape& shape) {
-  try {
-    return std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), Storage::OnDevice{});
-  } catch (const std::bad_alloc& error) {
-    throw AllocationError(std::string(error.what()) + " for the result of " + output.op_name() + " " +
-                          shape_to_string(shape) + " created at " + output.provenance.to_string());
-  }
-}
-
 // A Code op's compile error is the user's to fix; a generated kernel's is a metajit bug, shown with its source.
 std::string describe_cuda_compile_error(const PlannedKernel& kernel, const Node& output, const std::string& log) {
   if (kernel.code)
@@ -79,20 +70,10 @@ void run_launches(const PlannedKernel& kernel, const Node& output, const std::ve
 // A Code op runs once for all its outputs; the first of them to be launched publishes every live one. Its
 // data values go to the device with an error slot after them, which the kernel sets on an unknown name.
 void launch_code(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& inputs) {
-  if (output->is_computed()) return;  // a sibling output's launch earlier in this plan computed it
-  auto* payload = dynamic_cast<const CodePayload*>(output->payload.get());
-  if (!payload) throw std::logic_error("internal error: a code kernel's output is not a Code op");
-  const CodeOp& op = *payload->op;
-  std::vector<StoragePtr> storages;
-  std::vector<void*> buffers;
-  for (size_t index = 0; index < op.output_shapes.size(); ++index) {
-    storages.push_back(allocate_on_device(*output, op.output_dtypes[index], op.output_shapes[index]));
-    buffers.push_back(storages.back()->device_data());
-  }
-  for (const NodePtr& input : inputs) {
-    if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");
-    buffers.push_back(input->storage->device_data());
-  }
+  CodeLaunch launch = begin_code_launch(output, inputs, /*on_device=*/true);
+  if (!launch.payload) return;
+  const CodeOp& op = *launch.payload->op;
+  std::vector<void*>& buffers = launch.buffers;
   std::vector<double> data = op.data_values;
   data.push_back(0);  // the error slot
   Storage data_storage(data.size() * sizeof(double), Storage::OnDevice{});
@@ -105,14 +86,14 @@ void launch_code(const PlannedKernel& kernel, const NodePtr& output, const std::
   if (error != 0)
     throw std::runtime_error("the " + op.what + " created at " + op.provenance.to_string() +
                              " read a data[\"name\"] that is not in its data (given: " + code_data_names(op) + ")");
-  publish_code_outputs(*payload, output, storages);
+  publish_code_outputs(*launch.payload, output, launch.storages);
 }
 
 void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& inputs) {
   if (kernel.on_host)
     return run_code_on_host(output, inputs, host_kernel_function(kernel, *output), kernel.rendered.work_items);
   if (kernel.code) return launch_code(kernel, output, inputs);
-  StoragePtr storage = allocate_on_device(*output, output->dtype, output->shape);
+  StoragePtr storage = allocate_result(*output, output->dtype, output->shape, /*on_device=*/true);
   std::vector<void*> buffers{storage->device_data()};
   for (const NodePtr& input : inputs) {
     if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");

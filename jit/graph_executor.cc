@@ -121,34 +121,42 @@ std::string describe_compile_error(const PlannedKernel& kernel, const Node& outp
          numbered_lines(kernel.rendered.source);
 }
 
-StoragePtr allocate(const Node& output, DType dtype, const Shape& shape) {
+}  // namespace
+
+StoragePtr allocate_result(const Node& output, DType dtype, const Shape& shape, bool on_device) {
+  size_t bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
   try {
-    return std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype));
+    return on_device ? std::make_shared<Storage>(bytes, Storage::OnDevice{}) : std::make_shared<Storage>(bytes);
   } catch (const std::bad_alloc& error) {
     throw AllocationError(std::string(error.what()) + " for the result of " + output.op_name() + " " +
                           shape_to_string(shape) + " created at " + output.provenance.to_string());
   }
 }
 
-}  // namespace
+CodeLaunch begin_code_launch(const NodePtr& output, const std::vector<NodePtr>& inputs, bool on_device) {
+  CodeLaunch launch;
+  if (output->is_computed()) return launch;  // a sibling output's launch earlier in this plan computed it
+  launch.payload = dynamic_cast<const CodePayload*>(output->payload.get());
+  if (!launch.payload) throw std::logic_error("internal error: a code kernel's output is not a Code op");
+  const CodeOp& op = *launch.payload->op;
+  for (size_t index = 0; index < op.output_shapes.size(); ++index) {
+    launch.storages.push_back(allocate_result(*output, op.output_dtypes[index], op.output_shapes[index], on_device));
+    launch.buffers.push_back(on_device ? launch.storages.back()->device_data() : launch.storages.back()->data());
+  }
+  for (const NodePtr& input : inputs) {
+    if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");
+    launch.buffers.push_back(on_device ? input->storage->device_data() : input->storage->data());
+  }
+  return launch;
+}
 
 // A Code op runs once for all its outputs; the first of them to be launched publishes every live one.
 void run_code_on_host(const NodePtr& output, const std::vector<NodePtr>& inputs, KernelFunction function,
                       int64_t work_items) {
-  if (output->is_computed()) return;  // a sibling output's launch earlier in this plan computed it
-  auto* payload = dynamic_cast<const CodePayload*>(output->payload.get());
-  if (!payload) throw std::logic_error("internal error: a code kernel's output is not a Code op");
-  const CodeOp& op = *payload->op;
-  std::vector<StoragePtr> storages;
-  std::vector<void*> buffers;
-  for (size_t index = 0; index < op.output_shapes.size(); ++index) {
-    storages.push_back(allocate(*output, op.output_dtypes[index], op.output_shapes[index]));
-    buffers.push_back(storages.back()->data());
-  }
-  for (const NodePtr& input : inputs) {
-    if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");
-    buffers.push_back(input->storage->data());
-  }
+  CodeLaunch launch = begin_code_launch(output, inputs, /*on_device=*/false);
+  if (!launch.payload) return;
+  const CodeOp& op = *launch.payload->op;
+  std::vector<void*>& buffers = launch.buffers;
   std::vector<double> data = op.data_values;
   data.push_back(0);  // the error slot
   buffers.push_back(data.data());
@@ -162,7 +170,7 @@ void run_code_on_host(const NodePtr& output, const std::vector<NodePtr>& inputs,
   if (missing)
     throw std::runtime_error("the " + op.what + " created at " + op.provenance.to_string() + " read data[\"" +
                              missing + "\"], which is not in its data (given: " + code_data_names(op) + ")");
-  publish_code_outputs(*payload, output, storages);
+  publish_code_outputs(*launch.payload, output, launch.storages);
 }
 
 std::string code_data_names(const CodeOp& op) {
@@ -238,7 +246,7 @@ class JitGraphRunner : public GraphRunner {
   static void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& inputs,
                      KernelFunction function) {
     if (kernel.code) return run_code_on_host(output, inputs, function, kernel.rendered.work_items);
-    StoragePtr storage = allocate(*output, output->dtype, output->shape);
+    StoragePtr storage = allocate_result(*output, output->dtype, output->shape, /*on_device=*/false);
     std::vector<void*> buffers{storage->data()};
     for (const NodePtr& input : inputs) {
       if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");

@@ -46,6 +46,17 @@ void record_kernel_profile(const PlannedKernel& kernel, const Node& output, doub
 KernelFunction host_kernel_function(const PlannedKernel& kernel, const Node& output);
 void run_code_on_host(const NodePtr& output, const std::vector<NodePtr>& inputs, KernelFunction function,
                       int64_t work_items);
+// A kernel's result storage, in host or device memory; a failed allocation names the node and the user's line.
+StoragePtr allocate_result(const Node& output, DType dtype, const Shape& shape, bool on_device);
+// The start of a Code op's launch in either runner: fresh storages for all its outputs and the kernel's buffers
+// (outputs, then inputs), on the device or the host. `payload` stays null when a sibling output's launch
+// earlier in the plan already computed `output`.
+struct CodeLaunch {
+  const CodePayload* payload = nullptr;
+  std::vector<StoragePtr> storages;
+  std::vector<void*> buffers;
+};
+CodeLaunch begin_code_launch(const NodePtr& output, const std::vector<NodePtr>& inputs, bool on_device);
 // Shared by both runners' Code op launches: the data names an error lists ("none" without data), and
 // publishing every live output of the op once it ran (`storages` in output order).
 std::string code_data_names(const CodeOp& op);
