@@ -376,6 +376,42 @@ def test_cheap_or_small_or_hoistable_broadcasts_stay_fused(rng):
     assert_close(small, batch[:8, :16] + _sinusoid_reference(16, 64), rtol=1e-5, atol=1e-5)
 
 
+def test_value_gathered_along_its_last_dim_and_read_twice_is_stored(rng):
+    """torch.gather along the last dim reads its source through an index buffer across the innermost loop (a vector
+    gather per element). Read at two positions, it would be gathered twice per element: stored, it is gathered
+    once and read back with plain loads."""
+    table = rng.standard_normal((512, 256)).astype(np.float32)
+    picks = rng.integers(0, 256, (512, 64))
+    gathered = mj.gather(mj.array(table), 1, mj.array(picks))
+    differences = gathered[:, 1:] - gathered[:, :-1]
+    shapes = _kernel_shapes(differences)
+    assert shapes == ["[512, 64]", "[512, 63]"], shapes
+    expected = np.take_along_axis(table, picks, 1)
+    assert_close(differences, expected[:, 1:] - expected[:, :-1], rtol=0, atol=0)
+
+
+def test_row_lookups_small_gathers_and_single_reads_stay_fused(rng):
+    table = rng.standard_normal((512, 256)).astype(np.float32)
+    rows = rng.integers(0, 512, 128)
+    # Rows picked by an index (an embedding lookup): each row is read with plain loads, so rereading is cheap.
+    looked_up = mj.array(table)[mj.array(rows)]
+    row_differences = looked_up[:, 1:] - looked_up[:, :-1]
+    assert len(_kernel_shapes(row_differences)) == 1
+    # 16 x 64 = 1024 gathered elements: not worth a second launch.
+    small_picks = rng.integers(0, 256, (16, 64))
+    small = mj.gather(mj.array(table[:16]), 1, mj.array(small_picks))
+    small_differences = small[:, 1:] - small[:, :-1]
+    assert len(_kernel_shapes(small_differences)) == 1
+    # Read once, a gather stays inside its reader.
+    picks = rng.integers(0, 256, (512, 64))
+    once = mj.gather(mj.array(table), 1, mj.array(picks)) * 2.0
+    assert len(_kernel_shapes(once)) == 1
+    assert_close(row_differences, table[rows][:, 1:] - table[rows][:, :-1], rtol=0, atol=0)
+    expected_small = np.take_along_axis(table[:16], small_picks, 1)
+    assert_close(small_differences, expected_small[:, 1:] - expected_small[:, :-1], rtol=0, atol=0)
+    assert_close(once, np.take_along_axis(table, picks, 1) * 2.0, rtol=0, atol=0)
+
+
 def test_a_value_is_rounded_the_same_in_every_kernel_that_computes_it(rng):
     """The gradient of max / min compares the value each kernel recomputes with the stored extreme, so fusion
     must not change a value's rounding. Dividing by a per-row sum through its reciprocal only inside row kernels

@@ -107,20 +107,37 @@ def _gather(input, sizes, indices):
     return _core.reindex(input, list(input.shape[:2]) + list(sizes), expressions, 0.0, [], list(indices))
 
 
-def _blend(input, sizes, corners, dim, chosen):
-    """Weighted sum over the corners of dims >= dim, with the indices of dims < dim fixed to `chosen`."""
-    spatial = len(sizes)
-    if dim == spatial:
-        return _gather(input, sizes, chosen)
+def _resample_dim(input, dim, size, corners):
+    """One linear pass: `input` resampled along spatial dim `dim` to `size`, the other dims unchanged."""
+    rank = input.ndim
+    axis = 2 + dim
+    shape = list(input.shape)
+    shape[axis] = size
+    expressions = [f"i{d}" for d in range(rank)]
+    expressions[axis] = f"@e0(i{axis})"
     total = None
-    for index, weight in corners[dim]:
-        term = _blend(input, sizes, corners, dim + 1, chosen + [index])
+    for index, weight in corners:
+        term = _core.reindex(input, shape, expressions, 0.0, [], [index])
         if weight is not None:
-            shape = [1] * (2 + spatial)
-            shape[2 + dim] = sizes[dim]
-            term = weight.reshape(shape) * term
+            weight_shape = [1] * rank
+            weight_shape[axis] = size
+            term = weight.reshape(weight_shape) * term
         total = term if total is None else total + term
     return total
+
+
+def _blend(input, sizes, corners):
+    """Linear resampling as one pass per resized dim, the last dim first. PyTorch blends in the same order (the
+    columns of each row, then the rows), so the rounding is the same; and the passes over outer dims read the
+    last-dim pass at whole rows, with plain loads, where one fused kernel would gather every corner separately
+    (the planner stores the last-dim pass: jit/lowering.cc, gathers_again)."""
+    if all(len(dim_corners) == 1 for dim_corners in corners):  # same size everywhere: a copy
+        return _gather(input, sizes, [dim_corners[0][0] for dim_corners in corners])
+    result = input
+    for dim in reversed(range(len(sizes))):
+        if len(corners[dim]) > 1:
+            result = _resample_dim(result, dim, sizes[dim], corners[dim])
+    return result
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
@@ -159,7 +176,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         return _gather(input, sizes, indices)
     corners = [_linear_corners(extents[d], sizes[d], scales[d], bool(align_corners), input.dtype)
                for d in range(spatial)]
-    return _blend(input, sizes, corners, 0, [])
+    return _blend(input, sizes, corners)
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
