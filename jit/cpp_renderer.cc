@@ -682,6 +682,7 @@ class Renderer : ExpressionRenderer {
       out_ << "    for (int64_t ahead = " << last << "_end; ahead < " << last << "_end + " << tile << "; ++ahead) "
            << "__builtin_prefetch(&" << address << ");\n";
     }
+    full_tile_vectors(across);
     out_ << "    for (int64_t " << over << " = " << over << "_begin; " << over << " < " << over << "_end; ++" << over
          << ") {\n";
     out_ << "      #pragma clang loop unroll(disable) interleave_count(1)\n";
@@ -690,6 +691,71 @@ class Renderer : ExpressionRenderer {
     statements(kernel_.body, 4);
     out_ << "      }\n    }\n  }\n";
     tiles_ = shape_numel(domain) / domain[across] / domain[rank - 1] * across_tiles * last_tiles;
+  }
+
+  // `expression` with the nodes in `replacements` (by identity) replaced.
+  static IrExprPtr replace_nodes(const IrExprPtr& expression, const std::map<const IrExpr*, IrExprPtr>& replacements) {
+    auto found = replacements.find(expression.get());
+    if (found != replacements.end()) return found->second;
+    if (expression->args.empty()) return expression;
+    std::vector<IrExprPtr> args;
+    for (const IrExprPtr& argument : expression->args) args.push_back(replace_nodes(argument, replacements));
+    return ir_with_args(expression, std::move(args));
+  }
+
+  // The full tiles of a float32 transposing kernel as vectors along the last dim: each strided load's 16 x 16
+  // block is read as 16 contiguous vectors along `across` and transposed in registers (mj_transpose_tile); the
+  // body then runs one vector of the last dim at a time, fully unrolled, taking the strided values from the
+  // transposed rows. In the scalar tile loop LLVM fetched them with gathers (vgatherqps), one element a lane:
+  // NCHW -> NHWC of [32, 64, 56, 56] took 5.4-6.0 ms on 2 threads, 3.6-3.8 ms this way. Tiles cut short by the
+  // end of a dim keep the scalar loop. Emits nothing when a strided load or the body does not fit.
+  void full_tile_vectors(int across) {
+    int rank = int(kernel_.domain.size());
+    if (kernel_.domain[across] < kTransposeTile || kernel_.domain[rank - 1] < kTransposeTile) return;  // none full
+    std::string last = "i" + std::to_string(rank - 1), over = "i" + std::to_string(across);
+    std::map<const IrExpr*, IrExprPtr> replacements;
+    std::vector<std::string> transposes;
+    for (const IrExpr* load : strided_loads()) {
+      if (replacements.count(load)) continue;
+      const IrExprPtr& offset = load->args[0];
+      int64_t along_last = 0, along_over = 0;
+      if (kernel_.buffers[load->buffer].dtype != DType::Float32 || load->dtype != DType::Float32 ||
+          !only_index_variables(offset, rank - 1) || !index_coefficient(offset, last, &along_last) || along_last <= 0 ||
+          !index_coefficient(offset, over, &along_over) || along_over != 1)
+        return;
+      std::string tile = "tile_" + std::to_string(replacements.size());
+      IrExprPtr corner = substitute(substitute(offset, last, ir_variable(last + "_begin", DType::Int64)), over,
+                                    ir_variable(over + "_begin", DType::Int64));
+      transposes.push_back("      mj_float_vector " + tile + "[" + std::to_string(kTransposeTile) + " * " +
+                           std::to_string(kTransposeTile) + " / MJ_LANES];\n      mj_transpose_tile(&" +
+                           kernel_.buffers[load->buffer].name + "[" + expression(corner) + "], " +
+                           std::to_string(along_last) + "LL, " + tile + ");\n");
+      replacements[load] = ir_variable(
+          tile + "[tile_row * (" + std::to_string(kTransposeTile) + " / MJ_LANES) + tile_column / MJ_LANES]",
+          DType::Float32);
+    }
+    if (replacements.empty()) return;
+    std::vector<IrStatement> body = kernel_.body;
+    for (IrStatement& statement : body) {
+      if (statement.value) statement.value = replace_nodes(statement.value, replacements);
+      if (statement.offset) statement.offset = replace_nodes(statement.offset, replacements);
+    }
+    VectorExpressionRenderer vector(*this, kernel_, last);
+    for (const auto& [load, row] : replacements) vector.read_vector(row->name);
+    if (!vector.accepts(body, true)) return;
+    std::string tile = std::to_string(kTransposeTile);
+    out_ << "    if (" << over << "_end - " << over << "_begin == " << tile << " && " << last << "_end - " << last
+         << "_begin == " << tile << ") {\n";
+    for (const std::string& transpose : transposes) out_ << transpose;
+    // Constant tile coordinates once unrolled: the transposed rows stay in registers.
+    out_ << "      #pragma unroll\n";
+    out_ << "      for (int64_t tile_row = 0; tile_row < " << tile << "; ++tile_row) {\n";
+    out_ << "        const int64_t " << over << " = " << over << "_begin + tile_row;\n";
+    out_ << "        #pragma unroll\n";
+    out_ << "        for (int64_t tile_column = 0; tile_column < " << tile << "; tile_column += MJ_LANES) {\n";
+    out_ << "          const int64_t " << last << " = " << last << "_begin + tile_column;\n";
+    out_ << vector.statements(body, "          ");
+    out_ << "        }\n      }\n      continue;\n    }\n";
   }
 
   // Where a guard or clamp of the element index changes value: `element + c` compared with, or clamped to, a

@@ -37,7 +37,8 @@ bool VectorExpressionRenderer::is_stash_read(const IrExprPtr& node) const {
 
 bool VectorExpressionRenderer::varies(const IrExprPtr& node) const {
   if (node->kind == IrKind::Variable)
-    return node->name == loop_variable_ || vector_lets_.count(node->name) || is_stash_read(node);
+    return node->name == loop_variable_ || vector_lets_.count(node->name) || is_stash_read(node) ||
+           vector_reads_.count(node->name);
   for (const IrExprPtr& argument : node->args)
     if (varies(argument)) return true;
   return false;
@@ -59,7 +60,7 @@ bool VectorExpressionRenderer::accepts_value(const IrExprPtr& node) const {
   };
   switch (node->kind) {
     case IrKind::Variable:
-      if (is_stash_read(node)) return node->dtype == DType::Float32;
+      if (is_stash_read(node) || vector_reads_.count(node->name)) return node->dtype == DType::Float32;
       if (node->name == loop_variable_) return node->dtype == DType::Int64;  // mj_index_lanes
       return vector_lets_.count(node->name) > 0;  // accepted when defined
     case IrKind::Load: {
@@ -188,6 +189,7 @@ std::string VectorExpressionRenderer::expression(const IrExprPtr& node) {
   switch (node->kind) {
     case IrKind::Variable:
       if (is_stash_read(node)) return load("&" + node->name);
+      if (vector_reads_.count(node->name)) return node->name;
       return node->name == loop_variable_ ? "mj_index_lanes(" + node->name + ")" : node->name;
     case IrKind::Load:
       return load("&" + kernel_.buffers[node->buffer].name + "[" + scalar_.expression(args[0]) + "]");

@@ -33,6 +33,9 @@ class VectorExpressionRenderer {
   // The statements, vector Lets as vectors and Stores as vector stores; `pad` indents each line.
   std::string statements(const std::vector<IrStatement>& statements, const std::string& pad);
 
+  // A Variable with exactly this name is a whole vector already in hand (a row of a transposed tile), used as is.
+  void read_vector(std::string name) { vector_reads_.insert(std::move(name)); }
+
   // From now on loads and stores touch only the first `lanes` lanes (an expression of at most MJ_LANES, rendered
   // into the loop): the loop's last, partial vector runs the same body as the full ones.
   void limit_lanes(std::string lanes) { lanes_ = std::move(lanes); }
@@ -56,6 +59,7 @@ class VectorExpressionRenderer {
   std::string loop_variable_;
   std::set<std::string> stash_reads_;   // "sum_2_terms[i1]"
   std::set<std::string> vector_lets_;
+  std::set<std::string> vector_reads_;
   std::string lanes_;  // empty: whole vectors
 };
 

@@ -1,10 +1,15 @@
 """Transposing kernels: an input read with a large stride along the output's last dim and contiguously along an
 earlier dim is walked in 16 x 16 tiles (jit/cpp_renderer.cc, transposed_body). The tiles must cover every
-element exactly once, for any extents (not multiples of the tile), ranks, dtypes and fused work."""
+element exactly once, for any extents (not multiples of the tile), ranks, dtypes and fused work. Full tiles of
+float32 kernels transpose through registers (full_tile_vectors, mj_transpose_tile), at every vector width."""
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
 import metajit as mj
+from conftest import cpu_backend
 
 
 def kernel_sources(var):
@@ -28,6 +33,9 @@ def test_transposes_are_tiled_and_exact(rng, shape, permutation):
     data = rng.standard_normal(shape).astype(np.float32)
     result = mj.array(data).permute(*permutation)
     assert tiled(result)
+    # A tile is full when both of its dims (the output's last and the input's contiguous one) reach 16.
+    full_tiles = result.shape[-1] >= 16 and shape[-1] >= 16
+    assert any("mj_transpose_tile(" in source for source in kernel_sources(result)) == full_tiles
     np.testing.assert_array_equal(result.numpy(), data.transpose(permutation))
 
 
@@ -71,3 +79,55 @@ def test_gradient_through_a_transpose(rng):
     x = mj.array(a, requires_grad=True)
     gradient = mj.grad((x.T * mj.array(w)).exp().sum(), x)
     np.testing.assert_allclose(gradient.numpy(), (w * np.exp(a.T * w)).T, rtol=1e-4, atol=1e-5)
+
+
+def test_full_tiles_transpose_every_strided_input_next_to_contiguous_and_broadcast_ones(rng):
+    a = rng.standard_normal((48, 40)).astype(np.float32)
+    b = rng.standard_normal((48, 40)).astype(np.float32)
+    c = rng.standard_normal((40, 48)).astype(np.float32)
+    row = rng.standard_normal((1, 48)).astype(np.float32)
+    result = (mj.array(a).T + mj.array(b).T * mj.array(row)).exp() + mj.array(c)
+    (source,) = kernel_sources(result)
+    assert source.count("mj_transpose_tile(&") == 2, source
+    expected = np.exp(a.T.astype(np.float64) + b.T * row) + c
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_full_tiles_keep_the_scalar_loop_when_the_body_has_no_vector_form(rng):
+    data = (rng.standard_normal((48, 40)) * 10).astype(np.float32)
+    result = mj.array(data).T.floor()  # floor has no vector form in the renderer
+    (source,) = kernel_sources(result)
+    assert "across_tile" in source and "mj_transpose_tile(" not in source
+    np.testing.assert_array_equal(result.numpy(), np.floor(data.T))
+
+
+TILE_CHECK = r"""
+extern "C" int printf(const char*, ...);
+int main() {
+  static float input[48 * 40], output[40 * 48];
+  for (int i = 0; i < 48 * 40; ++i) { input[i] = (float)i; output[i] = -1.0f; }
+  void* buffers[2] = {output, input};
+  metajit_kernel(buffers, 0, 9);  // 3 x 3 tiles: the 40 rows of the output are 16 + 16 + 8
+  for (int i = 0; i < 40 * 48; ++i) printf("%.9g\n", output[i]);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("compiler_name", ["clang++-14", "g++"])
+@pytest.mark.parametrize("target", [["-march=native"], ["-mavx2", "-mfma", "-mno-avx512f"], []],
+                         ids=["native", "avx2", "sse"])
+@cpu_backend
+def test_tile_transposes_at_every_width_and_with_gcc(tmp_path, compiler_name, target):
+    # The JIT only runs the host's width: the 8- and 4-lane transposes (and g++, the subprocess fallback) run here.
+    compiler = shutil.which(compiler_name)
+    assert compiler, f"{compiler_name} (installed by tools/install_dependencies.sh) is needed for this check"
+    kernel = mj.inspect(mj.array(np.zeros((48, 40), np.float32)).T * 1.0)[0]
+    assert "mj_transpose_tile(" in kernel.source
+    (tmp_path / "tiles.cc").write_text(kernel.full_source + TILE_CHECK)
+    binary = tmp_path / "tiles"
+    subprocess.run([compiler, "-O2", *target, str(tmp_path / "tiles.cc"), "-o", str(binary)], check=True,
+                   capture_output=True)
+    output = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
+                      dtype=np.float32).reshape(40, 48)
+    np.testing.assert_array_equal(output, np.arange(48 * 40, dtype=np.float32).reshape(48, 40).T)
