@@ -51,7 +51,11 @@ class Matcher {
 
   ContractionMatch run() {
     ContractionMatch match;
-    if (!kernel_.row_body.empty()) return match;  // per-row reductions are not a library's business
+    // Per-row reductions (a softmax's max and sum) are not a library's business. A contraction that reads them
+    // through an operand computed here (attention's probabilities @ values) still is, once that operand is a
+    // buffer: only the request to materialise it is returned. Fused, the product recomputed the softmax's exp for
+    // every output column (inference attention 6x slower than PyTorch).
+    bool row_reductions = !kernel_.row_body.empty();
     for (size_t dim = 0; dim < kernel_.domain.size(); ++dim) extents_["i" + std::to_string(dim)] = kernel_.domain[dim];
     collect_lets(kernel_.body);
     find_split_variables();
@@ -82,6 +86,11 @@ class Matcher {
       }
     }
     match.contraction = std::move(contraction);
+    if (row_reductions) {
+      if (match.materialize.empty()) return {};
+      match.epilogue.reset();  // planned again once the operands are buffers
+      return match;
+    }
     if (match.epilogue) fold_post_ops(&match);
     return match;
   }

@@ -298,6 +298,48 @@ def test_operand_read_through_joined_heads_is_copied_once_then_lowered(rng):
     assert sum(kernel.kind.startswith("library") for kernel in kernels) == 2, kernels
 
 
+def test_each_of_several_products_added_in_one_kernel_is_a_library_call(rng):
+    """A kernel holds one contraction for a library call. The sum of several products (the gradient of an input
+    used as attention's query, key and value) had matched none and ran every product as a loop nest: each is now
+    a call of its own, and the kernel adds their results."""
+    a, b, c, d = floats(rng, 48, 40), floats(rng, 40, 32), floats(rng, 48, 24), floats(rng, 24, 32)
+    (result,), calls = both_ways(lambda w, x, y, z: w @ x + y @ z + 1.0, a, b, c, d)
+    np.testing.assert_allclose(result, a @ b + c @ d + 1.0, rtol=RTOL, atol=ATOL)
+    assert calls == 2
+
+
+def test_product_of_a_softmax_materialises_the_softmax_and_is_lowered(rng):
+    """Attention's probabilities @ values: the softmax's max and sum are per-row reductions, which no library
+    call takes, so the probabilities become a buffer and the product a call (fused, the product recomputed the
+    softmax's exp for every output column: 6x slower than PyTorch)."""
+    scores, values = floats(rng, 2, 3, 40, 40), floats(rng, 2, 3, 40, 24)
+    (result,), calls = both_ways(lambda s, v: F.softmax(s, dim=-1) @ v, scores, values)
+    probabilities = np.exp(scores - scores.max(-1, keepdims=True))
+    probabilities /= probabilities.sum(-1, keepdims=True)
+    np.testing.assert_allclose(result, probabilities @ values, rtol=RTOL, atol=ATOL)
+    assert calls == 1
+    kinds = [kernel.kind for kernel in mj.inspect(F.softmax(mj.array(scores), dim=-1) @ mj.array(values))]
+    assert kinds == ["generated", "library"], kinds
+
+
+def test_attention_forward_and_gradient_run_every_product_in_the_library(rng):
+    query = floats(rng, 2, 4, 32, 16)
+    upstream = floats(rng, 2, 4, 32, 16)
+
+    def build(q, g):
+        q.requires_grad = True
+        y = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        return y, mj.grad((y * g).sum(), [q])[0]
+    (y, gradient), calls = both_ways(build, query, upstream)
+    torch_query = torch.tensor(query, requires_grad=True)
+    expected = torch.nn.functional.scaled_dot_product_attention(torch_query, torch_query, torch_query, is_causal=True)
+    (expected * torch.from_numpy(upstream)).sum().backward()
+    np.testing.assert_allclose(y, expected.detach().numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(gradient, torch_query.grad.numpy(), rtol=RTOL, atol=ATOL)
+    # Forward: scores and probabilities @ values; gradient: the values', the probabilities' and the scores' two.
+    assert calls == 6, calls
+
+
 def test_small_or_non_float32_products_stay_generated(rng):
     a, b = floats(rng, 4, 5), floats(rng, 5, 3)
     (result,), calls = both_ways(lambda x, y: x @ y, a, b)
