@@ -416,6 +416,23 @@ def test_transposed_convolution_and_its_gradients_are_lowered(rng, options):
     assert calls == 3, "the transposed convolution and both its gradients must each be one library call"
 
 
+@pytest.mark.parametrize("kernel", [2, 4])
+def test_windows_that_tile_the_image_and_their_transposes_are_lowered(rng, kernel):
+    """Kernel == stride (2x2 stride-2 downsampling, patch embedding, upsampling by a transposed convolution): the
+    image index s * o + k with k < s nests like one plain dimension, so no tensor looked like a window; these ran
+    as generated loop nests or as many tiny batched matrix products. All three passes of both are calls now."""
+    x, w = floats(rng, 2, 6, 12, 16), floats(rng, 10, 6, kernel, kernel)
+    options = dict(stride=kernel)
+    calls = check_forward_and_both_gradients(F.conv2d, torch.nn.functional.conv2d, x, w, options)
+    assert calls == 3
+    transposed_x, transposed_w = floats(rng, 2, 6, 5, 7), floats(rng, 6, 10, kernel, kernel)
+    calls = check_forward_and_both_gradients(F.conv_transpose2d, torch.nn.functional.conv_transpose2d,
+                                             transposed_x, transposed_w, options)
+    assert calls == 3
+    kernels = mj.inspect(F.conv_transpose2d(mj.array(transposed_x), mj.array(transposed_w), **options))
+    assert [kernel.library.split(" (")[0] for kernel in kernels] == ["onednn convolution backward data"], kernels
+
+
 @pytest.mark.parametrize("stride", [1, 2])
 def test_one_by_one_convolution_and_its_gradients_are_lowered(rng, stride):
     """Stride 1: the forward and data gradient are matrix products; the weight gradient sums over the batch and
