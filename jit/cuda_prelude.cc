@@ -15,6 +15,8 @@ MJ_DEVICE uint32_t mj_float_to_bits(float value) { return __float_as_uint(value)
 // CUDA's own expf/logf are accurate to 2 ulp and already fast; the C++ prelude's polynomial exists to vectorise.
 MJ_DEVICE float mj_exp(float x) { return expf(x); }
 MJ_DEVICE float mj_log(float x) { return logf(x); }
+MJ_DEVICE float mj_log1p(float x) { return log1pf(x); }
+MJ_DEVICE float mj_expm1(float x) { return expm1f(x); }
 MJ_DEVICE float mj_tanh(float x) { return tanhf(x); }
 MJ_DEVICE float mj_sin(float x) { return sinf(x); }
 MJ_DEVICE float mj_cos(float x) { return cosf(x); }

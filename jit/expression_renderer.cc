@@ -132,8 +132,8 @@ std::string ExpressionRenderer::unary(UnaryOp op, DType dtype, const IrExprPtr& 
     case UnaryOp::Round: return floating ? builtin("rint", single, x) : x;
     case UnaryOp::LogicalNot: return "(!(" + x + " != 0))";
     case UnaryOp::BitwiseNot: return dtype == DType::Bool ? "(!" + x + ")" : "(" + type + ")(~" + x + ")";
-    case UnaryOp::Log1p: return (single ? "log1pf(" : "log1p(") + x + ")";
-    case UnaryOp::Expm1: return (single ? "expm1f(" : "expm1(") + x + ")";
+    case UnaryOp::Log1p: return (single ? "mj_log1p(" : "log1p(") + x + ")";
+    case UnaryOp::Expm1: return (single ? "mj_expm1(" : "expm1(") + x + ")";
     case UnaryOp::Log2: return (single ? "log2f(" : "log2(") + x + ")";
     case UnaryOp::Log10: return (single ? "log10f(" : "log10(") + x + ")";
     case UnaryOp::Erf: return (single ? "mj_erf(" : "erf(") + x + ")";

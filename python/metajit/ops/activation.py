@@ -131,30 +131,13 @@ def tanh(input):
     return _as_var(input).tanh()
 
 
-def _expm1(x):
-    """exp(x) - 1 accurate near 0: u = exp(x) carries a rounding error of about u * eps that swamps a tiny
-    result, and x - log(u) measures exactly that error (to first order), so u * (x - log(u)) restores it. The
-    correction is only needed for small |x|; elsewhere it is computed at 0 (where it is exactly 0), so exp
-    underflowing to 0 never meets log(0). The derivative stays ~ exp(x). Callers keep x bounded above."""
-    near_zero = where((x > -1.0) & (x < 1.0), x, 0.0)
-    exponential = near_zero.exp()
-    return (x.exp() - 1.0) + exponential * (near_zero - exponential.log())
-
-
-def _log1p(y):
-    """log(1 + y) accurate for small y >= -0.5: u = 1 + y rounds away y - (u - 1) (exactly representable), which
-    is added back to first order as (y - (u - 1)) / u. The derivative stays ~ 1 / (1 + y)."""
-    shifted = 1.0 + y
-    return shifted.log() + (y - (shifted - 1.0)) / shifted
-
-
 def elu(input, alpha=1.0, inplace=False):
     """x for x > 0, alpha * (exp(x) - 1) otherwise. The exponential only sees the non-positive part (so it cannot
     overflow into the unused branch), taken by a where that passes the gradient at 0, so d/dx = alpha there as in
     PyTorch."""
     input = _as_var(input)
     positive = input > 0
-    return where(positive, input, alpha * _expm1(where(positive, 0.0, input)))
+    return where(positive, input, alpha * where(positive, 0.0, input).expm1())
 
 
 def _softplus_of(z):
@@ -162,7 +145,7 @@ def _softplus_of(z):
     so the gradient at z = 0 is exactly 1/2."""
     non_negative = z >= 0
     magnitude = where(non_negative, z, -z)
-    return where(non_negative, z, 0.0) + _log1p((-magnitude).exp())
+    return where(non_negative, z, 0.0) + (-magnitude).exp().log1p()
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -221,7 +204,7 @@ def celu(input, alpha=1.0, inplace=False):
         raise ValueError("celu: alpha cannot be 0")
     input = _as_var(input)
     positive = input > 0
-    return where(positive, input, alpha * _expm1(where(positive, 0.0, input) / alpha))
+    return where(positive, input, alpha * (where(positive, 0.0, input) / alpha).expm1())
 
 
 def glu(input, dim=-1):

@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 
 from .. import _core, where
-from .activation import _log1p, log_softmax
+from .activation import log_softmax
 from .tensor import _as_var
 
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
@@ -295,7 +295,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     reduction = _reduction(size_average, reduce, reduction)
     input, target, weight = _binary_inputs("binary_cross_entropy_with_logits", input, target, weight)
     non_negative = input >= 0  # one branch for max and |x|, so the gradient at 0 is exact
-    tail = _log1p((-where(non_negative, input, -input)).exp())
+    tail = (-where(non_negative, input, -input)).exp().log1p()
     softplus_positive = where(non_negative, input, 0.0) + tail   # -log(1 - sigmoid(x))
     softplus_negative = where(non_negative, 0.0, -input) + tail  # -log(sigmoid(x))
     positive_term = target * softplus_negative
