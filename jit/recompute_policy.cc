@@ -1,6 +1,8 @@
 // The cost model counts memory traffic only (these kernels are bandwidth-bound). A value V of W bytes, inlined
 // into U kernels and rebuilt there from buffers totalling R bytes, costs U*R to recompute; storing it costs R
-// (one kernel computes it) + W (its store) + U*W (each reader loads it). Store when (U-1)*R > (U+1)*W.
+// (one kernel computes it) + W (its store) + U*W (each reader loads it). Store when (U-1)*R > (U+1)*W; a small
+// value's kernel must also save more than its launch costs, but it can: a recurrence's state (an LSTM's cell)
+// is small, and unstored, every step's kernel rebuilt the whole chain from the first step.
 // Two greedy orders are tried (see shared_values_to_store) and the one with less modelled traffic is kept.
 #include "jit/recompute_policy.h"
 
@@ -10,8 +12,9 @@
 namespace metajit {
 namespace {
 
-// Below this a value is cheap to recompute and not worth a kernel launch of its own.
-constexpr int64_t kMinimumElements = 4096;
+// Below this many elements, storing a value must also pay for a kernel launch of its own: about 5 us on the
+// thread pool, which is this many bytes of traffic at about 30 GB/s.
+constexpr int64_t kMinimumElements = 4096, kLaunchBytes = 128 * 1024;
 
 bool is_arithmetic(NodeKind kind) {
   return kind == NodeKind::Unary || kind == NodeKind::Binary || kind == NodeKind::Where || kind == NodeKind::Cast;
@@ -22,21 +25,6 @@ bool is_buffer(Node* node, const std::unordered_set<Node*>& stored) {
 }
 
 int64_t bytes_of(const Node& node) { return node.numel() * dtype_size(node.dtype); }
-
-// The pending nodes fused into the group of `root` (the root excluded): everything reachable before a buffer.
-std::vector<Node*> inlined_nodes(Node* root, const std::unordered_set<Node*>& stored) {
-  std::vector<Node*> found, stack;
-  std::unordered_set<Node*> seen{root};
-  for (const NodePtr& input : root->inputs) stack.push_back(input.get());
-  while (!stack.empty()) {
-    Node* node = stack.back();
-    stack.pop_back();
-    if (!seen.insert(node).second || is_buffer(node, stored)) continue;
-    found.push_back(node);
-    for (const NodePtr& input : node->inputs) stack.push_back(input.get());
-  }
-  return found;
-}
 
 // Bytes of the distinct buffers a recomputation of `value` reads; -1 when it gathers (a reindex) or reduces on
 // the way, where the kernel's index arithmetic, not its traffic, may set its speed and the model does not hold.
@@ -63,7 +51,11 @@ int64_t recompute_bytes(Node* value, const std::unordered_set<Node*>& stored) {
 namespace {
 
 // Which groups inline which pending nodes, kept up to date as values are stored: storing a value changes
-// only the groups that inlined it (they now read its buffer) and adds its own group.
+// only the groups that inlined it (they now read its buffer, and stop inlining what only it needed) and adds its
+// own group. Each group counts, per inlined node, the edges that reach it from the root or from other inlined
+// nodes, so storing a value removes exactly the nodes whose count drops to zero. Walking every affected group
+// again from its root instead made the policy quadratic in a recurrence's length: an LSTM of 64 steps, where each
+// step's state is inlined by every later step's kernel, spent 640 ms here.
 class ReaderIndex {
  public:
   ReaderIndex(const std::vector<Node*>& groups, const std::unordered_set<Node*>& stored) {
@@ -81,8 +73,22 @@ class ReaderIndex {
     std::vector<Node*> affected;
     if (found != groups_inlining_.end()) affected.assign(found->second.begin(), found->second.end());
     for (Node* root : affected) {
-      for (Node* node : inlined_[root]) groups_inlining_[node].erase(root);
-      add_group(root, stored);
+      std::unordered_map<Node*, int64_t>& edges = edges_[root];
+      // `value` is now a buffer to this group: it and what only it reached leave the group.
+      std::vector<Node*> leaving{value};
+      edges.erase(value);
+      groups_inlining_[value].erase(root);
+      while (!leaving.empty()) {
+        Node* node = leaving.back();
+        leaving.pop_back();
+        for (const NodePtr& input : node->inputs) {
+          auto edge = edges.find(input.get());
+          if (edge == edges.end() || --edge->second > 0) continue;
+          edges.erase(edge);
+          groups_inlining_[input.get()].erase(root);
+          leaving.push_back(input.get());
+        }
+      }
     }
     add_group(value, stored);
   }
@@ -95,12 +101,25 @@ class ReaderIndex {
   }
 
  private:
+  // The pending nodes fused into the group of `root` (the root excluded): everything reachable before a buffer,
+  // with the number of edges into each from the root and the other inlined nodes.
   void add_group(Node* root, const std::unordered_set<Node*>& stored) {
-    inlined_[root] = inlined_nodes(root, stored);
-    for (Node* node : inlined_[root]) groups_inlining_[node].insert(root);
+    std::unordered_map<Node*, int64_t>& edges = edges_[root];
+    std::vector<Node*> stack{root};
+    while (!stack.empty()) {
+      Node* node = stack.back();
+      stack.pop_back();
+      for (const NodePtr& input : node->inputs) {
+        Node* reached = input.get();
+        if (reached == root || is_buffer(reached, stored)) continue;
+        if (edges[reached]++ > 0) continue;  // already inlined: one more edge into it
+        groups_inlining_[reached].insert(root);
+        stack.push_back(reached);
+      }
+    }
   }
 
-  std::unordered_map<Node*, std::vector<Node*>> inlined_;             // group root -> nodes it inlines
+  std::unordered_map<Node*, std::unordered_map<Node*, int64_t>> edges_;  // group root -> inlined node -> edges
   std::unordered_map<Node*, std::unordered_set<Node*>> groups_inlining_;  // node -> group roots inlining it
 };
 
@@ -139,7 +158,8 @@ Choice choose(std::vector<Node*> groups, std::unordered_set<Node*> stored, const
     int64_t reading = index.readers(node);
     if (reading < 2) continue;
     int64_t recompute = recompute_bytes(node, stored), own = bytes_of(*node);
-    if (recompute > 0 && (reading - 1) * recompute > (reading + 1) * own) {
+    int64_t launch = node->numel() < kMinimumElements ? kLaunchBytes : 0;
+    if (recompute > 0 && (reading - 1) * recompute > (reading + 1) * own + launch) {
       stored.insert(node);
       groups.push_back(node);
       choice.stored_values.push_back(node);
@@ -160,7 +180,7 @@ std::vector<Node*> shared_values_to_store(const std::vector<NodePtr>& roots,
     if (root->kind != NodeKind::Code) groups.push_back(root.get());  // a user's kernel reads buffers only
   std::vector<Node*> candidates;
   for (Node* node : ReaderIndex(groups, materialized).shared_nodes())
-    if (is_arithmetic(node->kind) && node->numel() >= kMinimumElements) candidates.push_back(node);
+    if (is_arithmetic(node->kind)) candidates.push_back(node);
   if (candidates.empty()) return {};
   // Producers first: storing a link makes the next one cheaper to rebuild. Consumers first: storing the end
   // of a chain leaves its links to one reader. Neither wins everywhere, so the model's traffic decides.

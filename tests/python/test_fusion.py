@@ -315,6 +315,34 @@ def test_value_rebuilt_from_many_buffers_is_stored_once_for_its_readers(rng):
     assert [full_size_inputs(kernel) for kernel in kernels] == [1, 1, 1], [k.source for k in kernels]
 
 
+def _recurrence(rng, steps):
+    """An LSTM-like recurrence: each step's gates come from a matrix product of the previous output, and the cell
+    state c = f * c + i * g is read by the next step and by the step's own output."""
+    weight = mj.array(rng.standard_normal((32, 96)).astype(np.float32) * 0.1)
+    inputs = [mj.array(rng.standard_normal((16, 96)).astype(np.float32)) for _ in range(steps)]
+    hidden = mj.zeros(16, 32)
+    cell = mj.zeros(16, 32)
+    outputs = []
+    for step in range(steps):
+        gates = hidden @ weight + inputs[step]
+        forget, update, candidate = gates[:, :32].sigmoid(), gates[:, 32:64].sigmoid(), gates[:, 64:].tanh()
+        cell = forget * cell + update * candidate
+        hidden = cell.tanh()
+        outputs.append(hidden)
+    return mj.stack(outputs, 0)
+
+
+def test_each_state_of_a_recurrence_is_stored_once(rng):
+    """Every later step's kernel would otherwise rebuild the cell state from the first step: the planner stores
+    each state once, so the kernels, and the ops fused into each, grow with the steps at most linearly."""
+    short, long = _recurrence(rng, 16), _recurrence(rng, 64)
+    short_kernels, long_kernels = mj.inspect(short, device="cpu"), mj.inspect(long, device="cpu")
+    assert len(long_kernels) <= 5 * len(short_kernels), (len(short_kernels), len(long_kernels))  # 4x the steps
+    largest = max(len(kernel.ops) for kernel in long_kernels[:-1])  # the stack of all outputs reads every step
+    assert largest <= max(len(kernel.ops) for kernel in short_kernels[:-1]), largest
+    assert largest < 7 * 16, largest  # seven ops a step: no kernel rebuilds even 16 steps of the chain
+
+
 def test_softmax_multiplies_by_a_reciprocal_and_user_division_stays_division(rng):
     """Softmax is e * (1 / sum) in the graph, as PyTorch computes it: one division per row (LLVM hoists it out
     of the element loop). A user's x / x.sum() stays a true division in every kernel."""
