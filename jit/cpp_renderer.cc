@@ -421,15 +421,27 @@ class Renderer : ExpressionRenderer {
   // columns (5 ms for a [2048, 1024] sum here; a max over dim 0 of the same, 5.9 ms). Such a kernel is a column
   // sum (or max, or min) when its body is that one reduction and then element-wise work, every load in it is
   // contiguous along the output's last dim, and its innermost loop is not.
+  // Lets may come before the sum (the load of a gradient the sum is added to, `grad + dy.sum(0)`) when the sum
+  // does not read them; they are evaluated after it, with the element-wise work (that kernel took 6.1 ms instead
+  // of 0.16 for a [2048, 1024] column sum: every accumulated bias gradient has that form).
   const IrStatement* column_sum() const {
     const std::vector<IrStatement>& body = kernel_.body;
-    if (body.empty() || body[0].kind != IrStatement::Kind::ReduceLoop) return nullptr;
-    const IrStatement& sum = body[0];
+    size_t first = 0;
+    while (first < body.size() && body[first].kind == IrStatement::Kind::Let) ++first;
+    if (first == body.size() || body[first].kind != IrStatement::Kind::ReduceLoop) return nullptr;
+    const IrStatement& sum = body[first];
+    for (size_t position = 0; position < first; ++position) {
+      const std::string& name = body[position].name;
+      if (mentions_variable(sum.value, name)) return nullptr;
+      for (const IrStatement& inner : sum.body)
+        for (const IrExprPtr& part : {inner.value, inner.offset, inner.condition})
+          if (part && mentions_variable(part, name)) return nullptr;
+    }
     // Also max and min (softmax over dim 0, x.max(0)), and integers (argmax over dim 0 takes the least index).
     bool column_op = sum.reduce_op == ReduceOp::Add || sum.reduce_op == ReduceOp::Maximum ||
                      sum.reduce_op == ReduceOp::Minimum;
     if (!column_op || sum.dtype == DType::Bool || !sum.spill.empty() || sum.loops.empty()) return nullptr;
-    for (size_t position = 1; position < body.size(); ++position)
+    for (size_t position = first + 1; position < body.size(); ++position)
       if (body[position].kind == IrStatement::Kind::ReduceLoop || body[position].kind == IrStatement::Kind::ScatterAccumulate)
         return nullptr;
     std::string element = "i" + std::to_string(kernel_.domain.size() - 1);
@@ -475,7 +487,10 @@ class Renderer : ExpressionRenderer {
     loop_ends(sum.loops.size(), depth + 1);
     out_ << inner_pad << "for (int64_t " << element << " = tile; " << element << " < tile_end; ++" << element << ") {\n";
     out_ << inner_pad << "  const " << type << " " << sum.name << " = " << columns << "[" << element << " - tile];\n";
-    statements(std::vector<IrStatement>(kernel_.body.begin() + 1, kernel_.body.end()), depth + 2);
+    std::vector<IrStatement> rest;
+    for (const IrStatement& statement : kernel_.body)
+      if (&statement != &sum) rest.push_back(statement);
+    statements(rest, depth + 2);
     out_ << inner_pad << "}\n";
     out_ << pad << "}\n";
   }

@@ -15,12 +15,10 @@ std::vector<NodePtr> CustomPayload::outputs() const {
 std::vector<NodePtr> CustomPayload::gradient(const Node& reached, const std::vector<NodePtr>& output_grads,
                                             const std::vector<bool>& /*needed*/) const {
   std::vector<NodePtr> grads = output_grads;
-  std::vector<NodePtr> nodes = outputs();
   for (size_t index = 0; index < grads.size(); ++index) {
     if (grads[index]) continue;
-    const Node* output = nodes[index] ? nodes[index].get() : nullptr;
-    if (!output) throw std::logic_error("internal error: a gradient reached a custom function output that is gone");
-    grads[index] = constant(output->shape, output->dtype, 0.0);
+    const auto& [shape, dtype] = function->output_types.at(index);
+    grads[index] = constant(shape, dtype, 0.0);
   }
   std::vector<NodePtr> input_grads = function->backward(grads);
   size_t input_count = reached.inputs.size() - 1;  // input 0 is the forward's value
@@ -44,12 +42,14 @@ std::vector<NodePtr> make_custom_outputs(const std::vector<NodePtr>& values, con
                                          std::shared_ptr<CustomFunction> function) {
   std::vector<NodePtr> nodes;
   function->outputs.clear();
+  function->output_types.clear();
   for (size_t index = 0; index < values.size(); ++index) {
     std::vector<NodePtr> node_inputs{values[index]};
     node_inputs.insert(node_inputs.end(), inputs.begin(), inputs.end());
     NodePtr node = make_node(NodeKind::Custom, values[index]->dtype, values[index]->shape, std::move(node_inputs));
     node->payload = std::make_shared<CustomPayload>(function, int(index));
     function->outputs.push_back(node);
+    function->output_types.emplace_back(node->shape, node->dtype);
     nodes.push_back(node);
   }
   return nodes;

@@ -20,6 +20,8 @@ class CustomFunction {
   virtual std::vector<NodePtr> backward(const std::vector<NodePtr>& output_grads) = 0;
   virtual std::string name() const = 0;  // for error messages, e.g. "mj.Function MySquare"
   std::vector<std::weak_ptr<Node>> outputs;
+  // Each output's shape and dtype: an output the user dropped still gets its zero gradient.
+  std::vector<std::pair<Shape, DType>> output_types;
 };
 
 struct CustomPayload : MultiOutputPayload {

@@ -56,6 +56,36 @@ def test_initial_states_unbatched_input_and_gradients(rng, name):
                                    err_msg=parameter_name)
 
 
+@pytest.mark.parametrize("name", ["LSTM", "GRU"])
+def test_gradients_of_inputs_initial_states_and_final_states_match_pytorch(rng, name):
+    """The LSTM's backward is written out (backpropagation through time, one weight-gradient product over all
+    steps); every gradient matches PyTorch's: parameters, the input, the initial states, with the final states
+    in the loss too, over two layers in both directions."""
+    ours, theirs = pair(name, num_layers=2, bidirectional=True)
+    data = rng.standard_normal((6, 3, 5)).astype(np.float32)
+    count = 2 if name == "LSTM" else 1
+    states = [rng.standard_normal((4, 3, 6)).astype(np.float32) for _ in range(count)]
+    weights = rng.standard_normal((6, 3, 12)).astype(np.float32)
+    ours_inputs = [mj.array(value, requires_grad=True) for value in [data] + states]
+    theirs_inputs = [torch.tensor(value, requires_grad=True) for value in [data] + states]
+
+    def loss(module, inputs, array):
+        hidden = tuple(inputs[1:]) if name == "LSTM" else inputs[1]
+        output, final = module(inputs[0], hidden)
+        total = (output * array(weights)).sum()
+        for value in as_tuple(final):
+            total = total + (value * value).sum()
+        return total
+    loss(ours, ours_inputs, mj.array).backward()
+    loss(theirs, theirs_inputs, torch.from_numpy).backward()
+    for index, (got, expected) in enumerate(zip(ours_inputs, theirs_inputs)):
+        np.testing.assert_allclose(got.grad.numpy(), expected.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=str(index))
+    for (parameter_name, parameter), (_, reference) in zip(sorted(ours.named_parameters()),
+                                                            sorted(theirs.named_parameters())):
+        np.testing.assert_allclose(parameter.grad.numpy(), reference.grad.numpy(), rtol=1e-4, atol=1e-5,
+                                   err_msg=parameter_name)
+
+
 def test_errors_name_the_shapes():
     layer = nn.LSTM(5, 6)
     with pytest.raises(ValueError, match=r"expected input of shape \(L, N, 5\)"):

@@ -1,6 +1,8 @@
 """Reindex-reduce meta-op family: sum/mean/max/min/prod over int, tuple, negative and None dims with keepdim,
 mj.reduce by name, reduction dtypes, and the general reindex_reduce (scatter-add with duplicate indices via an extra
 input, 2x2 max pooling), each against numpy."""
+import re
+
 import numpy as np
 import pytest
 
@@ -239,6 +241,21 @@ def test_column_sum_of_computed_terms_and_its_kernel(rng):
     assert_close(gradient, expected, rtol=1e-4, atol=1e-4)
     row_kernel, = mj.inspect(b.sum(1), device="cpu")
     assert "_columns[" not in row_kernel.source, row_kernel.source
+
+
+def test_column_sum_added_to_a_loaded_value_is_a_column_sum(rng):
+    """An accumulated bias gradient, grad + dy.sum(0): the load of grad comes before the sum in the kernel, and is
+    evaluated after it with the rest of the element-wise work (the kernel walked each column down memory, 6.1
+    against 0.16 ms at [2048, 1024]). A value the sum itself reads keeps the plain kernel."""
+    dy = rng.standard_normal((70, 1030)).astype(np.float32)
+    grad = rng.standard_normal(1030).astype(np.float32)
+    x, g = mj.array(dy), mj.array(grad)
+    accumulated = g + x.sum(0) * 0.5
+    kernel, = mj.inspect(accumulated, device="cpu")
+    assert re.search(r"sum_\d+_columns\[", kernel.source), kernel.source
+    assert_close(accumulated, grad + dy.astype(np.float64).sum(0) * 0.5, rtol=1e-5, atol=1e-5)
+    scaled = (x * g).sum(0) + g  # the sum reads g itself
+    assert_close(scaled, (dy.astype(np.float64) * grad).sum(0) + grad, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("shape,dims", [((300, 1030), (0,)), ((4, 50, 33), (1,)), ((3, 2, 4, 40), (0, 2))], ids=str)

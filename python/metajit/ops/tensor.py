@@ -142,10 +142,18 @@ def _place_and_add(pieces, dim):
     return result
 
 
+_MOST_PIECES = 8  # a kernel renders its loop once per piece up to this many (jit/cpp_renderer.cc, piece_loops)
+
+
 def _join(pieces, dim):
     """Concatenation of checked pieces. With gradients flowing and more than a few pieces, the result is
     computed into a buffer (an identity reindex_reduce is always materialised): each piece's backward scatter
-    would otherwise recompute the incoming gradient, and with it the whole join, costing O(K^2 * size)."""
+    would otherwise recompute the incoming gradient, and with it the whole join, costing O(K^2 * size).
+    More pieces than a kernel renders a loop for are joined in groups first: one kernel joining 64 pieces read
+    all 64 at every element (stacking 64 [32, 1024] pieces took 7.2 ms, concatenating them along dim 1 65 ms)."""
+    if len(pieces) > _MOST_PIECES:
+        groups = [pieces[start:start + _MOST_PIECES] for start in range(0, len(pieces), _MOST_PIECES)]
+        return _join([group[0] if len(group) == 1 else _join(group, dim) for group in groups], dim)
     result = _place_and_add(pieces, dim)
     if len(pieces) > _MATERIALIZE_ABOVE and result.requires_grad:
         result = _core.reindex_reduce(result, "add", list(result.shape), _loop_indices(result.ndim), [], [])

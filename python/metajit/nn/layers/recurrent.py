@@ -6,6 +6,7 @@ needed, so a whole sequence (and its backward) is planned and fused at once, and
 length replays the cached plan."""
 import math
 
+from ..._function import Function
 from .. import functional as F
 from .. import init
 from ..module import Module
@@ -81,6 +82,7 @@ class _RecurrentBase(Module):
         states = self._initial_states(hx, batch, batched, sequence)
         finals = [[] for _ in states]
         directions = ("", "_reverse") if self.bidirectional else ("",)
+        layer_input = sequence
         for layer in range(self.num_layers):
             outputs_by_direction = []
             for direction, suffix in enumerate(directions):
@@ -89,22 +91,17 @@ class _RecurrentBase(Module):
                 weight_ih, weight_hh, bias_ih, bias_hh = self._weights(layer, suffix)
                 # The input's share of every step's gates at once: one [L * N, gates] matrix product instead of a
                 # small one per step (which also made the library calls per step twice as many).
-                inputs = sequence if layer == 0 else F.stack(steps, 0)
-                projected = _affine(inputs, weight_ih, bias_ih)
-                order = range(length - 1, -1, -1) if suffix else range(length)
-                outputs = [None] * length
-                for time in order:
-                    state = self._cell(projected[time], state, weight_hh, bias_hh)
-                    outputs[time] = state[0]
+                projected = _affine(layer_input, weight_ih, bias_ih)
+                outputs, state = self._sequence(projected, state, weight_hh, bias_hh, bool(suffix))
                 outputs_by_direction.append(outputs)
                 for kind, value in zip(finals, state):
                     kind.append(value)
-            steps = [outputs_by_direction[0][time] if len(directions) == 1 else
-                     F.cat([outputs_by_direction[0][time], outputs_by_direction[1][time]], 1)
-                     for time in range(length)]
+            # Whole sequences [L, N, H], never sliced per step: the gradient of each slice would be a zero-padded
+            # tensor of the whole sequence's size, one per step, all added up.
+            layer_input = outputs_by_direction[0] if len(directions) == 1 else F.cat(outputs_by_direction, 2)
             if self.dropout and self.training and layer < self.num_layers - 1:
-                steps = [F.dropout(step, self.dropout, True) for step in steps]
-        output = F.stack(steps, 0)
+                layer_input = F.dropout(layer_input, self.dropout, True)
+        output = layer_input
         if batched and self.batch_first:
             output = output.transpose(0, 1)
         final = [F.stack(kind, 0) for kind in finals]
@@ -112,6 +109,16 @@ class _RecurrentBase(Module):
             output = output.squeeze(1)
             final = [value.squeeze(1) for value in final]
         return output, (final[0] if self.state_count == 1 else tuple(final))
+
+    def _sequence(self, projected, state, weight_hh, bias_hh, reverse):
+        """(the outputs [L, N, H], the final states) of one layer in one direction; `projected` holds every step's
+        input share of the gates."""
+        length = projected.shape[0]
+        outputs = [None] * length
+        for time in (range(length - 1, -1, -1) if reverse else range(length)):
+            state = self._cell(projected[time], state, weight_hh, bias_hh)
+            outputs[time] = state[0]
+        return F.stack(outputs, 0), state
 
     def extra_repr(self):
         text = f"{self.input_size}, {self.hidden_size}"
@@ -159,14 +166,57 @@ class LSTM(_RecurrentBase):
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, device,
                          dtype)
 
-    def _cell(self, projected, state, weight_hh, bias_hh):
+    def _sequence(self, projected, state, weight_hh, bias_hh, reverse):
         hidden, cell = state
-        gates = projected + _affine(hidden, weight_hh, bias_hh)
-        size = self.hidden_size
-        input_gate, forget_gate = gates[:, :size].sigmoid(), gates[:, size:2 * size].sigmoid()
-        candidate, output_gate = gates[:, 2 * size:3 * size].tanh(), gates[:, 3 * size:].sigmoid()
-        cell = forget_gate * cell + input_gate * candidate
-        return [output_gate * cell.tanh(), cell]
+        sequence, final_hidden, final_cell = _LSTMLayer.apply(projected, weight_hh, bias_hh, hidden, cell, reverse)
+        return sequence, [final_hidden, final_cell]
+
+
+class _LSTMLayer(Function):
+    """One LSTM layer in one direction over a whole sequence, with backpropagation through time written out. Each
+    step's backward is elementwise work and one [N, 4H] x [4H, H] product; the recurrent weight's gradient is then
+    one product over all steps ([4H, L * N] x [L * N, H]) where autodiff summed one product per step: for 64 steps
+    of [32, 256], the 63 products and the [1024, 256] sum of their results were 24 of a 95 ms training step."""
+
+    @staticmethod
+    def forward(ctx, projected, weight_hh, bias_hh, hidden, cell, reverse):
+        length, size = projected.shape[0], hidden.shape[-1]
+        order = range(length - 1, -1, -1) if reverse else range(length)
+        outputs, ctx.gates, ctx.previous, ctx.cell_tanh = [None] * length, [None] * length, [None] * length, [None] * length
+        for time in order:
+            total = projected[time] + _affine(hidden, weight_hh, bias_hh)
+            gates = (total[:, :size].sigmoid(), total[:, size:2 * size].sigmoid(), total[:, 2 * size:3 * size].tanh(),
+                     total[:, 3 * size:].sigmoid())
+            ctx.previous[time] = (hidden, cell)
+            input_gate, forget_gate, candidate, output_gate = gates
+            cell = forget_gate * cell + input_gate * candidate
+            ctx.gates[time], ctx.cell_tanh[time] = gates, cell.tanh()
+            hidden = output_gate * ctx.cell_tanh[time]
+            outputs[time] = hidden
+        ctx.order, ctx.weight_hh, ctx.has_bias = order, weight_hh, bias_hh is not None
+        return F.stack(outputs, 0), hidden, cell
+
+    @staticmethod
+    def backward(ctx, output_grad, hidden_grad, cell_grad):
+        length = len(ctx.gates)
+        gate_grads = [None] * length
+        for time in reversed(ctx.order):
+            input_gate, forget_gate, candidate, output_gate = ctx.gates[time]
+            cell_tanh = ctx.cell_tanh[time]
+            hidden_grad = hidden_grad + output_grad[time]
+            cell_grad = cell_grad + hidden_grad * output_gate * (1.0 - cell_tanh * cell_tanh)
+            gate_grads[time] = F.cat([cell_grad * candidate * input_gate * (1.0 - input_gate),
+                                      cell_grad * ctx.previous[time][1] * forget_gate * (1.0 - forget_gate),
+                                      cell_grad * input_gate * (1.0 - candidate * candidate),
+                                      hidden_grad * cell_tanh * output_gate * (1.0 - output_gate)], 1)
+            cell_grad = cell_grad * forget_gate
+            hidden_grad = gate_grads[time] @ ctx.weight_hh
+        projected_grad = F.stack(gate_grads, 0)
+        rows = projected_grad.reshape([-1, projected_grad.shape[-1]])
+        previous_hidden = F.stack([ctx.previous[time][0] for time in range(length)], 0)
+        weight_grad = rows.T @ previous_hidden.reshape([-1, previous_hidden.shape[-1]])
+        bias_grad = rows.sum(0) if ctx.has_bias else None
+        return projected_grad, weight_grad, bias_grad, hidden_grad, cell_grad, None
 
 
 class GRU(_RecurrentBase):
