@@ -5,6 +5,8 @@ alternate (so drift on the host hits both alike). A metajit run ends when `mj.sy
 recording the lazy graph and planning. The report lists every operator with both medians and metajit's time over
 PyTorch's, slowest ratio first: the top rows are where metajit has work to do. The results of both frameworks
 are compared once per operator (`assert_allclose`, rtol 1e-4, atol 1e-4), so a fast wrong answer cannot hide.
+A second table times forward passes together with the input's gradient, where the backward's kernels (scatters,
+recomputed values, library calls of the gradient products) show.
 
 Writes bench/SWEEP.md.
 
@@ -110,6 +112,59 @@ def operators(torch, rng):
     ]
 
 
+def gradient_operators(torch):
+    """(name, metajit function, PyTorch function, input shape) for the forward-and-gradient table: each function
+    maps its framework's input tensor to the output."""
+    TF = torch.nn.functional
+    weight = np.random.default_rng(1).standard_normal((64, 1, 3)).astype(np.float32) * 0.3
+    transposed = np.random.default_rng(2).standard_normal((64, 32, 2, 2)).astype(np.float32) * 0.1
+    mweight, tweight = mj.array(weight), torch.from_numpy(weight)
+    mtransposed, ttransposed = mj.array(transposed), torch.from_numpy(transposed)
+    return [
+        ("elu", lambda x: F.elu(x), lambda x: TF.elu(x), (2048, 1024)),
+        ("softplus", lambda x: F.softplus(x), lambda x: TF.softplus(x), (2048, 1024)),
+        ("gelu", lambda x: F.gelu(x), lambda x: TF.gelu(x), (2048, 1024)),
+        ("layer_norm", lambda x: F.layer_norm(x, [1024]), lambda x: TF.layer_norm(x, [1024]), (2048, 1024)),
+        ("softmax over dim 1", lambda x: F.softmax(x, 1), lambda x: TF.softmax(x, 1), (2048, 1024)),
+        ("interpolate bilinear x2", lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"),
+         lambda x: TF.interpolate(x, scale_factor=2, mode="bilinear"), (32, 16, 56, 56)),
+        ("max_pool2d 2x2", lambda x: F.max_pool2d(x, 2), lambda x: TF.max_pool2d(x, 2), (32, 64, 56, 56)),
+        ("conv1d depthwise, 3 taps", lambda x: F.conv1d(x, mweight, padding=1, groups=64),
+         lambda x: TF.conv1d(x, tweight, padding=1, groups=64), (32, 64, 1024)),
+        ("conv_transpose2d 2x2 stride 2", lambda x: F.conv_transpose2d(x, mtransposed, stride=2),
+         lambda x: TF.conv_transpose2d(x, ttransposed, stride=2), (32, 64, 28, 28)),
+        ("causal attention [16, 4, 128, 64] (q = k = v)",
+         lambda x: F.scaled_dot_product_attention(x, x, x, is_causal=True),
+         lambda x: TF.scaled_dot_product_attention(x, x, x, is_causal=True), (16, 4, 128, 64)),
+        ("stack of 64 rows", lambda x: mj.stack([x[index] * 2.0 for index in range(64)], 1),
+         lambda x: torch.stack([x[index] * 2.0 for index in range(64)], 1), (64, 32, 1024)),
+        ("transpose, materialised", lambda x: x.T * 1.0, lambda x: x.t() * 1.0, (2048, 2048)),
+    ]
+
+
+def measure_gradient(metajit_function, torch_function, shape, runs, torch, rng):
+    """Checks, then times, forward + the input's gradient against a fixed random upstream gradient in each
+    framework; returns (median, best) seconds of each, as measure()."""
+    data = rng.standard_normal(shape).astype(np.float32)
+    x = mj.array(data, requires_grad=True)
+    tx = torch.tensor(data, requires_grad=True)
+    upstream = rng.standard_normal(tuple(torch_function(tx).shape)).astype(np.float32)
+    mupstream, tupstream = mj.array(upstream), torch.from_numpy(upstream)
+
+    def metajit_step():
+        y = metajit_function(x)
+        (gradient,) = mj.grad((y * mupstream).sum(), [x])
+        mj.sync(y, gradient)
+        return gradient
+
+    def torch_step():
+        tx.grad = None
+        (torch_function(tx) * tupstream).sum().backward()
+        return tx.grad
+    np.testing.assert_allclose(metajit_step().numpy(), torch_step().numpy(), rtol=1e-3, atol=1e-3)
+    return measure(metajit_step, torch_step, runs)
+
+
 def measure(metajit_function, torch_function, runs):
     """(median, best) seconds of each framework's alternating timed runs, after two warm-up runs each."""
     timed = {"metajit": [], "torch": []}
@@ -147,6 +202,14 @@ def main():
         rows.append((metajit_times[0] / torch_times[0], name, metajit_times, torch_times))
         print(f"{name}: metajit {metajit_times[0] * 1e3:.3f} ms, PyTorch {torch_times[0] * 1e3:.3f} ms", flush=True)
     rows.sort(reverse=True)
+    gradient_rows = []
+    for name, metajit_function, torch_function, shape in gradient_operators(torch):
+        metajit_times, torch_times = measure_gradient(metajit_function, torch_function, shape, arguments.runs, torch,
+                                                      np.random.default_rng(0))
+        gradient_rows.append((metajit_times[0] / torch_times[0], name, metajit_times, torch_times))
+        print(f"{name}, forward and gradient: metajit {metajit_times[0] * 1e3:.3f} ms, PyTorch "
+              f"{torch_times[0] * 1e3:.3f} ms", flush=True)
+    gradient_rows.sort(reverse=True)
     lines = ["# Operator sweep: metajit vs PyTorch eager", "",
              f"Generated by `bench/operator_sweep.py` on {cpu_model()}, {os.cpu_count()} cores, "
              f"{time.strftime('%Y-%m-%d %H:%M')}; {threads} threads for both, PyTorch {torch.__version__}. float32, "
@@ -158,10 +221,18 @@ def main():
              "left there: compare their best runs too, and rerun before acting on a single row.", "",
              "| operator | metajit ms (median) | PyTorch ms (median) | metajit / PyTorch | metajit ms (best) | "
              "PyTorch ms (best) | best / best |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for ratio, name, metajit_times, torch_times in rows:
-        lines.append(f"| {name} | {metajit_times[0] * 1e3:.3f} | {torch_times[0] * 1e3:.3f} | {ratio:.2f}x | "
-                     f"{metajit_times[1] * 1e3:.3f} | {torch_times[1] * 1e3:.3f} | "
-                     f"{metajit_times[1] / torch_times[1]:.2f}x |")
+    def table(table_rows):
+        for ratio, name, metajit_times, torch_times in table_rows:
+            lines.append(f"| {name} | {metajit_times[0] * 1e3:.3f} | {torch_times[0] * 1e3:.3f} | {ratio:.2f}x | "
+                         f"{metajit_times[1] * 1e3:.3f} | {torch_times[1] * 1e3:.3f} | "
+                         f"{metajit_times[1] / torch_times[1]:.2f}x |")
+    table(rows)
+    lines += ["", "## Forward and the input's gradient", "",
+              "Each run computes the output and the gradient of sum(output * upstream) with respect to the input "
+              "(a fixed random upstream; in metajit `mj.grad`, then `mj.sync` of both; in PyTorch `backward()`). "
+              "The gradients were checked against each other (`assert_allclose`, rtol 1e-3, atol 1e-3).", "",
+              lines[4], lines[5]]
+    table(gradient_rows)
     with open(arguments.output, "w") as report:
         report.write("\n".join(lines) + "\n")
     print(f"wrote {arguments.output}")
