@@ -224,12 +224,49 @@ class GRU(_RecurrentBase):
     bidirectional=False); gates in PyTorch's order reset, update, new."""
     gates, state_count = 3, 1
 
-    def _cell(self, projected, state, weight_hh, bias_hh):
-        hidden = state[0]
-        from_input = projected
-        from_hidden = _affine(hidden, weight_hh, bias_hh)
-        size = self.hidden_size
-        reset = (from_input[:, :size] + from_hidden[:, :size]).sigmoid()
-        update = (from_input[:, size:2 * size] + from_hidden[:, size:2 * size]).sigmoid()
-        new = (from_input[:, 2 * size:] + reset * from_hidden[:, 2 * size:]).tanh()
-        return [(1.0 - update) * new + update * hidden]
+    def _sequence(self, projected, state, weight_hh, bias_hh, reverse):
+        sequence, final = _GRULayer.apply(projected, weight_hh, bias_hh, state[0], reverse)
+        return sequence, [final]
+
+
+class _GRULayer(Function):
+    """One GRU layer in one direction over a whole sequence, with backpropagation through time written out like
+    _LSTMLayer's: per step elementwise work and one [N, 3H] x [3H, H] product, and one weight-gradient product
+    over all steps."""
+
+    @staticmethod
+    def forward(ctx, projected, weight_hh, bias_hh, hidden, reverse):
+        length, size = projected.shape[0], hidden.shape[-1]
+        order = range(length - 1, -1, -1) if reverse else range(length)
+        outputs, ctx.saved = [None] * length, [None] * length
+        for time in order:
+            from_input, from_hidden = projected[time], _affine(hidden, weight_hh, bias_hh)
+            reset = (from_input[:, :size] + from_hidden[:, :size]).sigmoid()
+            update = (from_input[:, size:2 * size] + from_hidden[:, size:2 * size]).sigmoid()
+            hidden_share = from_hidden[:, 2 * size:]
+            new = (from_input[:, 2 * size:] + reset * hidden_share).tanh()
+            ctx.saved[time] = (hidden, reset, update, new, hidden_share)
+            hidden = (1.0 - update) * new + update * hidden
+            outputs[time] = hidden
+        ctx.order, ctx.weight_hh, ctx.has_bias = order, weight_hh, bias_hh is not None
+        return F.stack(outputs, 0), hidden
+
+    @staticmethod
+    def backward(ctx, output_grad, hidden_grad):
+        length = len(ctx.saved)
+        input_grads, hidden_share_grads = [None] * length, [None] * length
+        for time in reversed(ctx.order):
+            previous, reset, update, new, hidden_share = ctx.saved[time]
+            hidden_grad = hidden_grad + output_grad[time]
+            new_grad = hidden_grad * (1.0 - update) * (1.0 - new * new)
+            reset_grad = new_grad * hidden_share * reset * (1.0 - reset)
+            update_grad = hidden_grad * (previous - new) * update * (1.0 - update)
+            input_grads[time] = F.cat([reset_grad, update_grad, new_grad], 1)
+            hidden_share_grads[time] = F.cat([reset_grad, update_grad, new_grad * reset], 1)
+            hidden_grad = hidden_grad * update + hidden_share_grads[time] @ ctx.weight_hh
+        rows = F.stack(hidden_share_grads, 0)
+        rows = rows.reshape([-1, rows.shape[-1]])
+        previous_hidden = F.stack([ctx.saved[time][0] for time in range(length)], 0)
+        weight_grad = rows.T @ previous_hidden.reshape([-1, previous_hidden.shape[-1]])
+        bias_grad = rows.sum(0) if ctx.has_bias else None
+        return F.stack(input_grads, 0), weight_grad, bias_grad, hidden_grad, None
