@@ -29,6 +29,26 @@ FLOAT_DTYPES = ["float16", "float32", "float64"]
 INT_DTYPES = ["int8", "uint8", "int32", "int64"]
 
 
+# The vector widths a kernel is compiled at by run_kernel_program: the JIT only runs the host's.
+VECTOR_TARGETS = pytest.mark.parametrize("target", [["-march=native"], ["-mavx2", "-mfma", "-mno-avx512f"], []],
+                                         ids=["native", "avx2", "sse"])
+
+
+def run_kernel_program(tmp_path, kernel, main, compiler_name, target):
+    """Compiles a kernel's full source followed by `main` (C++ that calls metajit_kernel and prints numbers) with
+    `compiler_name` for `target` flags, runs it, and returns what it printed as float64s."""
+    import shutil
+    import subprocess
+    compiler = shutil.which(compiler_name)
+    assert compiler, f"{compiler_name} (installed by tools/install_dependencies.sh) is needed for this check"
+    (tmp_path / "program.cc").write_text(kernel.full_source + main)
+    binary = tmp_path / "program"
+    subprocess.run([compiler, "-O2", *target, str(tmp_path / "program.cc"), "-o", str(binary)], check=True,
+                   capture_output=True)
+    return np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
+                    dtype=np.float64)
+
+
 def assert_close(actual, expected, rtol=1e-6, atol=0.0, equal_nan=False, dtype=None):
     """actual: a metajit Var (or numpy array); expected: numpy. Shapes must match exactly; if `dtype` is given the
     Var's dtype must be that."""

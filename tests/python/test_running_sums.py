@@ -3,14 +3,12 @@ reindex written that way) renders as one pass along each row (jit/cpp_renderer.c
 its gradient, a scatter of every element into the targets r <= i (reverse_running_sum). Results must match
 numpy for every length, dtype and dim, and sums whose terms depend on the position must not take those paths."""
 import re
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 import metajit as mj
-from conftest import cpu_backend
+from conftest import VECTOR_TARGETS, cpu_backend, run_kernel_program
 
 # the scalar form (term r = i added to the sum) or the vector form (a vector of terms scanned across its lanes)
 RUNNING = re.compile(r"const int64_t r\d+ = i\d+;|mj_prefix_(sum|product)\(")
@@ -194,21 +192,13 @@ int main() {
 
 
 @pytest.mark.parametrize("compiler_name", ["clang++-14", "g++"])
-@pytest.mark.parametrize("target", [["-march=native"], ["-mavx2", "-mfma", "-mno-avx512f"], []],
-                         ids=["native", "avx2", "sse"])
+@VECTOR_TARGETS
 @cpu_backend
 def test_vector_scans_at_every_width_and_with_gcc(tmp_path, compiler_name, target):
     # The JIT only runs the host's width: the 8- and 4-lane scans (and g++, the subprocess fallback) run here.
-    compiler = shutil.which(compiler_name)
-    assert compiler, f"{compiler_name} (installed by tools/install_dependencies.sh) is needed for this check"
     kernel = mj.inspect(mj.array(np.ones((4, 37), np.float32)).cumsum(1))[0]
     assert "mj_prefix_sum(" in kernel.source
-    (tmp_path / "scan.cc").write_text(kernel.full_source + SCAN_CHECK)
-    binary = tmp_path / "scan"
-    subprocess.run([compiler, "-O2", *target, str(tmp_path / "scan.cc"), "-o", str(binary)], check=True,
-                   capture_output=True)
-    output = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
-                      dtype=np.float64).reshape(4, 37)
+    output = run_kernel_program(tmp_path, kernel, SCAN_CHECK, compiler_name, target).reshape(4, 37)
     inputs = ((np.arange(4 * 37) * 7) % 11 - 5.0).reshape(4, 37)
     expected = np.cumsum(inputs, axis=1)  # small integers: every order of adding them is exact
     expected[[0, 3]] = -1000.0

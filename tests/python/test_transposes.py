@@ -2,14 +2,11 @@
 earlier dim is walked in 16 x 16 tiles (jit/cpp_renderer.cc, transposed_body). The tiles must cover every
 element exactly once, for any extents (not multiples of the tile), ranks, dtypes and fused work. Full tiles of
 float32 kernels transpose through registers (full_tile_vectors, mj_transpose_tile), at every vector width."""
-import shutil
-import subprocess
-
 import numpy as np
 import pytest
 
 import metajit as mj
-from conftest import cpu_backend
+from conftest import VECTOR_TARGETS, cpu_backend, run_kernel_program
 
 
 def kernel_sources(var):
@@ -115,19 +112,11 @@ int main() {
 
 
 @pytest.mark.parametrize("compiler_name", ["clang++-14", "g++"])
-@pytest.mark.parametrize("target", [["-march=native"], ["-mavx2", "-mfma", "-mno-avx512f"], []],
-                         ids=["native", "avx2", "sse"])
+@VECTOR_TARGETS
 @cpu_backend
 def test_tile_transposes_at_every_width_and_with_gcc(tmp_path, compiler_name, target):
     # The JIT only runs the host's width: the 8- and 4-lane transposes (and g++, the subprocess fallback) run here.
-    compiler = shutil.which(compiler_name)
-    assert compiler, f"{compiler_name} (installed by tools/install_dependencies.sh) is needed for this check"
     kernel = mj.inspect(mj.array(np.zeros((48, 40), np.float32)).T * 1.0)[0]
     assert "mj_transpose_tile(" in kernel.source
-    (tmp_path / "tiles.cc").write_text(kernel.full_source + TILE_CHECK)
-    binary = tmp_path / "tiles"
-    subprocess.run([compiler, "-O2", *target, str(tmp_path / "tiles.cc"), "-o", str(binary)], check=True,
-                   capture_output=True)
-    output = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
-                      dtype=np.float32).reshape(40, 48)
+    output = run_kernel_program(tmp_path, kernel, TILE_CHECK, compiler_name, target).reshape(40, 48)
     np.testing.assert_array_equal(output, np.arange(48 * 40, dtype=np.float32).reshape(48, 40).T)
