@@ -216,13 +216,25 @@ def _arithmetic(name, operator):
     return method
 
 
+def _indexing():
+    """metajit.ops.indexing, imported on first use (it imports metajit itself); an import statement in getitem
+    cost a seventh of a slice."""
+    global _indexing_module
+    if _indexing_module is None:
+        from .ops import indexing
+        _indexing_module = indexing
+    return _indexing_module
+
+
+_indexing_module = None
+
+
 def getitem(self, key):
     """x[key]: integers, slices (any step), None, ..., integer arrays (lists, numpy arrays, Vars; negative entries
     count from the end) and boolean masks, with PyTorch's semantics. Keys of integers and slices give a view;
     index arrays give a reindex (differentiable: its gradient scatter-adds). A boolean mask Var is synced, since
     the result's shape depends on how many entries are true. Implemented in metajit.ops.indexing."""
-    from .ops import indexing
-    return indexing.getitem(self, key)
+    return _indexing().getitem(self, key)
 
 
 def setitem(self, key, value):
