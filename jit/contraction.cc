@@ -56,6 +56,7 @@ class Matcher {
     // buffer: only the request to materialise it is returned. Fused, the product recomputed the softmax's exp for
     // every output column (inference attention 6x slower than PyTorch).
     bool row_reductions = !kernel_.row_body.empty();
+    if (kernel_.kind == IrKernel::Kind::Pointwise && !has_one_float_sum()) return match;
     for (size_t dim = 0; dim < kernel_.domain.size(); ++dim) extents_["i" + std::to_string(dim)] = kernel_.domain[dim];
     collect_lets(kernel_.body);
     find_split_variables();
@@ -373,6 +374,21 @@ class Matcher {
       return false;
     materialize->push_back(node);
     return true;
+  }
+
+  // A pointwise kernel can only be a contraction with exactly one top-level loop, a float32 sum, and no scatter
+  // (what match_pointwise asks first). Checked before the passes over every let: elementwise kernels are most
+  // of a plan, and a long one took milliseconds to reject.
+  bool has_one_float_sum() const {
+    const IrStatement* loop = nullptr;
+    for (const IrStatement& statement : kernel_.body) {
+      if (statement.kind == IrStatement::Kind::ScatterAccumulate) return false;
+      if (statement.kind != IrStatement::Kind::ReduceLoop) continue;
+      if (loop) return false;
+      loop = &statement;
+    }
+    return loop && loop->reduce_op == ReduceOp::Add && loop->dtype == DType::Float32 &&
+           !kernel_.body.empty() && kernel_.body.back().kind == IrStatement::Kind::Store;
   }
 
   bool match_pointwise(Contraction* contraction, IrExprPtr* product, ContractionMatch* match) {

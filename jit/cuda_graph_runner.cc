@@ -135,7 +135,8 @@ int prepare_binaries(const std::vector<PlannedKernel>& kernels, const CudaTarget
 }  // namespace
 
 int precompile_cuda(const std::vector<NodePtr>& targets, const CudaTarget& target) {
-  std::vector<PlannedKernel> kernels = plan_kernels(targets, /*library_calls=*/false, /*render_cpu_source=*/false);
+  std::vector<PlannedKernel> kernels = plan_kernels(targets, /*library_calls=*/false, /*render_cpu_source=*/false,
+                                                      /*multiple_outputs=*/false);
   render_for_cuda(kernels, target, /*with_keys=*/true);
   return prepare_binaries(kernels, target);
 }
@@ -169,7 +170,8 @@ void run_on_cuda(const std::vector<NodePtr>& targets) {
   signature.text.insert(0, execution_ == CudaExecution::Gpu ? "cuda " + target.name() + "\n" : "cuda emulator\n");
   std::shared_ptr<const CachedPlan> plan = PlanCache::instance().find(signature.text);
   if (!plan) {
-    std::vector<PlannedKernel> kernels = plan_kernels(targets, /*library_calls=*/false, /*render_cpu_source=*/false);
+    std::vector<PlannedKernel> kernels = plan_kernels(targets, /*library_calls=*/false, /*render_cpu_source=*/false,
+                                                      /*multiple_outputs=*/false);
     render_for_cuda(kernels, target, /*with_keys=*/execution_ == CudaExecution::Gpu);
     if (execution_ == CudaExecution::Gpu) prepare_binaries(kernels, target);  // a new plan: all at once
     plan = PlanCache::instance().insert(signature, std::move(kernels));

@@ -25,6 +25,7 @@
 #include "jit/plan_cache.h"
 #include "jit/recompute_policy.h"
 #include "jit/reduce_loop_merging.h"
+#include "jit/sibling_kernels.h"
 
 namespace metajit {
 namespace {
@@ -103,6 +104,10 @@ void record_profile(const PlannedKernel& kernel, const Node& output, double seco
     entry.key = kernel.key.empty() ? kernel.cuda_key : kernel.key;
     entry.name = (kernel.library ? kernel.library->describe() + (kernel.key.empty() ? "" : " + epilogue") + ": " : "") +
                  output.op_name() + " " + shape_to_string(output.shape) + " at " + output.provenance.to_string();
+    int further_outputs = -1;
+    for (const IrBuffer& buffer : kernel.lowered.kernel.buffers) further_outputs += buffer.is_output ? 1 : 0;
+    if (!kernel.library && further_outputs > 0)
+      entry.name += " (and " + std::to_string(further_outputs) + " more output" + (further_outputs > 1 ? "s)" : ")");
   }
   entry.launches++;
   entry.seconds += seconds;
@@ -227,27 +232,38 @@ class JitGraphRunner : public GraphRunner {
       check_interrupt();
       const PlannedKernel& kernel = plan->kernels[index];
       const NodePtr& output = nodes[plan->outputs[index]];
-      std::vector<NodePtr> inputs;
+      std::vector<NodePtr> inputs, siblings;
       for (int position : plan->inputs[index]) inputs.push_back(nodes[position]);
+      for (int position : plan->siblings[index]) siblings.push_back(nodes[position]);
       KernelFunction function = kernel.key.empty() ? nullptr : host_kernel_function(kernel, *output);
       if (profiling_) {
         auto start = std::chrono::steady_clock::now();
-        launch(kernel, output, inputs, function);
+        launch(kernel, output, siblings, inputs, function);
         record_profile(kernel, *output, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       } else {
-        launch(kernel, output, inputs, function);
+        launch(kernel, output, siblings, inputs, function);
       }
-      if (check_values) check_output(kernel, *output, inputs);
+      if (check_values) {
+        check_output(kernel, *output, inputs);
+        for (const NodePtr& sibling : siblings) check_output(kernel, *sibling, inputs);
+      }
     }
     for (int position : plan->outputs) release_inputs(*nodes[position]);
+    for (const std::vector<int>& siblings : plan->siblings)
+      for (int position : siblings) release_inputs(*nodes[position]);
   }
 
  private:
-  static void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& inputs,
-                     KernelFunction function) {
+  static void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& siblings,
+                     const std::vector<NodePtr>& inputs, KernelFunction function) {
     if (kernel.code) return run_code_on_host(output, inputs, function, kernel.rendered.work_items);
     StoragePtr storage = allocate_result(*output, output->dtype, output->shape, /*on_device=*/false);
     std::vector<void*> buffers{storage->data()};
+    std::vector<StoragePtr> sibling_storages;
+    for (const NodePtr& sibling : siblings) {
+      sibling_storages.push_back(allocate_result(*sibling, sibling->dtype, sibling->shape, /*on_device=*/false));
+      buffers.push_back(sibling_storages.back()->data());
+    }
     for (const NodePtr& input : inputs) {
       if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");
       buffers.push_back(input->storage->data());
@@ -280,6 +296,8 @@ class JitGraphRunner : public GraphRunner {
       stats().kernels_launched++;
     }
     publish_storage(*output, std::move(storage));
+    for (size_t index = 0; index < siblings.size(); ++index)
+      publish_storage(*siblings[index], std::move(sibling_storages[index]));
   }
 };
 
@@ -309,7 +327,7 @@ std::vector<Node*> contractions_inside(const LoweredKernel& lowered, const NodeP
 }
 
 std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, bool library_calls,
-                                        bool render_cpu_source) {
+                                        bool render_cpu_source, bool multiple_outputs) {
   std::unordered_set<Node*> materialized;
   std::vector<NodePtr> roots;
   auto add_root = [&](const NodePtr& node) {
@@ -317,62 +335,97 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, boo
     roots.push_back(node);
   };
   for (const NodePtr& target : targets) add_root(target);
-  // Find NodePtrs for requested raw pointers by walking the pending graph.
+  // NodePtrs for requested raw pointers: every pending node reachable from the targets, found in one walk the
+  // first time one is needed (planning never adds nodes; a walk per request was quadratic).
+  std::unordered_map<Node*, NodePtr> pending_nodes;
   auto find_node = [&](Node* wanted) -> NodePtr {
-    std::vector<NodePtr> stack(roots.begin(), roots.end());
-    std::unordered_set<Node*> seen;
-    while (!stack.empty()) {
-      NodePtr node = std::move(stack.back());
-      stack.pop_back();
-      if (node.get() == wanted) return node;
-      if (!seen.insert(node.get()).second || node->is_computed()) continue;
-      for (const NodePtr& input : node->inputs) stack.push_back(input);
+    if (pending_nodes.empty()) {
+      std::vector<NodePtr> stack(targets.begin(), targets.end());
+      while (!stack.empty()) {
+        NodePtr node = std::move(stack.back());
+        stack.pop_back();
+        if (node->is_computed() || !pending_nodes.emplace(node.get(), node).second) continue;
+        for (const NodePtr& input : node->inputs) stack.push_back(input);
+      }
     }
-    throw std::logic_error("requested node not found in graph");
+    auto found = pending_nodes.find(wanted);
+    if (found == pending_nodes.end()) throw std::logic_error("requested node not found in graph");
+    return found->second;
   };
-  std::vector<LoweredKernel> lowered;
-  std::vector<ContractionMatch> matches;
+  // Each root's latest lowering, kept while nothing it inlined has been materialised since: the fixpoint adds a
+  // few values per round, and lowering every root again each round made the first plan of a 64-step LSTM's
+  // training step take 14 s (its step kernels inline long chains until the recompute policy cuts them).
+  struct RootPlan {
+    LoweringResult result;
+    ContractionMatch match;
+    std::vector<Node*> requests;
+  };
+  std::unordered_map<Node*, RootPlan> plans;
+  std::unordered_set<Node*> added;  // materialised since the previous round
   ContractionBackend backend = contraction_backend();
   bool use_library = library_calls && backend && library_lowering_enabled();
+  auto still_valid = [&](const RootPlan& plan) {
+    for (Node* node : plan.result.inlined)
+      if (added.count(node)) return false;
+    return true;
+  };
   for (int iteration = 0;; ++iteration) {
     if (iteration > 10000) throw std::logic_error("fusion planning did not converge");
     std::sort(roots.begin(), roots.end(), [](const NodePtr& a, const NodePtr& b) { return a->id < b->id; });
-    lowered.clear();
     std::vector<Node*> requests;
-    matches.clear();
     for (const NodePtr& root : roots) {
       if (root->kind == NodeKind::Code) {  // never fused: its inputs become buffers
-        LoweredKernel code;
-        code.output = root;
-        code.inputs = root->inputs;
         for (const NodePtr& input : root->inputs)
           if (!input->is_computed() && !materialized.count(input.get())) requests.push_back(input.get());
-        lowered.push_back(std::move(code));
-        matches.emplace_back();
         continue;
       }
-      LoweringResult result = lower_group(root, materialized);
-      requests.insert(requests.end(), result.materialize_requests.begin(), result.materialize_requests.end());
-      ContractionMatch match;
-      if (result.materialize_requests.empty() && use_library) {
-        match = match_contraction(result.lowered);
-        if (!match.materialize.empty()) {
-          if (backend(*match.contraction))
-            requests.insert(requests.end(), match.materialize.begin(), match.materialize.end());
-          match = ContractionMatch();
-        } else if (!match.contraction) {
-          for (Node* sum : contractions_inside(result.lowered, root, materialized, backend, find_node))
-            requests.push_back(sum);
+      auto cached = plans.find(root.get());
+      if (cached != plans.end() && still_valid(cached->second)) {
+        requests.insert(requests.end(), cached->second.requests.begin(), cached->second.requests.end());
+        continue;
+      }
+      RootPlan plan;
+      plan.result = lower_group(root, materialized);
+      plan.requests = plan.result.materialize_requests;
+      if (plan.result.materialize_requests.empty() && use_library) {
+        plan.match = match_contraction(plan.result.lowered);
+        if (!plan.match.materialize.empty()) {
+          if (backend(*plan.match.contraction))
+            plan.requests.insert(plan.requests.end(), plan.match.materialize.begin(), plan.match.materialize.end());
+          plan.match = ContractionMatch();
+        } else if (!plan.match.contraction) {
+          for (Node* sum : contractions_inside(plan.result.lowered, root, materialized, backend, find_node))
+            plan.requests.push_back(sum);
         }
       }
-      lowered.push_back(std::move(result.lowered));
-      matches.push_back(std::move(match));
+      requests.insert(requests.end(), plan.requests.begin(), plan.requests.end());
+      plans[root.get()] = std::move(plan);
     }
     if (requests.empty()) requests = shared_values_to_store(roots, materialized);
     if (requests.empty()) break;
-    for (Node* request : requests)
-      if (!materialized.count(request)) add_root(find_node(request));
+    added.clear();
+    for (Node* request : requests) {
+      if (materialized.count(request)) continue;
+      add_root(find_node(request));
+      added.insert(request);
+    }
   }
+  std::vector<LoweredKernel> lowered;
+  std::vector<ContractionMatch> matches;
+  for (const NodePtr& root : roots) {
+    if (root->kind == NodeKind::Code) {
+      LoweredKernel code;
+      code.output = root;
+      code.inputs = root->inputs;
+      lowered.push_back(std::move(code));
+      matches.emplace_back();
+      continue;
+    }
+    RootPlan& plan = plans.at(root.get());
+    lowered.push_back(std::move(plan.result.lowered));
+    matches.push_back(std::move(plan.match));
+  }
+  if (multiple_outputs && sibling_kernels_enabled()) join_sibling_kernels(lowered, matches, materialized);
   std::vector<PlannedKernel> kernels;
   KernelCache& cache = KernelCache::instance();
   for (size_t index = 0; index < lowered.size(); ++index) {

@@ -32,8 +32,9 @@ struct PlannedKernel {
 // The kernels that computing `targets` would launch, in launch order. Runs nothing. Without library calls
 // (for the CUDA backend, which has no oneDNN) every contraction stays a generated kernel; without
 // `render_cpu_source` the kernels are lowered but not rendered to C++ (the CUDA backend renders its own).
+// Without `multiple_outputs` every kernel stores one value (the CUDA renderer writes one output).
 std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, bool library_calls = true,
-                                        bool render_cpu_source = true);
+                                        bool render_cpu_source = true, bool multiple_outputs = true);
 
 // Shared with the CUDA graph runner: the METAJIT_CHECK_NAN check of one kernel's output, whether profiling is
 // on, and recording one kernel's time.

@@ -13,6 +13,11 @@ namespace metajit {
 namespace {
 
 constexpr int kMaxInstancesPerNode = 16;  // more distinct index patterns than this: materialise instead
+// A kernel builds at most this many values (a node at one index pattern) by inlining; the value that would
+// pass it is stored instead. Lowering costs a few microseconds a value, and before the recompute policy cuts
+// them, a recurrence's kernels inline its whole chain: the first plan of a 64-step LSTM's training step spent
+// seconds lowering kernels of 1000-5000 values again and again. Kernels that large also compile slowly.
+constexpr int64_t kMaxInlinedValues = 1024;
 // Per-row reductions (see is_row_index): a row of at most 16K elements (64 KB of float32) stays in L2 between the
 // passes over it; at least 16 rows, unless the whole kernel is too small to be worth splitting.
 constexpr int64_t kMaxRowElements = 16384, kMinRows = 16, kSmallKernelElements = 32768;
@@ -67,10 +72,12 @@ class Lowerer {
   // `merged`: loop over the computed node's last `merged` dims as one (0 or 1: no merging).
   // `computed`: the node whose value the kernel computes and stores: the root, or the source of a root that
   // only reshapes it (the same row-major elements, so the same flat offsets in the root's buffer).
+  // `siblings`: further nodes of the root's shape that the kernel also stores, each at the same index as the
+  // root (buffers out1, out2, ...); a value they share is computed once (lower_siblings).
   Lowerer(const NodePtr& root, const std::unordered_set<Node*>& materialized, RowReductions first_rows = {},
-          int merged = 0, NodePtr computed = nullptr)
+          int merged = 0, NodePtr computed = nullptr, std::vector<NodePtr> siblings = {})
       : root_(root), computed_(computed ? std::move(computed) : root), materialized_(materialized),
-        first_rows_(std::move(first_rows)), merged_(merged) {}
+        first_rows_(std::move(first_rows)), merged_(merged), siblings_(std::move(siblings)) {}
 
   const RowReductions& row_reductions() const { return row_reductions_; }
 
@@ -80,6 +87,9 @@ class Lowerer {
     IrKernel& kernel = result.lowered.kernel;
     kernel_ = &kernel;
     kernel.buffers.push_back({"out0", root_->dtype, root_->shape, true});
+    for (size_t position = 0; position < siblings_.size(); ++position)
+      kernel.buffers.push_back({"out" + std::to_string(position + 1), siblings_[position]->dtype,
+                                siblings_[position]->shape, true});
     scopes_.push_back({&kernel.row_body, {}});  // kRowScope
     scopes_.push_back({&kernel.body, {}});      // kElementScope
     if (root_->kind == NodeKind::ReindexReduce) {
@@ -92,8 +102,15 @@ class Lowerer {
       for (const auto& [node, node_indices] : first_rows_) node_value(node, node_indices);
       IrExprPtr value = node_value(computed_, indices, /*is_root=*/true);
       emit({IrStatement::Kind::Store, "", root_->dtype, value, offset_of(computed_->shape, indices), nullptr, 0});
+      for (size_t position = 0; position < siblings_.size(); ++position) {
+        IrExprPtr sibling = node_value(siblings_[position], indices, /*is_root=*/true);
+        emit({IrStatement::Kind::Store, "", siblings_[position]->dtype, sibling,
+              offset_of(computed_->shape, indices), nullptr, int(position + 1)});
+      }
     }
     result.lowered.output = root_;
+    result.lowered.siblings = siblings_;
+    result.inlined.assign(inlined_.begin(), inlined_.end());
     result.lowered.inputs = std::move(inputs_);
     result.materialize_requests = std::move(requests_);
     return result;
@@ -168,7 +185,8 @@ class Lowerer {
     auto found = buffers_.find(node.get());
     if (found != buffers_.end()) return found->second;
     int index = int(kernel_->buffers.size());
-    kernel_->buffers.push_back({"in" + std::to_string(index - 1), node->dtype, node->shape, false});
+    kernel_->buffers.push_back({"in" + std::to_string(index - 1 - int(siblings_.size())), node->dtype, node->shape,
+                                false});
     buffers_[node.get()] = index;
     inputs_.push_back(node);
     return index;
@@ -213,41 +231,72 @@ class Lowerer {
     return repeats >= kBroadcastMinimumRepeats && recompute_cost(node.get()) >= kBroadcastMinimumCost;
   }
 
+  // Where a kernel past kMaxInlinedValues may be cut: an elementwise value no larger than the kernel's own
+  // iteration space, so storing it costs at most one more output-sized buffer (never a matrix product's
+  // broadcast terms, which are the size of the whole product).
+  bool cuttable(const Node& node) const {
+    bool elementwise = node.kind == NodeKind::Unary || node.kind == NodeKind::Binary || node.kind == NodeKind::Where ||
+                       node.kind == NodeKind::Cast;
+    return elementwise && node.numel() <= shape_numel(kernel_->domain);
+  }
+
   // Whether `node` is needed at a second index pattern in this kernel and rebuilding it gathers again through an
   // index buffer along a source's last dim (`x[..., @e0(i3)]`: interpolation's column corners, torch.gather along
   // the last dim). Such loads become vector gathers or scalar loads, one per element and instance. Stored by a
   // kernel of its own, the value is gathered once and read back with plain loads: bilinear resampling done as a
   // column pass and a row pass, which reads the column pass at two rows, runs 2.4x faster than with both passes
   // fused into one kernel of four gathers per element.
-  bool gathers_again(const NodePtr& node) const {
+  bool gathers_again(const NodePtr& node) {
     if (node->kind != NodeKind::Unary && node->kind != NodeKind::Binary && node->kind != NodeKind::Where &&
         node->kind != NodeKind::Cast && node->kind != NodeKind::Reindex)
       return false;
     auto found = instances_.find(node.get());
     if (found == instances_.end() || found->second < 2 || node->numel() < kGatherStoreMinimumElements) return false;
-    std::vector<Node*> stack{node.get()};
-    std::unordered_set<Node*> seen;
+    return gathers_along_last_dim(node.get());
+  }
+
+  // Whether rebuilding `value` reaches a reindex whose last-dim index reads an index buffer, through pending
+  // elementwise ops, views and reindex sources. Memoised per node: asked at every second instance of every value,
+  // a fresh walk each time was quadratic along a recurrence's chain (an LSTM's backward, 64 steps).
+  bool gathers_along_last_dim(Node* start) {
+    std::vector<std::pair<Node*, bool>> stack{{start, false}};  // (node, its inputs are done)
     while (!stack.empty()) {
-      Node* value = stack.back();
+      auto [value, inputs_done] = stack.back();
       stack.pop_back();
-      if (!seen.insert(value).second) continue;
-      if (value != node.get() && (value->is_computed() || materialized_.count(value))) continue;
+      if (gathers_below_.count(value)) continue;
+      if (value != start && (value->is_computed() || materialized_.count(value))) {
+        gathers_below_[value] = false;
+        continue;
+      }
+      std::vector<Node*> sources;
+      bool gathers = false;
       switch (value->kind) {
         case NodeKind::Reindex: {
           const auto& payload = static_cast<const IndexPayload&>(*value->payload);
-          if (value->inputs.size() > 1 && !payload.indexes.empty() && reads_extra(payload.indexes.back())) return true;
-          stack.push_back(value->inputs[0].get());  // its index buffers are small: only the source matters
+          gathers = value->inputs.size() > 1 && !payload.indexes.empty() && reads_extra(payload.indexes.back());
+          sources.push_back(value->inputs[0].get());  // its index buffers are small: only the source matters
           break;
         }
         case NodeKind::Unary: case NodeKind::Binary: case NodeKind::Where: case NodeKind::Cast:
         case NodeKind::View: case NodeKind::Reshape:
-          for (const NodePtr& input : value->inputs) stack.push_back(input.get());
+          for (const NodePtr& input : value->inputs) sources.push_back(input.get());
           break;
         default:
           break;
       }
+      if (!gathers && !inputs_done) {
+        stack.push_back({value, true});
+        for (Node* source : sources)
+          if (!gathers_below_.count(source)) stack.push_back({source, false});
+        continue;
+      }
+      for (Node* source : sources) {
+        auto below = gathers_below_.find(source);
+        gathers = gathers || (below != gathers_below_.end() && below->second);
+      }
+      gathers_below_[value] = gathers;
     }
-    return false;
+    return gathers_below_[start];
   }
 
   // Operations one evaluation of `value` runs, through the pending elementwise ops it is built from (buffers,
@@ -370,9 +419,18 @@ class Lowerer {
       if (value->kind == IrKind::Variable) record_origin(value->name, node.get(), indices, buffer);
       return value;
     }
+    inlined_.insert(node.get());
+    if (!is_root && ++inlined_values_ > kMaxInlinedValues && cuttable(*node)) {
+      request(node.get());
+      return constant_of(0, node->dtype);
+    }
+    // Past the limit the node is stored, and what this kernel makes of it is discarded: lowering it again would
+    // only walk its producers at yet another index pattern (a stack of 64 LSTM steps' gradients walked every
+    // step's chain back to the last step at every pattern: 0.3 s per kernel).
     if (!is_root && node->kind != NodeKind::Constant && node->kind != NodeKind::View && node->kind != NodeKind::Reshape &&
         node->kind != NodeKind::Custom && ++instances_[node.get()] > kMaxInstancesPerNode) {
       request(node.get());
+      return constant_of(0, node->dtype);
     }
     if (!is_root && (broadcast_recomputes(node, indices) || gathers_again(node))) {
       request(node.get());  // planned again once it is stored: what this kernel makes of it now is discarded
@@ -660,6 +718,7 @@ class Lowerer {
   const std::unordered_set<Node*>& materialized_;
   RowReductions first_rows_, row_reductions_;
   int merged_ = 0;
+  std::vector<NodePtr> siblings_;
   size_t context_ = kElementScope;  // the level whose values the code being lowered can see: row or element
   std::unordered_set<std::string> row_reduction_keys_;
   IrKernel* kernel_ = nullptr;
@@ -668,6 +727,9 @@ class Lowerer {
   std::unordered_map<Node*, int> buffers_;
   std::unordered_map<Node*, int> instances_;
   std::unordered_set<const Node*> noted_;
+  std::unordered_set<Node*> inlined_;
+  std::unordered_map<Node*, bool> gathers_below_;
+  int64_t inlined_values_ = 0;  // values built by inlining (node and index pattern), for kMaxInlinedValues
   std::vector<NodePtr> inputs_;
   std::vector<Node*> requests_;
   int next_name_ = 0;
@@ -679,8 +741,15 @@ class Lowerer {
 // When every buffer is read in the order of the output's trailing dims, loop over those dims as one.
 constexpr int64_t kShortRow = 256;
 
+// `chosen`, also counting the nodes an attempt not taken reached (its choice depended on them too).
+LoweringResult with_inlined_of(LoweringResult chosen, const LoweringResult& other) {
+  chosen.inlined.insert(chosen.inlined.end(), other.inlined.begin(), other.inlined.end());
+  return chosen;
+}
+
 LoweringResult merge_short_rows(const NodePtr& root, const NodePtr& computed,
-                                const std::unordered_set<Node*>& materialized, LoweringResult plain) {
+                                const std::unordered_set<Node*>& materialized, LoweringResult plain,
+                                const std::vector<NodePtr>& siblings = {}) {
   const IrKernel& kernel = plain.lowered.kernel;
   int rank = int(computed->shape.size());
   if (kernel.kind != IrKernel::Kind::Pointwise || rank < 2 || !kernel.row_body.empty() ||
@@ -691,13 +760,13 @@ LoweringResult merge_short_rows(const NodePtr& root, const NodePtr& computed,
   for (const IrStatement& statement : kernel.body)
     if (statement.kind == IrStatement::Kind::ReduceLoop) return plain;
   for (int merged = rank; merged >= 2; --merged) {
-    LoweringResult candidate = Lowerer(root, materialized, {}, merged, computed).run();
+    LoweringResult candidate = Lowerer(root, materialized, {}, merged, computed, siblings).run();
     const IrKernel& merged_kernel = candidate.lowered.kernel;
     std::string flat = "i" + std::to_string(merged_kernel.domain.size() - 1);
     if (candidate.materialize_requests != plain.materialize_requests || !merged_kernel.row_body.empty() ||
         statements_split_variable(merged_kernel.body, flat))
       continue;
-    return candidate;
+    return with_inlined_of(std::move(candidate), plain);
   }
   return plain;
 }
@@ -709,7 +778,7 @@ static LoweringResult lower_group_computing(const NodePtr& root, const NodePtr& 
   if (first.row_reductions().empty()) return merge_short_rows(root, computed, materialized, std::move(result));
   // Again, with the per-row reductions first: an element may have computed a term before the reduction that
   // keeps it was reached (softmax's numerator is lowered before its denominator).
-  return Lowerer(root, materialized, first.row_reductions(), 0, computed).run();
+  return with_inlined_of(Lowerer(root, materialized, first.row_reductions(), 0, computed).run(), result);
 }
 
 LoweringResult lower_group(const NodePtr& root, const std::unordered_set<Node*>& materialized) {
@@ -726,8 +795,16 @@ LoweringResult lower_group(const NodePtr& root, const std::unordered_set<Node*>&
       source->kind == NodeKind::Code || source->kind == NodeKind::Data)
     return result;
   LoweringResult peeled = lower_group_computing(root, source, materialized);
-  if (peeled.materialize_requests.size() < result.materialize_requests.size()) return peeled;
-  return result;
+  if (peeled.materialize_requests.size() < result.materialize_requests.size()) return with_inlined_of(std::move(peeled), result);
+  return with_inlined_of(std::move(result), peeled);
+}
+
+LoweringResult lower_siblings(const std::vector<NodePtr>& roots, const std::unordered_set<Node*>& materialized) {
+  std::vector<NodePtr> siblings(roots.begin() + 1, roots.end());
+  Lowerer plain(roots[0], materialized, {}, 0, roots[0], siblings);
+  LoweringResult result = plain.run();
+  if (!result.materialize_requests.empty() || !plain.row_reductions().empty()) return result;
+  return merge_short_rows(roots[0], roots[0], materialized, std::move(result), siblings);
 }
 
 }  // namespace metajit

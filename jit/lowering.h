@@ -31,8 +31,9 @@ struct ValueOrigin {
 
 struct LoweredKernel {
   IrKernel kernel;
-  NodePtr output;               // buffer 0
-  std::vector<NodePtr> inputs;  // buffers 1..; computed before this kernel runs
+  NodePtr output;                 // buffer 0
+  std::vector<NodePtr> siblings;  // further outputs of the same shape (buffers 1..siblings.size()); usually none
+  std::vector<NodePtr> inputs;    // the buffers after the outputs; computed before this kernel runs
   std::unordered_map<std::string, ValueOrigin> origins;  // let name -> origin
   std::vector<IrExprPtr> scatter_target;                  // Scatter: the target index per output dimension
 };
@@ -40,8 +41,17 @@ struct LoweredKernel {
 struct LoweringResult {
   LoweredKernel lowered;
   std::vector<Node*> materialize_requests;  // non-empty: lower again once these are their own kernels
+  // Every pending node the lowering reached without loading it from a buffer (in any of the attempts behind
+  // the result). Materialising any other node leaves the result as it is, so planning can keep it.
+  std::vector<Node*> inlined;
 };
 
 LoweringResult lower_group(const NodePtr& root, const std::unordered_set<Node*>& materialized);
+
+// One kernel storing every node of `roots` (all of one shape, every one in `materialized`), each at its own output
+// index, in the order given (producers first: a later root reading an earlier one at that index takes its value
+// from the register). The caller checks the result: requests, per-row loops, or a root among the inputs (a
+// later root reading an earlier one elsewhere) mean the roots cannot share a kernel.
+LoweringResult lower_siblings(const std::vector<NodePtr>& roots, const std::unordered_set<Node*>& materialized);
 
 }  // namespace metajit

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "jit/contraction.h"
+#include "jit/sibling_kernels.h"
 
 namespace metajit {
 namespace {
@@ -95,6 +96,7 @@ GraphSignature graph_signature(const std::vector<NodePtr>& targets) {
   append_number(&signature.text, int64_t(targets.size()));
   for (const NodePtr& target : targets) append_number(&signature.text, positions.at(target.get()));
   signature.text += library_lowering_enabled() ? "L" : "G";
+  signature.text += sibling_kernels_enabled() ? "M" : "S";  // several outputs per kernel, or one
   signature.text += convolution_algorithm_name(convolution_algorithm());  // library calls differ by it
   return signature;
 }
@@ -129,10 +131,14 @@ std::shared_ptr<const CachedPlan> PlanCache::insert(const GraphSignature& signat
       return found->second;
     };
     plan->outputs.push_back(position(kernel.lowered.output));
+    std::vector<int> siblings;
+    for (const NodePtr& sibling : kernel.lowered.siblings) siblings.push_back(position(sibling));
+    plan->siblings.push_back(std::move(siblings));
     std::vector<int> inputs;
     for (const NodePtr& input : kernel.lowered.inputs) inputs.push_back(position(input));
     plan->inputs.push_back(std::move(inputs));
     kernel.lowered.output = nullptr;
+    kernel.lowered.siblings.clear();
     kernel.lowered.inputs.clear();
     kernel.lowered.origins.clear();
     kernel.lowered.scatter_target.clear();

@@ -21,8 +21,9 @@ GraphSignature graph_signature(const std::vector<NodePtr>& targets);
 
 // A plan with its nodes replaced by positions in the signature's node list, so it holds no graph alive.
 struct CachedPlan {
-  std::vector<PlannedKernel> kernels;          // lowered.output / inputs / origins cleared
+  std::vector<PlannedKernel> kernels;          // lowered.output / siblings / inputs / origins cleared
   std::vector<int> outputs;                    // per kernel: position of its output node
+  std::vector<std::vector<int>> siblings;      // per kernel: positions of its further outputs (usually none)
   std::vector<std::vector<int>> inputs;        // per kernel: positions of its input nodes
 };
 

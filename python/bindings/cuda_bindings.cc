@@ -111,7 +111,7 @@ void bind_cuda(py::module_& module) {
     target.architecture = architecture;
     bool have_nvrtc = NvrtcCompiler::unavailable_reason().empty();
     py::list kernels;
-    for (PlannedKernel& planned : plan_kernels(nodes, /*library_calls=*/false)) {
+    for (PlannedKernel& planned : plan_kernels(nodes, /*library_calls=*/false, /*render_cpu_source=*/true, /*multiple_outputs=*/false)) {
       const NodePtr& output = planned.lowered.output;
       RenderedCudaKernel rendered;
       const CodeOp* code_op = nullptr;
@@ -175,7 +175,7 @@ void bind_cuda(py::module_& module) {
       bytes.assign(std::max<size_t>(1, size_t(shape_numel(shape)) * dtype_size(dtype)), 0);
       return bytes.data();
     };
-    for (PlannedKernel& planned : plan_kernels(nodes, /*library_calls=*/false)) {
+    for (PlannedKernel& planned : plan_kernels(nodes, /*library_calls=*/false, /*render_cpu_source=*/true, /*multiple_outputs=*/false)) {
       const NodePtr& output = planned.lowered.output;
       std::vector<void*> buffers;
       RenderedCudaKernel rendered;

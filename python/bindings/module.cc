@@ -23,6 +23,7 @@
 #include "jit/cuda_graph_runner.h"
 #include "jit/graph_executor.h"
 #include "jit/kernel_cache.h"
+#include "jit/sibling_kernels.h"
 #include "meta_ops/autodiff.h"
 #include "meta_ops/broadcast.h"
 #include "meta_ops/elementwise.h"
@@ -501,6 +502,8 @@ PYBIND11_MODULE(_core, module) {
   });
   module.def("thread_count", [] { return thread_count(); });
   module.def("library_lowering", [] { return library_lowering_enabled(); });
+  module.def("multiple_outputs", [] { return sibling_kernels_enabled(); });
+  module.def("set_multiple_outputs", [](bool enabled) { set_sibling_kernels_enabled(enabled); });
   module.def("set_library_lowering", [](bool enabled) { set_library_lowering_enabled(enabled); });
   module.def("conv_algorithm", [] { return std::string(convolution_algorithm_name(convolution_algorithm())); });
   module.def("set_conv_algorithm", [](const std::string& name) {

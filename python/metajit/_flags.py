@@ -29,6 +29,17 @@ class _Flags:
         _core.set_library_lowering(bool(enabled))
 
     @property
+    def multiple_outputs(self):
+        """Whether elementwise values of one shape computed from the same inputs (or small ones) share a kernel
+        that stores each of them (METAJIT_MULTIPLE_OUTPUTS=0 turns it off: one kernel per stored value).
+        Results are the same either way. See docs/design.md, "Kernels with several outputs"."""
+        return _core.multiple_outputs()
+
+    @multiple_outputs.setter
+    def multiple_outputs(self, enabled):
+        _core.set_multiple_outputs(bool(enabled))
+
+    @property
     def conv_algorithm(self):
         """How lowered convolutions compute (METAJIT_CONV_ALGORITHM): 'auto' (default) takes Winograd F(4x4, 3x3)
         for 3x3 stride-1 convolutions with at least 32 channels and 128 output tiles, where it measured about 2x
@@ -88,7 +99,7 @@ class _Flags:
 
     def __repr__(self):
         return (f"metajit.flags(num_threads={self.num_threads}, cache_dir={self.cache_dir!r}, log={self.log!r}, "
-                f"lowering={self.lowering}, conv_algorithm={self.conv_algorithm!r}, check_nan={self.check_nan})")
+                f"lowering={self.lowering}, multiple_outputs={self.multiple_outputs}, conv_algorithm={self.conv_algorithm!r}, check_nan={self.check_nan})")
 
 
 flags = _Flags()

@@ -143,6 +143,22 @@ def test_long_chain_of_ops(rng):
     assert_close(y, expected, rtol=1e-4)
 
 
+def test_a_very_long_chain_is_cut_into_kernels_of_bounded_size(rng):
+    """A kernel builds at most 1024 values by inlining (jit/lowering.cc, kMaxInlinedValues); past that, the
+    chain is stored and continued by another kernel. Lowering and compiling one kernel of thousands of ops
+    took seconds (a recurrence's step kernels inlined its whole chain before the recompute policy cut it)."""
+    data = rng.standard_normal(4096).astype(np.float32)
+    y = mj.array(data)
+    expected = data.astype(np.float64)
+    for _ in range(1500):
+        y = y * 0.999 + 0.01
+        expected = expected * 0.999 + 0.01
+    kernels = mj.inspect(y, device="cpu")
+    assert len(kernels) >= 3, len(kernels)
+    assert max(len(kernel.ops) for kernel in kernels) <= 1024 + 1  # the root is not counted
+    assert_close(y, expected, rtol=1e-4)
+
+
 def test_reduction_broadcast_back_over_its_rows_is_one_kernel(rng):
     """A reduction with one result per row, read back by every element of its row, runs once per row inside the
     consumer's kernel (no kernel of its own, no round trip through memory)."""
