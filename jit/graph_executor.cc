@@ -335,19 +335,25 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, boo
     roots.push_back(node);
   };
   for (const NodePtr& target : targets) add_root(target);
-  // NodePtrs for requested raw pointers: every pending node reachable from the targets, found in one walk the
-  // first time one is needed (planning never adds nodes; a walk per request was quadratic).
+  // NodePtrs for requested raw pointers: every pending node reachable from the targets, found in one walk
+  // (planning never adds nodes; a walk per request was quadratic).
+  // The same walk counts each pending node's pending readers, where lowering may cut an oversized kernel.
   std::unordered_map<Node*, NodePtr> pending_nodes;
-  auto find_node = [&](Node* wanted) -> NodePtr {
-    if (pending_nodes.empty()) {
-      std::vector<NodePtr> stack(targets.begin(), targets.end());
-      while (!stack.empty()) {
-        NodePtr node = std::move(stack.back());
-        stack.pop_back();
-        if (node->is_computed() || !pending_nodes.emplace(node.get(), node).second) continue;
-        for (const NodePtr& input : node->inputs) stack.push_back(input);
+  ConsumerCounts consumers;
+  {
+    std::vector<NodePtr> stack(targets.begin(), targets.end());
+    while (!stack.empty()) {
+      NodePtr node = std::move(stack.back());
+      stack.pop_back();
+      if (node->is_computed() || !pending_nodes.emplace(node.get(), node).second) continue;
+      for (const NodePtr& input : node->inputs) {
+        if (input->is_computed()) continue;
+        ++consumers[input.get()];
+        stack.push_back(input);
       }
     }
+  }
+  auto find_node = [&](Node* wanted) -> NodePtr {
     auto found = pending_nodes.find(wanted);
     if (found == pending_nodes.end()) throw std::logic_error("requested node not found in graph");
     return found->second;
@@ -385,7 +391,7 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, boo
         continue;
       }
       RootPlan plan;
-      plan.result = lower_group(root, materialized);
+      plan.result = lower_group(root, materialized, &consumers);
       plan.requests = plan.result.materialize_requests;
       if (plan.result.materialize_requests.empty() && use_library) {
         plan.match = match_contraction(plan.result.lowered);
@@ -425,7 +431,7 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, boo
     lowered.push_back(std::move(plan.result.lowered));
     matches.push_back(std::move(plan.match));
   }
-  if (multiple_outputs && sibling_kernels_enabled()) join_sibling_kernels(lowered, matches, materialized);
+  if (multiple_outputs && sibling_kernels_enabled()) join_sibling_kernels(lowered, matches, materialized, &consumers);
   std::vector<PlannedKernel> kernels;
   KernelCache& cache = KernelCache::instance();
   for (size_t index = 0; index < lowered.size(); ++index) {

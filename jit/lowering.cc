@@ -13,11 +13,12 @@ namespace metajit {
 namespace {
 
 constexpr int kMaxInstancesPerNode = 16;  // more distinct index patterns than this: materialise instead
-// A kernel builds at most this many values (a node at one index pattern) by inlining; the value that would
-// pass it is stored instead. Lowering costs a few microseconds a value, and before the recompute policy cuts
-// them, a recurrence's kernels inline its whole chain: the first plan of a 64-step LSTM's training step spent
-// seconds lowering kernels of 1000-5000 values again and again. Kernels that large also compile slowly.
-constexpr int64_t kMaxInlinedValues = 1024;
+// Past this many values (a node at one index pattern) built by inlining, a kernel is cut at the next state
+// (see cuttable). Lowering costs a few microseconds a value, and before the recompute policy cuts them, a
+// recurrence's kernels inline its whole chain: planning a 2-layer bidirectional LSTM's gradients took 65 s,
+// now 2.5 s. The kernels left after the recompute policy are far smaller, so final plans hardly change
+// (ResNet-18's training step: 430 stored values instead of 416, at the same step time).
+constexpr int64_t kMaxInlinedValues = 256;
 // Per-row reductions (see is_row_index): a row of at most 16K elements (64 KB of float32) stays in L2 between the
 // passes over it; at least 16 rows, unless the whole kernel is too small to be worth splitting.
 constexpr int64_t kMaxRowElements = 16384, kMinRows = 16, kSmallKernelElements = 32768;
@@ -74,10 +75,11 @@ class Lowerer {
   // only reshapes it (the same row-major elements, so the same flat offsets in the root's buffer).
   // `siblings`: further nodes of the root's shape that the kernel also stores, each at the same index as the
   // root (buffers out1, out2, ...); a value they share is computed once (lower_siblings).
-  Lowerer(const NodePtr& root, const std::unordered_set<Node*>& materialized, RowReductions first_rows = {},
-          int merged = 0, NodePtr computed = nullptr, std::vector<NodePtr> siblings = {})
+  // `consumers`: how many pending nodes read each pending node (null: kernels are not cut at kMaxInlinedValues).
+  Lowerer(const NodePtr& root, const std::unordered_set<Node*>& materialized, const ConsumerCounts* consumers,
+          RowReductions first_rows = {}, int merged = 0, NodePtr computed = nullptr, std::vector<NodePtr> siblings = {})
       : root_(root), computed_(computed ? std::move(computed) : root), materialized_(materialized),
-        first_rows_(std::move(first_rows)), merged_(merged), siblings_(std::move(siblings)) {}
+        consumers_(consumers), first_rows_(std::move(first_rows)), merged_(merged), siblings_(std::move(siblings)) {}
 
   const RowReductions& row_reductions() const { return row_reductions_; }
 
@@ -233,11 +235,14 @@ class Lowerer {
 
   // Where a kernel past kMaxInlinedValues may be cut: an elementwise value no larger than the kernel's own
   // iteration space, so storing it costs at most one more output-sized buffer (never a matrix product's
-  // broadcast terms, which are the size of the whole product).
-  bool cuttable(const Node& node) const {
-    bool elementwise = node.kind == NodeKind::Unary || node.kind == NodeKind::Binary || node.kind == NodeKind::Where ||
-                       node.kind == NodeKind::Cast;
-    return elementwise && node.numel() <= shape_numel(kernel_->domain);
+  // broadcast terms, which are the size of the whole product), and read by several nodes: a recurrence's
+  // state, which the recompute policy would store anyway, rather than a point inside one step.
+  bool cuttable(Node* node) const {
+    bool elementwise = node->kind == NodeKind::Unary || node->kind == NodeKind::Binary ||
+                       node->kind == NodeKind::Where || node->kind == NodeKind::Cast;
+    if (!consumers_ || !elementwise || node->numel() > shape_numel(kernel_->domain)) return false;
+    auto found = consumers_->find(node);
+    return found != consumers_->end() && found->second >= 2;
   }
 
   // Whether `node` is needed at a second index pattern in this kernel and rebuilding it gathers again through an
@@ -420,7 +425,7 @@ class Lowerer {
       return value;
     }
     inlined_.insert(node.get());
-    if (!is_root && ++inlined_values_ > kMaxInlinedValues && cuttable(*node)) {
+    if (!is_root && ++inlined_values_ > kMaxInlinedValues && cuttable(node.get())) {
       request(node.get());
       return constant_of(0, node->dtype);
     }
@@ -716,6 +721,7 @@ class Lowerer {
   const NodePtr& root_;
   NodePtr computed_;
   const std::unordered_set<Node*>& materialized_;
+  const ConsumerCounts* consumers_;
   RowReductions first_rows_, row_reductions_;
   int merged_ = 0;
   std::vector<NodePtr> siblings_;
@@ -748,8 +754,8 @@ LoweringResult with_inlined_of(LoweringResult chosen, const LoweringResult& othe
 }
 
 LoweringResult merge_short_rows(const NodePtr& root, const NodePtr& computed,
-                                const std::unordered_set<Node*>& materialized, LoweringResult plain,
-                                const std::vector<NodePtr>& siblings = {}) {
+                                const std::unordered_set<Node*>& materialized, const ConsumerCounts* consumers,
+                                LoweringResult plain, const std::vector<NodePtr>& siblings = {}) {
   const IrKernel& kernel = plain.lowered.kernel;
   int rank = int(computed->shape.size());
   if (kernel.kind != IrKernel::Kind::Pointwise || rank < 2 || !kernel.row_body.empty() ||
@@ -760,7 +766,7 @@ LoweringResult merge_short_rows(const NodePtr& root, const NodePtr& computed,
   for (const IrStatement& statement : kernel.body)
     if (statement.kind == IrStatement::Kind::ReduceLoop) return plain;
   for (int merged = rank; merged >= 2; --merged) {
-    LoweringResult candidate = Lowerer(root, materialized, {}, merged, computed, siblings).run();
+    LoweringResult candidate = Lowerer(root, materialized, consumers, {}, merged, computed, siblings).run();
     const IrKernel& merged_kernel = candidate.lowered.kernel;
     std::string flat = "i" + std::to_string(merged_kernel.domain.size() - 1);
     if (candidate.materialize_requests != plain.materialize_requests || !merged_kernel.row_body.empty() ||
@@ -772,17 +778,19 @@ LoweringResult merge_short_rows(const NodePtr& root, const NodePtr& computed,
 }
 
 static LoweringResult lower_group_computing(const NodePtr& root, const NodePtr& computed,
-                                            const std::unordered_set<Node*>& materialized) {
-  Lowerer first(root, materialized, {}, 0, computed);
+                                            const std::unordered_set<Node*>& materialized,
+                                            const ConsumerCounts* consumers) {
+  Lowerer first(root, materialized, consumers, {}, 0, computed);
   LoweringResult result = first.run();
-  if (first.row_reductions().empty()) return merge_short_rows(root, computed, materialized, std::move(result));
+  if (first.row_reductions().empty()) return merge_short_rows(root, computed, materialized, consumers, std::move(result));
   // Again, with the per-row reductions first: an element may have computed a term before the reduction that
   // keeps it was reached (softmax's numerator is lowered before its denominator).
-  return with_inlined_of(Lowerer(root, materialized, first.row_reductions(), 0, computed).run(), result);
+  return with_inlined_of(Lowerer(root, materialized, consumers, first.row_reductions(), 0, computed).run(), result);
 }
 
-LoweringResult lower_group(const NodePtr& root, const std::unordered_set<Node*>& materialized) {
-  LoweringResult result = lower_group_computing(root, root, materialized);
+LoweringResult lower_group(const NodePtr& root, const std::unordered_set<Node*>& materialized,
+                           const ConsumerCounts* consumers) {
+  LoweringResult result = lower_group_computing(root, root, materialized, consumers);
   if (result.materialize_requests.empty() || root->kind != NodeKind::Reshape) return result;
   // A root that only reshapes a pending value: computed at the reshape's indices, a reduction inside it is read
   // at split indices and has to become a kernel of its own (cumsum's blocks, scanned and offset, then reshaped
@@ -794,17 +802,18 @@ LoweringResult lower_group(const NodePtr& root, const std::unordered_set<Node*>&
   if (source->is_computed() || materialized.count(source.get()) || source->kind == NodeKind::ReindexReduce ||
       source->kind == NodeKind::Code || source->kind == NodeKind::Data)
     return result;
-  LoweringResult peeled = lower_group_computing(root, source, materialized);
+  LoweringResult peeled = lower_group_computing(root, source, materialized, consumers);
   if (peeled.materialize_requests.size() < result.materialize_requests.size()) return with_inlined_of(std::move(peeled), result);
   return with_inlined_of(std::move(result), peeled);
 }
 
-LoweringResult lower_siblings(const std::vector<NodePtr>& roots, const std::unordered_set<Node*>& materialized) {
+LoweringResult lower_siblings(const std::vector<NodePtr>& roots, const std::unordered_set<Node*>& materialized,
+                              const ConsumerCounts* consumers) {
   std::vector<NodePtr> siblings(roots.begin() + 1, roots.end());
-  Lowerer plain(roots[0], materialized, {}, 0, roots[0], siblings);
+  Lowerer plain(roots[0], materialized, consumers, {}, 0, roots[0], siblings);
   LoweringResult result = plain.run();
   if (!result.materialize_requests.empty() || !plain.row_reductions().empty()) return result;
-  return merge_short_rows(roots[0], roots[0], materialized, std::move(result), siblings);
+  return merge_short_rows(roots[0], roots[0], materialized, consumers, std::move(result), siblings);
 }
 
 }  // namespace metajit

@@ -46,12 +46,20 @@ struct LoweringResult {
   std::vector<Node*> inlined;
 };
 
-LoweringResult lower_group(const NodePtr& root, const std::unordered_set<Node*>& materialized);
+// How many pending nodes read each pending node, over the graph being planned.
+using ConsumerCounts = std::unordered_map<const Node*, int>;
+
+// `consumers` lets lowering cut a kernel that would build more than kMaxInlinedValues values by inlining (the
+// cut value is requested like any other); without it kernels grow as large as the graph.
+LoweringResult lower_group(const NodePtr& root, const std::unordered_set<Node*>& materialized,
+                           const ConsumerCounts* consumers = nullptr);
 
 // One kernel storing every node of `roots` (all of one shape, every one in `materialized`), each at its own output
 // index, in the order given (producers first: a later root reading an earlier one at that index takes its value
 // from the register). The caller checks the result: requests, per-row loops, or a root among the inputs (a
-// later root reading an earlier one elsewhere) mean the roots cannot share a kernel.
-LoweringResult lower_siblings(const std::vector<NodePtr>& roots, const std::unordered_set<Node*>& materialized);
+// later root reading an earlier one elsewhere) mean the roots cannot share a kernel. With `consumers`, a kernel
+// past kMaxInlinedValues asks for a cut too: joining must not rebuild a chain that planning cut.
+LoweringResult lower_siblings(const std::vector<NodePtr>& roots, const std::unordered_set<Node*>& materialized,
+                              const ConsumerCounts* consumers = nullptr);
 
 }  // namespace metajit

@@ -52,8 +52,8 @@ bool reads_any(const LoweredKernel& lowered, const std::unordered_set<Node*>& no
 
 // Whether `roots` lowered together make one kernel that stores every one of them.
 bool lower_together(const std::vector<NodePtr>& roots, const std::unordered_set<Node*>& materialized,
-                    LoweredKernel* joined) {
-  LoweringResult result = lower_siblings(roots, materialized);
+                    const ConsumerCounts* consumers, LoweredKernel* joined) {
+  LoweringResult result = lower_siblings(roots, materialized, consumers);
   if (!result.materialize_requests.empty() || !result.lowered.kernel.row_body.empty()) return false;
   for (const NodePtr& input : result.lowered.inputs)  // a root read at another index than its own
     for (const NodePtr& root : roots)
@@ -65,7 +65,7 @@ bool lower_together(const std::vector<NodePtr>& roots, const std::unordered_set<
 }  // namespace
 
 void join_sibling_kernels(std::vector<LoweredKernel>& lowered, std::vector<ContractionMatch>& matches,
-                          const std::unordered_set<Node*>& materialized) {
+                          const std::unordered_set<Node*>& materialized, const ConsumerCounts* consumers) {
   std::vector<Group> groups;
   for (size_t position = 0; position < lowered.size(); ++position) {
     const LoweredKernel& kernel = lowered[position];
@@ -87,7 +87,7 @@ void join_sibling_kernels(std::vector<LoweredKernel>& lowered, std::vector<Contr
         Group& group = groups[size_t(index)];
         std::vector<NodePtr> roots = group.roots;
         roots.push_back(kernel.output);
-        if (!lower_together(roots, materialized, &group.joined)) continue;
+        if (!lower_together(roots, materialized, consumers, &group.joined)) continue;
         group.members.push_back(position);
         group.roots = std::move(roots);
         group.outputs.insert(kernel.output.get());

@@ -16,8 +16,9 @@ namespace metajit {
 // Rewrites the planned kernels (launch order; `matches` runs alongside) so that siblings share kernels. A joined
 // kernel takes the launch position of its last member, so no kernel between its members may read an earlier
 // member's output; its members' value at every index is what their own kernels computed.
+// `consumers` as for lower_group: a joined kernel may not grow past the size planning cuts kernels at.
 void join_sibling_kernels(std::vector<LoweredKernel>& lowered, std::vector<ContractionMatch>& matches,
-                          const std::unordered_set<Node*>& materialized);
+                          const std::unordered_set<Node*>& materialized, const ConsumerCounts* consumers);
 
 // METAJIT_MULTIPLE_OUTPUTS=0 / mj.flags.multiple_outputs = False keeps one kernel per stored value.
 bool sibling_kernels_enabled();
