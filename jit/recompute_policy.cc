@@ -26,8 +26,18 @@ bool is_buffer(Node* node, const std::unordered_set<Node*>& stored) {
 
 int64_t bytes_of(const Node& node) { return node.numel() * dtype_size(node.dtype); }
 
-// Bytes of the distinct buffers a recomputation of `value` reads; -1 when it gathers (a reindex) or reduces on
-// the way, where the kernel's index arithmetic, not its traffic, may set its speed and the model does not hold.
+// Whether every input of `node` (a reindex's source and index buffers) is a buffer.
+bool reads_buffers_only(const Node& node, const std::unordered_set<Node*>& stored) {
+  for (const NodePtr& input : node.inputs)
+    if (!is_buffer(input.get(), stored)) return false;
+  return true;
+}
+
+// Bytes of the distinct buffers a recomputation of `value` reads; -1 when it reduces or gathers from a computed
+// value on the way, where the kernel's index arithmetic, not its traffic, may set its speed and the model does
+// not hold. A gather straight from buffers (an embedding lookup) counts the elements it reads and its index
+// buffers: a transformer's residual stream starts with one, and was rebuilt from every earlier block's output
+// (21 buffers after 10 blocks) in each kernel that read it.
 int64_t recompute_bytes(Node* value, const std::unordered_set<Node*>& stored) {
   int64_t total = 0;
   std::vector<Node*> stack{value};
@@ -38,6 +48,11 @@ int64_t recompute_bytes(Node* value, const std::unordered_set<Node*>& stored) {
     if (!seen.insert(node).second) continue;
     if (node != value && is_buffer(node, stored)) {
       total += bytes_of(*node);
+      continue;
+    }
+    if (node->kind == NodeKind::Reindex && node != value && reads_buffers_only(*node, stored)) {
+      total += bytes_of(*node);
+      for (size_t extra = 1; extra < node->inputs.size(); ++extra) total += bytes_of(*node->inputs[extra]);
       continue;
     }
     if (node->kind == NodeKind::Reindex || node->kind == NodeKind::Reduce) return -1;

@@ -50,6 +50,15 @@ bool reads_any(const LoweredKernel& lowered, const std::unordered_set<Node*>& no
   return false;
 }
 
+// An input worth sharing: at least a quarter of the kernel's size. Every parameter's update reads the same
+// scalars (learning rate, momentum); joined by those, eight [256, 1024] updates with nothing else in common
+// made one kernel that took 0.4 s to compile and saved no traffic.
+bool shares_data(const LoweredKernel& lowered, const std::unordered_set<Node*>& inputs) {
+  for (const NodePtr& input : lowered.inputs)
+    if (input->numel() * 4 >= lowered.output->numel() && inputs.count(input.get())) return true;
+  return false;
+}
+
 // Whether `roots` lowered together make one kernel that stores every one of them.
 bool lower_together(const std::vector<NodePtr>& roots, const std::unordered_set<Node*>& materialized,
                     const ConsumerCounts* consumers, LoweredKernel* joined) {
@@ -79,7 +88,7 @@ void join_sibling_kernels(std::vector<LoweredKernel>& lowered, std::vector<Contr
         if (group.closed || group.members.size() >= kMaximumOutputs || group.roots[0]->shape != kernel.output->shape)
           continue;
         if (latest_open < 0) latest_open = index;
-        if (reads_any(kernel, group.inputs) || reads_any(kernel, group.outputs)) candidates.push_back(index);
+        if (shares_data(kernel, group.inputs) || reads_any(kernel, group.outputs)) candidates.push_back(index);
       }
       if (candidates.empty() && latest_open >= 0 && kernel.output->numel() <= kSmallElements)
         candidates.push_back(latest_open);

@@ -332,6 +332,28 @@ def test_value_rebuilt_from_many_buffers_is_stored_once_for_its_readers(rng):
     assert [full_size_inputs(kernel) for kernel in kernels] == [1, 1, 1], [k.source for k in kernels]
 
 
+def test_value_built_on_an_embedding_lookup_is_stored_once_for_its_readers(rng):
+    """A transformer's residual stream starts with an embedding lookup (a gather from buffers) and adds every
+    block's output. Rebuilt in each reader, a 12-block model's later kernels read 20-40 buffers; the recompute
+    policy counts the lookup's traffic like a buffer's and stores the stream instead."""
+    table = rng.standard_normal((100, 64)).astype(np.float32)
+    tokens = rng.integers(0, 100, (8, 32))
+    blocks = [rng.standard_normal((8, 32, 64)).astype(np.float32) for _ in range(6)]
+    stream = mj.nn.functional.embedding(mj.array(tokens), mj.array(table))
+    for block in blocks:
+        stream = stream + mj.array(block)
+    readers = [stream.sum(-1), (stream * stream).sum(0), stream * 2.0]
+    full_size_reads = [len(re.findall(r"const float\* __restrict__ in\d+,  // float32 \[8, 32, 64\]", kernel.source))
+                       for kernel in mj.inspect(*readers, device="cpu")]
+    # The stream's kernel reads the six blocks, its readers the stream (rebuilt, each reader read all six).
+    assert sum(full_size_reads) <= 6 + 3, full_size_reads
+    expected = table[tokens].astype(np.float64) + sum(block.astype(np.float64) for block in blocks)
+    mj.sync(*readers)
+    np.testing.assert_allclose(readers[0].numpy(), expected.sum(-1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(readers[1].numpy(), (expected ** 2).sum(0), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(readers[2].numpy(), expected * 2, rtol=1e-5, atol=1e-5)
+
+
 def _recurrence(rng, steps):
     """An LSTM-like recurrence: each step's gates come from a matrix product of the previous output, and the cell
     state c = f * c + i * g is read by the next step and by the step's own output."""

@@ -115,6 +115,9 @@ def test_unrelated_values_join_only_when_small(rng):
     assert len(mj.inspect(small[0].exp(), small[1].tanh(), device="cpu")) == 1  # a launch saved
     assert len(mj.inspect(large[0].exp(), large[1].tanh(), device="cpu")) == 2  # nothing shared to save
     assert len(mj.inspect(small[0].exp(), mj.array(np.ones((32, 16), np.float32)).exp(), device="cpu")) == 2
+    # Sharing only a scalar (every parameter's update reads the learning rate) saves nothing.
+    rate = mj.array(np.float32(0.1))
+    assert len(mj.inspect(large[0] * rate, large[1] * rate, device="cpu")) == 2
 
 
 def test_the_flag_is_part_of_the_plan_cache_key(rng):
