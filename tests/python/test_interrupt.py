@@ -20,6 +20,9 @@ for (int64_t i = 0; i < in0_numel; ++i) out0_p[i] = in0_p[i] + 1;
 def interrupt_after(seconds):
     threading.Timer(seconds, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
 
+# Ctrl-C as Python handles it by default: a SIGINT ignored by whatever started this process stays ignored here.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 x = mj.array(np.arange(8, dtype=np.float32))
 # Warm the busy kernel so the next case times running, not compiling.
 mj.code([8], "float32", [x], BUSY, cpu_header="#include <chrono>", data={"ms": 0}).numpy()
