@@ -1,6 +1,7 @@
 """Shared setup of the Python test suite: makes the in-tree package importable, points the kernel cache at one
 shared folder (the Makefile's, unless METAJIT_CACHE_DIR is already set) and provides numpy comparison helpers.
 Every numeric check compares against numpy with explicit tolerances; nothing is compared with metajit itself."""
+import contextlib
 import os
 import pathlib
 import sys
@@ -87,3 +88,14 @@ def launched(function):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@contextlib.contextmanager
+def flag_set(name, value):
+    """mj.flags.<name> = value inside the block, restored after it."""
+    previous = getattr(mj.flags, name)
+    setattr(mj.flags, name, value)
+    try:
+        yield
+    finally:
+        setattr(mj.flags, name, previous)

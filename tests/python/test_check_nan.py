@@ -1,6 +1,5 @@
 """METAJIT_CHECK_NAN / mj.flags.check_nan: a NaN or infinity produced by a kernel, a library call or a Code op
 raises mj.NonFiniteError naming the op and the user's line; off by default."""
-import contextlib
 import os
 import pathlib
 import subprocess
@@ -11,17 +10,11 @@ import pytest
 
 import metajit as mj
 
-from conftest import PACKAGE_ROOT
+from conftest import PACKAGE_ROOT, flag_set
 
 
-@contextlib.contextmanager
 def checking():
-    previous = mj.flags.check_nan
-    mj.flags.check_nan = True
-    try:
-        yield
-    finally:
-        mj.flags.check_nan = previous
+    return flag_set("check_nan", True)
 
 
 def line_of(marker):

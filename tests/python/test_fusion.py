@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 import metajit as mj
-from conftest import assert_close, launched
+from conftest import assert_close, flag_set, launched
 
 
 def test_chain_of_eight_elementwise_ops_on_1m_elements_is_one_kernel(rng):
@@ -375,12 +375,8 @@ def test_each_state_of_a_recurrence_is_stored_once(rng):
     """Every later step's kernel would otherwise rebuild the cell state from the first step: the planner stores
     each state once, so the kernels, and the ops fused into each, grow with the steps at most linearly."""
     short, long = _recurrence(rng, 16), _recurrence(rng, 64)
-    saved = mj.flags.multiple_outputs
-    mj.flags.multiple_outputs = False  # joined, the stack's groups of 8 steps would be one kernel of 6 groups' ops
-    try:
+    with flag_set("multiple_outputs", False):  # joined, the stack's groups of 8 steps would be one kernel
         short_kernels, long_kernels = mj.inspect(short, device="cpu"), mj.inspect(long, device="cpu")
-    finally:
-        mj.flags.multiple_outputs = saved
     assert len(long_kernels) <= 5 * len(short_kernels), (len(short_kernels), len(long_kernels))  # 4x the steps
     largest = max(len(kernel.ops) for kernel in long_kernels[:-1])  # the stack of all outputs reads every step
     assert largest <= max(len(kernel.ops) for kernel in short_kernels[:-1]), largest

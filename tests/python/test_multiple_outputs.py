@@ -1,23 +1,15 @@
 """Kernels with several outputs (jit/sibling_kernels.cc): stored elementwise values of one shape that share
 inputs, read each other at their own index, or are small, are computed by one kernel that stores each of them.
 Every test compares with numpy and with mj.flags.multiple_outputs off (one kernel per stored value)."""
-import contextlib
-
 import numpy as np
 import pytest
 
 import metajit as mj
-from conftest import launched
+from conftest import flag_set, launched
 
 
-@contextlib.contextmanager
 def multiple_outputs(enabled):
-    saved = mj.flags.multiple_outputs
-    mj.flags.multiple_outputs = enabled
-    try:
-        yield
-    finally:
-        mj.flags.multiple_outputs = saved
+    return flag_set("multiple_outputs", enabled)
 
 
 def _both_ways(build):
@@ -138,16 +130,11 @@ def test_check_nan_names_the_output_that_holds_the_nan(rng):
     data = np.abs(rng.standard_normal((40, 40)).astype(np.float32)) + 0.5
     data[3, 7] = -1.0
     x = mj.array(data)
-    saved = mj.flags.check_nan
-    mj.flags.check_nan = True
-    try:
-        with multiple_outputs(True):
-            fine, broken = x * 2.0, x.sqrt()  # sqrt(-1) at [3, 7]
-            assert len(mj.inspect(fine, broken, device="cpu")) == 1
-            with pytest.raises(mj.NonFiniteError, match=r"sqrt \[40, 40\].*NaN at flat index 127"):
-                mj.sync(fine, broken)
-    finally:
-        mj.flags.check_nan = saved
+    with flag_set("check_nan", True), multiple_outputs(True):
+        fine, broken = x * 2.0, x.sqrt()  # sqrt(-1) at [3, 7]
+        assert len(mj.inspect(fine, broken, device="cpu")) == 1
+        with pytest.raises(mj.NonFiniteError, match=r"sqrt \[40, 40\].*NaN at flat index 127"):
+            mj.sync(fine, broken)
 
 
 def test_lstm_training_step_matches_with_and_without_joined_kernels(rng):
