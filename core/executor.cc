@@ -25,7 +25,9 @@ std::shared_mutex& edges_mutex() {
 }  // namespace
 
 void release_inputs(Node& node) {
-  if (node.requires_grad && node.any_input_requires_grad()) return;  // backward still needs these edges
+  // A later backward may still walk these edges, unless a backward() without retain_graph already went through.
+  if (node.requires_grad && node.any_input_requires_grad() && !node.backward_taken.load(std::memory_order_relaxed))
+    return;
   std::unique_lock<std::shared_mutex> lock(edges_mutex());
   node.inputs.clear();
   node.payload.reset();
@@ -34,6 +36,11 @@ void release_inputs(Node& node) {
 void publish_storage(Node& node, StoragePtr storage) {
   std::unique_lock<std::shared_mutex> lock(edges_mutex());
   node.storage = std::move(storage);
+}
+
+StoragePtr take_storage(Node& node) {
+  std::unique_lock<std::shared_mutex> lock(edges_mutex());
+  return std::move(node.storage);
 }
 
 NodePtr pending_source(const Node& node) {

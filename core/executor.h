@@ -33,6 +33,9 @@ void check_interrupt();
 void release_inputs(Node& node);
 // Gives a node its computed value (under the same lock, so pending_source never sees a half-written pointer).
 void publish_storage(Node& node, StoragePtr storage);
+// Takes a computed node's value away (under the same lock), leaving it pending; the executor does this to a
+// node only the run's own graph still holds, after the last kernel that reads it (jit/buffer_lifetimes.h).
+StoragePtr take_storage(Node& node);
 // Replaces a leaf's value in place (optimizer updates): `storage` becomes its value from now on. Pending
 // nodes recorded earlier that read it can no longer run; sync reports them by their user line.
 void assign_storage(Node& node, StoragePtr storage);

@@ -2,6 +2,7 @@
 // payload that op needs), its inferred shape and dtype, and where the user created it. Once computed it holds
 // a Storage and drops its inputs, so the graph behind it is freed. Nodes never run anything themselves.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -87,6 +88,10 @@ struct Node {
   // Autodiff. A node requires grad when the user asked (a leaf) or when it was built, with grad mode on, from
   // an input that does; it then keeps its inputs after it is computed, so gradients can be built later.
   bool requires_grad = false;
+  // Set by backward() without retain_graph on the nodes it went through (not on leaves): once computed, such a
+  // node drops its inputs like any other, so the values only backward needed can be freed (PyTorch frees a
+  // graph's saved tensors the same way). A node with this set and no inputs has lost its graph.
+  std::atomic<bool> backward_taken{false};
   NodePtr grad;  // accumulated by backward() on leaves (PyTorch's x.grad)
   // assign() gives a leaf a new value in place. A pending node recorded before that would mix old and new
   // values, so nodes remember the assignment epoch they were created in and the executor refuses such reads.

@@ -23,6 +23,8 @@ void reset_stats() {
   counters.cache_entries_discarded = 0;
   counters.host_to_device_copies = 0;
   counters.device_to_host_copies = 0;
+  counters.buffers_released_early = 0;
+  counters.bytes_allocated_peak = counters.bytes_allocated.load();
 }
 
 std::map<std::string, double> stats_snapshot() {
@@ -39,9 +41,11 @@ std::map<std::string, double> stats_snapshot() {
       {"compile_seconds", double(counters.compile_nanoseconds) * 1e-9},
       {"planning_seconds", double(counters.planning_nanoseconds) * 1e-9},
       {"cache_entries_discarded", double(counters.cache_entries_discarded)},
+      {"buffers_released_early", double(counters.buffers_released_early)},
       {"vars_live", double(counters.vars_live)},
       {"bytes_allocated", double(counters.bytes_allocated)},
       {"bytes_cached", double(counters.bytes_cached)},
+      {"bytes_allocated_peak", double(counters.bytes_allocated_peak)},
       {"device_bytes_allocated", double(counters.device_bytes_allocated)},
       {"device_bytes_cached", double(counters.device_bytes_cached)},
       {"host_to_device_copies", double(counters.host_to_device_copies)},

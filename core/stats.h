@@ -19,9 +19,11 @@ struct Stats {
   std::atomic<int64_t> compile_nanoseconds{0};
   std::atomic<int64_t> planning_nanoseconds{0};      // fusion planning, lowering and rendering at syncs
   std::atomic<int64_t> cache_entries_discarded{0};  // corrupt or untrusted disk entries thrown away
+  std::atomic<int64_t> buffers_released_early{0};    // intermediate buffers freed after their last reader, mid-run
   std::atomic<int64_t> vars_live{0};                 // graph nodes currently alive (not reset)
   std::atomic<int64_t> bytes_allocated{0};           // host bytes handed out by the allocator (not reset)
   std::atomic<int64_t> bytes_cached{0};              // host bytes held in the allocator's free lists (not reset)
+  std::atomic<int64_t> bytes_allocated_peak{0};      // the most bytes_allocated has been (reset: to its current value)
   std::atomic<int64_t> device_bytes_allocated{0};    // GPU bytes handed out (not reset)
   std::atomic<int64_t> device_bytes_cached{0};       // GPU bytes held in the device allocator's free lists (not reset)
   std::atomic<int64_t> host_to_device_copies{0};     // values uploaded to the GPU

@@ -78,6 +78,13 @@ FreeLists& free_lists() {
 
 std::atomic<DeviceMemory*> registered_device_memory{nullptr};
 
+void note_allocated(size_t rounded) {
+  int64_t now = stats().bytes_allocated += int64_t(rounded);
+  int64_t peak = stats().bytes_allocated_peak.load(std::memory_order_relaxed);
+  while (now > peak && !stats().bytes_allocated_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
 void* take_host_block(size_t bytes, bool mapped) {
   size_t rounded = allocation_size_class(bytes == 0 ? 1 : bytes);
   FreeLists& lists = free_lists();
@@ -90,13 +97,13 @@ void* take_host_block(size_t bytes, bool mapped) {
       found->second.pop_back();
       lists.cached_bytes -= rounded;
       stats().bytes_cached -= rounded;
-      stats().bytes_allocated += rounded;
+      note_allocated(rounded);
       return block;
     }
   }
   void* block = allocate_block(rounded, mapped);
   if (!block) throw AllocationError("cannot allocate " + std::to_string(bytes) + " bytes");
-  stats().bytes_allocated += rounded;
+  note_allocated(rounded);
   return block;
 }
 

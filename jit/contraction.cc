@@ -18,6 +18,7 @@ namespace {
 
 std::atomic<ContractionBackend> backend_{nullptr};
 std::atomic<LibraryRunEndHook> run_end_hook_{nullptr};
+std::atomic<LibraryBufferReleasedHook> buffer_released_hook_{nullptr};
 
 bool lowering_from_environment() {
   const char* value = std::getenv("METAJIT_LOWERING");
@@ -687,6 +688,10 @@ ContractionBackend contraction_backend() { return backend_; }
 void set_library_run_end_hook(LibraryRunEndHook hook) { run_end_hook_ = hook; }
 LibraryRunScope::~LibraryRunScope() {
   if (LibraryRunEndHook hook = run_end_hook_) hook();
+}
+void set_library_buffer_released_hook(LibraryBufferReleasedHook hook) { buffer_released_hook_ = hook; }
+void note_library_buffer_released(const void* address, size_t bytes) {
+  if (LibraryBufferReleasedHook hook = buffer_released_hook_) hook(address, bytes);
 }
 bool library_lowering_enabled() { return lowering_enabled_; }
 void set_library_lowering_enabled(bool enabled) { lowering_enabled_ = enabled; }

@@ -4,6 +4,7 @@
 // inlined, whatever ops the user wrote them with; a library backend (ops/) then decides whether it can run one.
 // This pass only reads the IR and the lowering's notes on where values came from; it never looks at op names.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -73,8 +74,8 @@ void set_contraction_backend(ContractionBackend backend);
 ContractionBackend contraction_backend();
 // Library calls of one plan run may keep data derived from their input buffers for later calls of the same run
 // (oneDNN keeps the copies it reordered into its own layouts: a convolution's weight gradient reads the input
-// the forward call reordered). Within a run every buffer a call reads stays alive and unchanged; the executor
-// holds a LibraryRunScope around each run, and when it closes the backend's hook drops what the calls kept.
+// the forward call reordered). Within a run every buffer a call reads stays unchanged until the executor releases
+// it (see the hook below); the executor holds a LibraryRunScope around each run, and when it closes the backend's hook drops what the calls kept.
 using LibraryRunEndHook = void (*)();
 void set_library_run_end_hook(LibraryRunEndHook hook);
 class LibraryRunScope {
@@ -84,6 +85,12 @@ class LibraryRunScope {
   LibraryRunScope(const LibraryRunScope&) = delete;
   LibraryRunScope& operator=(const LibraryRunScope&) = delete;
 };
+// The executor may hand a buffer back to the allocator before the run ends, once no later kernel of the run
+// reads it (jit/buffer_lifetimes.h); its address can then hold another value within the same run, so the backend
+// forgets what it kept for that address range.
+using LibraryBufferReleasedHook = void (*)(const void* address, size_t bytes);
+void set_library_buffer_released_hook(LibraryBufferReleasedHook hook);
+void note_library_buffer_released(const void* address, size_t bytes);
 // METAJIT_LOWERING=0 turns library lowering off (results must not change).
 bool library_lowering_enabled();
 void set_library_lowering_enabled(bool enabled);

@@ -18,6 +18,7 @@
 
 #include "core/stats.h"
 #include "core/thread_pool.h"
+#include "jit/buffer_lifetimes.h"
 #include "jit/code_kernel.h"
 #include "jit/compiler.h"
 #include "jit/cuda_graph_runner.h"
@@ -227,6 +228,8 @@ class JitGraphRunner : public GraphRunner {
         sources.push_back({kernel.key, kernel.rendered.source, kernel.rendered.header_comment});
     if (!sources.empty()) cache.prepare(sources);
     bool check_values = check_non_finite_;
+    const BufferLifetimes& lifetimes = plan->lifetimes;
+    std::vector<uint8_t> releasable = releasable_buffers(lifetimes, nodes);
     LibraryRunScope library_run;
     for (size_t index = 0; index < plan->kernels.size(); ++index) {
       check_interrupt();
@@ -247,6 +250,11 @@ class JitGraphRunner : public GraphRunner {
         check_output(kernel, *output, inputs);
         for (const NodePtr& sibling : siblings) check_output(kernel, *sibling, inputs);
       }
+      inputs.clear();  // their copies of the node pointers must not count as holders below
+      siblings.clear();
+      for (int position : lifetimes.last_read_by[index])
+        if (releasable[position] && release_buffer(nodes[position], lifetimes.readers[position].size()))
+          stats().buffers_released_early++;
     }
     for (int position : plan->outputs) release_inputs(*nodes[position]);
     for (const std::vector<int>& siblings : plan->siblings)

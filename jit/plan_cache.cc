@@ -94,7 +94,10 @@ GraphSignature graph_signature(const std::vector<NodePtr>& targets) {
   };
   for (const NodePtr& target : targets) visit(target);
   append_number(&signature.text, int64_t(targets.size()));
-  for (const NodePtr& target : targets) append_number(&signature.text, positions.at(target.get()));
+  for (const NodePtr& target : targets) {
+    signature.targets.push_back(positions.at(target.get()));
+    append_number(&signature.text, signature.targets.back());
+  }
   signature.text += library_lowering_enabled() ? "L" : "G";
   signature.text += sibling_kernels_enabled() ? "M" : "S";  // several outputs per kernel, or one
   signature.text += convolution_algorithm_name(convolution_algorithm());  // library calls differ by it
@@ -146,6 +149,7 @@ std::shared_ptr<const CachedPlan> PlanCache::insert(const GraphSignature& signat
     kernel.lowered.kernel.row_body.clear();
     plan->kernels.push_back(std::move(kernel));
   }
+  plan->lifetimes = buffer_lifetimes(signature, *plan);
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (impl_->plans.size() >= kMaximumPlans) impl_->plans.clear();
   impl_->plans[signature.text] = plan;

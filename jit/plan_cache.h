@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "jit/buffer_lifetimes.h"
 #include "jit/graph_executor.h"
 
 namespace metajit {
@@ -16,6 +17,7 @@ namespace metajit {
 struct GraphSignature {
   std::string text;
   std::vector<NodePtr> nodes;
+  std::vector<int> targets;  // positions of the targets in `nodes`
 };
 GraphSignature graph_signature(const std::vector<NodePtr>& targets);
 
@@ -25,6 +27,7 @@ struct CachedPlan {
   std::vector<int> outputs;                    // per kernel: position of its output node
   std::vector<std::vector<int>> siblings;      // per kernel: positions of its further outputs (usually none)
   std::vector<std::vector<int>> inputs;        // per kernel: positions of its input nodes
+  BufferLifetimes lifetimes;                   // which buffers may go before the run ends, and when
 };
 
 class PlanCache {

@@ -13,6 +13,16 @@
 namespace metajit {
 namespace {
 
+// A backward() without retain_graph went through `node` and it was computed since, which freed its inputs.
+void require_graph(const Node& node) {
+  if (node.backward_taken.load(std::memory_order_relaxed) && node.inputs.empty())
+    throw std::runtime_error(
+        "backward through a graph whose saved values were freed: " + node.op_name() + " " +
+        shape_to_string(node.shape) + " (created at " + node.provenance.to_string() +
+        ") was computed after an earlier backward() went through it, so it no longer holds its inputs. Pass "
+        "retain_graph=True to that earlier backward() to differentiate through this graph again.");
+}
+
 // Every node reachable from `output` through edges that carry gradient (inputs that require grad), newest first:
 // ids are creation order and inputs are always older than their users, so this is a reverse topological order.
 std::vector<Node*> gradient_graph(const NodePtr& output) {
@@ -22,6 +32,7 @@ std::vector<Node*> gradient_graph(const NodePtr& output) {
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();
+    require_graph(*node);
     nodes.push_back(node);
     for (const NodePtr& input : node->inputs)
       if (input && input->requires_grad && seen.insert(input.get()).second) stack.push_back(input.get());
@@ -139,6 +150,7 @@ std::vector<NodePtr> gradient_leaves(const NodePtr& output) {
   while (!stack.empty()) {
     NodePtr node = std::move(stack.back());
     stack.pop_back();
+    require_graph(*node);
     if (!node->any_input_requires_grad()) {
       leaves.push_back(node);
       continue;
@@ -148,6 +160,12 @@ std::vector<NodePtr> gradient_leaves(const NodePtr& output) {
   }
   std::sort(leaves.begin(), leaves.end(), [](const NodePtr& a, const NodePtr& b) { return a->id < b->id; });
   return leaves;
+}
+
+void mark_backward_taken(const NodePtr& output) {
+  if (!output->requires_grad) return;
+  for (Node* node : gradient_graph(output))
+    if (node->any_input_requires_grad()) node->backward_taken.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace metajit

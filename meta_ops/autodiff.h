@@ -35,4 +35,8 @@ std::vector<NodePtr> gradients(const NodePtr& output, const std::vector<NodePtr>
 // creation order: what backward() accumulates into.
 std::vector<NodePtr> gradient_leaves(const NodePtr& output);
 
+// backward() without retain_graph: every node between `output` and its leaves may drop its inputs once it is
+// computed (see Node::backward_taken). A later gradient through such a node then throws, naming it.
+void mark_backward_taken(const NodePtr& output);
+
 }  // namespace metajit

@@ -208,8 +208,7 @@ class MatmulCall : public LibraryCall {
       return;
     }
     dnnl::stream stream(cpu_engine());
-    std::vector<StoragePtr> owners;
-    memory scratchpad = scratch_memory(descriptor_.scratchpad_desc(), cpu_engine(), owners);
+    memory scratchpad = scratchpad_memory(descriptor_.scratchpad_desc(), cpu_engine());
     std::unordered_map<int, memory> arguments{
         {DNNL_ARG_SRC, memory(left_, cpu_engine(), address(buffers, problem_.left))},
         {DNNL_ARG_WEIGHTS, memory(right_, cpu_engine(), address(buffers, problem_.right))},
@@ -299,7 +298,7 @@ class ConvolutionCall : public LibraryCall {
     dnnl::stream stream(engine);
     const TensorLayout* layouts[3] = {&problem_.source, &problem_.weights, &problem_.destination};
     if (problem_.zero_output_first) std::memset(buffers[0], 0, output_bytes_);
-    std::vector<StoragePtr> owners;  // converted tensors and the scratchpad, alive until the call returns
+    std::vector<StoragePtr> owners;  // converted tensors, alive until the call returns
     std::unordered_map<int, memory> arguments;
     memory library_written;
     for (int tensor = 0; tensor < 3; ++tensor) {
@@ -314,7 +313,7 @@ class ConvolutionCall : public LibraryCall {
         arguments[argument_[tensor]] = reordered_input(user, library_[tensor], stream, owners);
       }
     }
-    arguments[DNNL_ARG_SCRATCHPAD] = scratch_memory(scratchpad_, engine, owners);
+    arguments[DNNL_ARG_SCRATCHPAD] = scratchpad_memory(scratchpad_, engine);
     if (problem_.bias) arguments[DNNL_ARG_BIAS] = memory(bias_, engine, address(buffers, *problem_.bias));
     add_post_op_operands(problem_.post_ops, buffers, &arguments);
     primitive_.execute(stream, arguments);
@@ -498,6 +497,7 @@ std::shared_ptr<const LibraryCall> onednn_library_call(const Contraction& contra
 void install_onednn_backend() {
   set_contraction_backend(&onednn_library_call);
   set_library_run_end_hook(&drop_layout_copies);
+  set_library_buffer_released_hook(&forget_copies_within);
 }
 
 }  // namespace metajit

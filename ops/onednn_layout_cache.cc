@@ -22,6 +22,7 @@ struct KeptCopy {
 struct KeptCopies {
   std::vector<KeptCopy> copies;
   size_t bytes = 0;
+  StoragePtr scratchpad;  // see scratchpad_memory
 };
 
 KeptCopies& kept() {
@@ -34,6 +35,16 @@ KeptCopies& kept() {
 dnnl::memory scratch_memory(const dnnl::memory::desc& desc, const dnnl::engine& engine, std::vector<StoragePtr>& owners) {
   owners.push_back(std::make_shared<Storage>(desc.get_size()));
   return dnnl::memory(desc, engine, owners.back()->data());
+}
+
+dnnl::memory scratchpad_memory(const dnnl::memory::desc& desc, const dnnl::engine& engine) {
+  StoragePtr& scratchpad = kept().scratchpad;
+  size_t bytes = desc.get_size();
+  if (!scratchpad || scratchpad->bytes() < bytes) {
+    scratchpad.reset();  // first, so the allocator may hand its block back for the larger one
+    scratchpad = std::make_shared<Storage>(bytes);
+  }
+  return dnnl::memory(desc, engine, scratchpad->data());
 }
 
 dnnl::memory reordered_input(const dnnl::memory& user, const dnnl::memory::desc& library, dnnl::stream& stream,
@@ -78,6 +89,7 @@ void drop_layout_copies() {
   KeptCopies& state = kept();
   state.copies.clear();
   state.bytes = 0;
+  state.scratchpad.reset();
 }
 
 }  // namespace metajit

@@ -17,6 +17,11 @@ namespace metajit {
 // sizes every time, so this stops oneDNN's own allocations from faulting fresh pages in on every call).
 dnnl::memory scratch_memory(const dnnl::memory::desc& desc, const dnnl::engine& engine, std::vector<StoragePtr>& owners);
 
+// oneDNN's scratchpad for one call: one buffer per thread, grown to the largest call's need and reused by every
+// call of the run (handed back at its end). Scratchpads are large and short-lived (a Winograd weight gradient of
+// 512x512 channels asks for 128 MB): from the caching allocator, each size stayed cached after its one call.
+dnnl::memory scratchpad_memory(const dnnl::memory::desc& desc, const dnnl::engine& engine);
+
 // `user` in the layout `library`: the copy an earlier call of this plan run made, or reordered now on `stream`
 // (and kept, within a budget). `owners` keeps an uncached copy alive.
 dnnl::memory reordered_input(const dnnl::memory& user, const dnnl::memory::desc& library, dnnl::stream& stream,
@@ -25,7 +30,7 @@ dnnl::memory reordered_input(const dnnl::memory& user, const dnnl::memory::desc&
 // A call is about to write [address, address + bytes): copies made from there would be stale.
 void forget_copies_within(const void* address, size_t bytes);
 
-// Drops every kept copy (the end of a plan run).
+// Drops every kept copy and the scratchpad (the end of a plan run).
 void drop_layout_copies();
 
 }  // namespace metajit

@@ -456,6 +456,7 @@ PYBIND11_MODULE(_core, module) {
     return gradients(output, inputs, output_grad);
   }, py::arg("output"), py::arg("inputs"), py::arg("output_grad") = nullptr);
   module.def("gradient_leaves", &gradient_leaves);
+  module.def("mark_backward_taken", &mark_backward_taken);
   module.def("is_grad_enabled", &grad_enabled);
   module.def("set_grad_enabled", &set_grad_enabled);
   module.def("sync_all", [](const std::vector<NodePtr>& nodes) { sync_nodes(nodes); });

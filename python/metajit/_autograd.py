@@ -38,7 +38,9 @@ def backward(self, gradient=None, retain_graph=None):
     """Accumulates d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad (PyTorch semantics).
 
     Nothing is computed yet: the gradients are lazy and fuse with whatever reads them (usually the optimizer
-    step). `self` must have one element unless `gradient` is given."""
+    step). `self` must have one element unless `gradient` is given. Unless retain_graph is true, the graph's
+    values are freed once they are computed (as PyTorch frees saved tensors): a later backward through the same
+    graph after that raises, naming the op."""
     if not self.requires_grad:
         raise RuntimeError("backward: this Var does not require grad (no input it was computed from has "
                            "requires_grad=True)")
@@ -50,6 +52,8 @@ def backward(self, gradient=None, retain_graph=None):
         grads = grad(self, leaves, gradient) if leaves else []
         for leaf, value in zip(leaves, grads):
             leaf.grad = value if leaf.grad is None else leaf.grad + value
+    if not retain_graph:
+        _core.mark_backward_taken(self)
     _pending_outputs.append(self)
 
 

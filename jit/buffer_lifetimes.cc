@@ -1,0 +1,82 @@
+// Positions in the signature are a post-order (a node comes after its inputs), so one backward sweep sees every
+// node's readers before the node itself.
+#include "jit/buffer_lifetimes.h"
+
+#include "core/executor.h"
+#include "jit/contraction.h"
+#include <unordered_map>
+
+#include "jit/plan_cache.h"
+
+namespace metajit {
+namespace {
+
+// release_inputs() cuts a computed node's edges unless backward may still walk them.
+bool keeps_inputs(const Node& node) {
+  return node.requires_grad && node.any_input_requires_grad() && !node.backward_taken.load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
+BufferLifetimes buffer_lifetimes(const GraphSignature& signature, const CachedPlan& plan) {
+  const std::vector<NodePtr>& nodes = signature.nodes;
+  BufferLifetimes lifetimes;
+  lifetimes.readers.resize(nodes.size());
+  lifetimes.is_target.assign(nodes.size(), 0);
+  lifetimes.is_kernel_output.assign(nodes.size(), 0);
+  std::unordered_map<const Node*, int> positions;
+  for (size_t position = 0; position < nodes.size(); ++position) positions[nodes[position].get()] = int(position);
+  for (size_t position = 0; position < nodes.size(); ++position) {
+    if (nodes[position]->is_computed()) continue;  // the signature stops at computed nodes: their edges are not its
+    for (const NodePtr& input : nodes[position]->inputs) lifetimes.readers[positions.at(input.get())].push_back(int(position));
+  }
+  for (int position : signature.targets) lifetimes.is_target[position] = 1;
+  for (size_t kernel = 0; kernel < plan.outputs.size(); ++kernel) {
+    lifetimes.is_kernel_output[plan.outputs[kernel]] = 1;
+    for (int sibling : plan.siblings[kernel]) lifetimes.is_kernel_output[sibling] = 1;
+  }
+  std::vector<int> last_reader(nodes.size(), -1);
+  for (size_t kernel = 0; kernel < plan.inputs.size(); ++kernel)
+    for (int input : plan.inputs[kernel]) last_reader[input] = int(kernel);
+  lifetimes.last_read_by.resize(plan.outputs.size());
+  for (size_t position = 0; position < nodes.size(); ++position)
+    if (lifetimes.is_kernel_output[position] && !lifetimes.is_target[position] && last_reader[position] >= 0)
+      lifetimes.last_read_by[last_reader[position]].push_back(int(position));
+  return lifetimes;
+}
+
+std::vector<uint8_t> releasable_buffers(const BufferLifetimes& lifetimes, const std::vector<NodePtr>& nodes) {
+  // dies[p]: when the run ends, nothing holds node p any more. A node dies when nothing outside the graph holds
+  // it (its reference count is the signature's list plus its readers' edges) and each reader drops its edge: a
+  // kernel output has its edges cut after it is computed, and a reader that dies drops everything it holds.
+  std::vector<uint8_t> dies(nodes.size(), 0);
+  for (size_t position = nodes.size(); position-- > 0;) {
+    const NodePtr& node = nodes[position];
+    const std::vector<int>& readers = lifetimes.readers[position];
+    if (lifetimes.is_target[position] || node->is_computed()) continue;
+    if (size_t(node.use_count()) != 1 + readers.size()) continue;
+    bool every_edge_dropped = true;
+    for (int reader : readers) {
+      bool cut = lifetimes.is_kernel_output[reader] && !keeps_inputs(*nodes[reader]);
+      if (!cut && !dies[reader]) {
+        every_edge_dropped = false;
+        break;
+      }
+    }
+    dies[position] = every_edge_dropped;
+  }
+  for (size_t position = 0; position < nodes.size(); ++position)
+    dies[position] = dies[position] && lifetimes.is_kernel_output[position];
+  return dies;
+}
+
+bool release_buffer(const NodePtr& node, size_t graph_readers) {
+  // Checked again now: another thread may have taken a reference (say, by building a gradient) since the run began.
+  if (size_t(node.use_count()) > 1 + graph_readers) return false;
+  StoragePtr storage = take_storage(*node);
+  if (!storage) return false;
+  if (storage.use_count() == 1) note_library_buffer_released(storage->data(), storage->bytes());
+  return true;
+}
+
+}  // namespace metajit

@@ -1,0 +1,39 @@
+// When a plan run can hand an intermediate buffer back to the allocator: right after the last kernel that reads
+// it, instead of at the end of the run. A training step's gradient buffers then reuse each other's memory (and
+// each other's cache lines) instead of all being alive together.
+//
+// A buffer may go early only if nothing outside the plan's graph holds its node (no Var, no leaf's .grad, no
+// pending node of another graph) and the graph itself lets go of it when the run ends: every node that reads it
+// either has its inputs cut after being computed, or dies with the run. The node's reference count tells the
+// first, checked at the start of each run; the plan's structure (cached with it) tells the second.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/node.h"
+
+namespace metajit {
+
+struct GraphSignature;
+struct CachedPlan;
+
+// The structure, per plan (positions are indexes into the signature's node list).
+struct BufferLifetimes {
+  std::vector<std::vector<int>> readers;       // per position: the pending nodes that have it as an input, once per edge
+  std::vector<uint8_t> is_target;
+  std::vector<uint8_t> is_kernel_output;       // computed by one of the plan's kernels (an output or a sibling)
+  std::vector<std::vector<int>> last_read_by;  // per kernel: kernel outputs (not targets) no later kernel reads
+};
+
+// Built when the plan is cached, from the signature's nodes as they are before the run.
+BufferLifetimes buffer_lifetimes(const GraphSignature& signature, const CachedPlan& plan);
+
+// Per position, at the start of a run: true where the node's buffer may go after its last reader.
+std::vector<uint8_t> releasable_buffers(const BufferLifetimes& lifetimes, const std::vector<NodePtr>& nodes);
+
+// Takes a computed node's buffer away (under the executor's edge lock) if its holders are still just the graph
+// edges the plan knows of; tells the library layer the memory is gone (it may have kept copies keyed by its
+// address). Returns whether the buffer went.
+bool release_buffer(const NodePtr& node, size_t graph_readers);
+
+}  // namespace metajit
