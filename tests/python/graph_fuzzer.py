@@ -484,6 +484,9 @@ def ref_binary(op, a, b, grad=False):
                 zsign = zsign & (r != 0)  # a zero remainder: divisor's sign in Python, dividend's in PyTorch
         elif op == "pow":
             valid &= ~((x == 0) & (ex == 0) & ~za & (y < 0))  # (+-0) ** negative: sign unknown
+            # A base whose error interval holds 0, to a power that may be negative: any magnitude, either sign
+            # (a float32 log_softmax of 1 + 2e-11 rounds to +0 where the exact value is -2e-11).
+            valid &= ~((ex > 0) & (np.abs(x) <= ex) & (y - ey < 0))
             r = np.power(x, y)
             corners = [np.power(x + sx * ex, y + sy * ey) for sx in (-1, 1) for sy in (-1, 1)]
             err = np.max([np.abs(c - r) for c in corners], axis=0)

@@ -31,15 +31,16 @@ def _broadcast_batch(first, second, function):
     return result
 
 
-def _product_sum(left, right, batch, inner, columns):
+def _product_sum(left, right, left_shape, right_shape, batch):
     """left [..., M, K] @ right [..., K, N]: multiply [..., M, K, N] views, sum over K."""
-    left = left.reshape(list(left.shape) + [1])              # [..., M, K, 1]
-    right = right.reshape(list(right.shape[:-2]) + [1, inner, columns])  # [..., 1, K, N]
-    product = left * right                                    # broadcasts to [*batch, M, K, N]
+    left = left.reshape(left_shape + [1])                                     # [..., M, K, 1]
+    right = right.reshape(right_shape[:-2] + [1] + right_shape[-2:])          # [..., 1, K, N]
+    product = left * right                                                    # broadcasts to [*batch, M, K, N]
     result = product.sum(len(batch) + 1)
     # Integer sums widen to int64; PyTorch keeps the operands' promoted dtype.
-    if product.dtype not in _FLOAT_DTYPES and result.dtype != product.dtype:
-        result = _core.cast(result, product.dtype)
+    dtype = product.dtype
+    if dtype not in _FLOAT_DTYPES and result.dtype != dtype:
+        result = _core.cast(result, dtype)
     return result
 
 
@@ -51,25 +52,27 @@ def matmul(input, other):
     matrices whose batch dimensions broadcast."""
     _require_var(input, "matmul", "input")
     _require_var(other, "matmul", "other")
-    if input.ndim == 0 or other.ndim == 0:
-        raise ValueError(f"matmul: both arguments need at least 1 dimension, got shapes {tuple(input.shape)} and "
-                         f"{tuple(other.shape)}")
-    left = input.reshape([1] + list(input.shape)) if input.ndim == 1 else input
-    right = other.reshape(list(other.shape) + [1]) if other.ndim == 1 else other
-    rows, inner = left.shape[-2], left.shape[-1]
-    if right.shape[-2] != inner:
-        raise ValueError(f"matmul: shapes {tuple(input.shape)} and {tuple(other.shape)} cannot be multiplied "
-                         f"({inner} columns against {right.shape[-2]} rows)")
-    columns = right.shape[-1]
-    batch = _broadcast_batch(left.shape[:-2], right.shape[:-2], "matmul")
-    result = _product_sum(left, right, batch, inner, columns)
+    input_shape, other_shape = list(input.shape), list(other.shape)  # each .shape is built anew in C++: read once
+    if not input_shape or not other_shape:
+        raise ValueError(f"matmul: both arguments need at least 1 dimension, got shapes {tuple(input_shape)} and "
+                         f"{tuple(other_shape)}")
+    left_shape = [1] + input_shape if len(input_shape) == 1 else input_shape
+    right_shape = other_shape + [1] if len(other_shape) == 1 else other_shape
+    rows, inner = left_shape[-2], left_shape[-1]
+    if right_shape[-2] != inner:
+        raise ValueError(f"matmul: shapes {tuple(input_shape)} and {tuple(other_shape)} cannot be multiplied "
+                         f"({inner} columns against {right_shape[-2]} rows)")
+    columns = right_shape[-1]
+    batch = _broadcast_batch(left_shape[:-2], right_shape[:-2], "matmul") if len(left_shape) > 2 or \
+        len(right_shape) > 2 else []
+    result = _product_sum(input, other, left_shape, right_shape, batch)
     # Drop the dimensions added for 1-D operands.
     shape = list(batch)
-    if input.ndim != 1:
+    if len(input_shape) != 1:
         shape.append(rows)
-    if other.ndim != 1:
+    if len(other_shape) != 1:
         shape.append(columns)
-    return result.reshape(shape) if shape != list(result.shape) else result
+    return result.reshape(shape) if len(input_shape) == 1 or len(other_shape) == 1 else result
 
 
 def bmm(input, mat2):
@@ -202,8 +205,10 @@ def _reflected_matmul(self, other):
 
 
 def _matmul_method(self, other):
+    if isinstance(other, Var):
+        return matmul(self, other)
     from .. import array
-    return matmul(self, other if isinstance(other, Var) else array(other))
+    return matmul(self, array(other))
 
 
 Var.__matmul__ = _matmul_method

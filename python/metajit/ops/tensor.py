@@ -123,16 +123,19 @@ def _place_and_add(pieces, dim):
     the placed pieces added (or-ed): one fused kernel. The gradient of an add reaches each piece unchanged, so
     each piece's gradient is one scatter of the incoming gradient over the joined extent."""
     dtype = pieces[0].dtype
-    true = _core.constant([], "bool", 1)
-    for piece in pieces[1:]:  # PyTorch's promotion, as the elementwise ops apply it
-        dtype = _core.where(true, _core.constant([], dtype, 0), _core.constant([], piece.dtype, 0)).dtype
+    if any(piece.dtype != dtype for piece in pieces):
+        true = _core.constant([], "bool", 1)
+        for piece in pieces[1:]:  # PyTorch's promotion, as the elementwise ops apply it
+            dtype = _core.where(true, _core.constant([], dtype, 0), _core.constant([], piece.dtype, 0)).dtype
     shape = list(pieces[0].shape)
     shape[dim] = sum(piece.shape[dim] for piece in pieces)
     identity = -0.0 if dtype.startswith("float") else 0.0
     result, offset = None, 0
+    identity_indexes = _loop_indices(len(shape))
     for piece in pieces:
-        indexes = _loop_indices(len(shape))
+        indexes = identity_indexes
         if offset:
+            indexes = list(identity_indexes)
             indexes[dim] = f"i{dim} - {offset}"
         offset += piece.shape[dim]
         if piece.dtype != dtype:
