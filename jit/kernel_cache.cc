@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
+#include <unordered_set>
 
 #include "cache/content_hash.h"
 #include "cache/disk_store.h"
@@ -321,8 +323,9 @@ KernelFunction KernelCache::load_or_compile(const std::string& key, const std::s
 
 void KernelCache::prepare(const std::vector<KernelRequest>& requests) {
   std::vector<const KernelRequest*> missing;
+  std::unordered_set<std::string> seen;  // a plan may launch one kernel several times (identical layers)
   for (const KernelRequest& request : requests)
-    if (!lookup_memory(request.key)) missing.push_back(&request);
+    if (seen.insert(request.key).second && !lookup_memory(request.key)) missing.push_back(&request);
   if (missing.size() < 2) return;  // a single kernel is handled by get()
   parallel_for(int64_t(missing.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t index = begin; index < end; ++index) {

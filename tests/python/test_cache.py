@@ -18,7 +18,7 @@ import pytest
 import numpy as np
 
 import metajit as mj
-from conftest import PACKAGE_ROOT, assert_close, cpu_backend
+from conftest import PACKAGE_ROOT, assert_close, cpu_backend, flag_set
 
 # A small program with a few distinct kernels; prints its stats and results as JSON.
 PROGRAM = """
@@ -343,3 +343,27 @@ def test_entries_owned_by_another_user_are_not_loaded(tmp_path):
     third, _ = run_program(tmp_path)  # the recompiled entries replaced the untrusted ones
     assert third["kernels_compiled"] == 0 and third["cache_entries_discarded"] == 0
     assert first["kernels_compiled"] == third["kernels_loaded_from_disk"]
+
+
+def test_a_plan_launching_one_kernel_twice_compiles_it_once(tmp_path, rng):
+    """Identical layers give a plan several kernels with one key; parallel compilation must not build it twice."""
+    previous = mj.flags.cache_dir
+    first, second, third = (rng.standard_normal((64, 64)).astype(np.float32) for _ in range(3))
+    try:
+        mj.flags.cache_dir = tmp_path
+        mj._core.clear_memory_cache()
+        mj.reset_stats()
+        # The two exp kernels share a source (the constant is unique to this test); the sum is a third kernel, so
+        # the sync asks for several missing kernels at once, which is when they are compiled in parallel.
+        left = (mj.array(first) * 1.7654321).exp()
+        right = (mj.array(second) * 1.7654321).exp()
+        total = (mj.array(third).sum(0, keepdim=True) * 3.0)
+        with flag_set("multiple_outputs", False):  # else the two exp kernels become one with two outputs
+            mj.sync(left, right, total)
+        assert_close(left, np.exp(first * np.float32(1.7654321)), rtol=1e-6)
+        assert_close(right, np.exp(second * np.float32(1.7654321)), rtol=1e-6)
+        stats = mj.stats()
+        assert stats["kernels_launched"] == 3
+        assert stats["kernels_compiled"] + stats["kernels_loaded_from_disk"] == 2
+    finally:
+        mj.flags.cache_dir = previous
