@@ -30,6 +30,7 @@ MODELS = {
                                 "vocabulary 1000), batch 16 x 128 tokens"),
 }
 VOCABULARY, WIDTH, HEADS, BLOCKS = 1000, 256, 4, 2
+MEMORY_STEPS = 4  # steps of each framework in the memory subprocesses
 # name: (largest metajit / PyTorch step-time ratio, the target as the issues state it)
 OTHER_MODELS = ("small_cnn", "resnet18")  # the models bench/other_frameworks.py builds for Jittor and tinygrad
 TARGETS = {
@@ -167,6 +168,44 @@ def first_step_worker(name, cache_dir):
                       "loaded": int(stats["kernels_loaded_from_disk"]), "compile_seconds": stats["compile_seconds"]}))
 
 
+def resident_mib(field):
+    """VmRSS (now) or VmHWM (the peak so far) of this process, in MiB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def memory_worker(name, framework, cache_dir):
+    """Runs in a fresh process: how much the resident set grows from before the first training step to its peak
+    over MEMORY_STEPS steps (the model, its batch and the libraries are loaded before the baseline is read)."""
+    if framework == "metajit":
+        os.environ["METAJIT_CACHE_DIR"] = cache_dir
+        import metajit as mj
+        step = metajit_step_function(name)
+    else:
+        sys.path.insert(0, os.path.join(HERE, os.pardir, "tests", "python"))
+        import torch
+        torch.set_num_threads(os.cpu_count())
+        step = torch_step_function(name, torch)
+    baseline = resident_mib("VmRSS")
+    for _ in range(MEMORY_STEPS):
+        step()
+    result = {"growth": resident_mib("VmHWM") - baseline}
+    if framework == "metajit":
+        result["allocated_peak"] = mj.stats()["bytes_allocated_peak"] / 2 ** 20
+    print(json.dumps(result))
+
+
+def memory_use(name, framework, cache_dir):
+    process = subprocess.run([sys.executable, os.path.abspath(__file__), "--memory-worker", name, framework,
+                              cache_dir], capture_output=True, text=True)
+    if process.returncode != 0:
+        raise RuntimeError(f"memory subprocess failed:\n{process.stderr}")
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
 def first_step(name, cache_dir):
     process = subprocess.run([sys.executable, os.path.abspath(__file__), "--first-step-worker", name, cache_dir],
                              capture_output=True, text=True)
@@ -183,9 +222,13 @@ def main():
     parser.add_argument("--other-budget", type=float, default=30.0,
                         help="seconds of timed steps per model for Jittor and tinygrad, when installed")
     parser.add_argument("--first-step-worker", nargs=2, metavar=("MODEL", "CACHE_DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--memory-worker", nargs=3, metavar=("MODEL", "FRAMEWORK", "CACHE_DIR"), help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.first_step_worker:
         first_step_worker(*arguments.first_step_worker)
+        return
+    if arguments.memory_worker:
+        memory_worker(*arguments.memory_worker)
         return
     sys.path.insert(0, os.path.join(HERE, os.pardir, "tests", "python"))
     try:
@@ -201,6 +244,8 @@ def main():
         with tempfile.TemporaryDirectory(prefix="metajit-bench-cache-") as cache_dir:
             cold = first_step(name, cache_dir)
             warm = first_step(name, cache_dir)
+            memory = {"metajit": memory_use(name, "metajit", cache_dir),
+                      "torch": memory_use(name, "torch", cache_dir) if torch is not None else None}
             os.environ["METAJIT_CACHE_DIR"] = cache_dir
             print(f"{name}: steady steps ...", flush=True)
             step = metajit_step_function(name)
@@ -221,7 +266,7 @@ def main():
                 if torch_step:
                     torch_step()
                     theirs += timed_steps(torch_step, 2)
-        rows.append((name, ours, theirs, cold, warm))
+        rows.append((name, ours, theirs, cold, warm, memory))
         print(f"{name}: metajit {statistics.median(ours) * 1e3:.1f} ms/step"
               + (f", PyTorch {statistics.median(theirs) * 1e3:.1f} ms/step" if theirs else ""), flush=True)
         step = None
@@ -244,7 +289,7 @@ def write_report(arguments, rows, torch, other_rows, others):
              f"frameworks take turns of one untimed and two timed steps.", "",
              "| model | metajit ms/step | PyTorch ms/step | metajit / PyTorch | first step, cold cache | "
              "first step, warm cache |", "|---|---:|---:|---:|---|---|"]
-    for name, ours, theirs, cold, warm in rows:
+    for name, ours, theirs, cold, warm, _ in rows:
         mine = statistics.median(ours) * 1e3
         reference = statistics.median(theirs) * 1e3 if theirs else None
         lines.append(
@@ -253,12 +298,13 @@ def write_report(arguments, rows, torch, other_rows, others):
             f"{warm['seconds']:.2f} s ({warm['loaded']} loaded, {warm['compiled']} compiled) |"
             if reference else f"| {MODELS[name][2]} | {mine:.1f} | – | – | {cold['seconds']:.2f} s | {warm['seconds']:.2f} s |")
     lines += ["", "| target | measured (metajit / PyTorch, medians) | status |", "|---|---|---|"]
-    for name, ours, theirs, _, _ in rows:
+    for name, ours, theirs, _, _, _ in rows:
         if not theirs:
             continue
         ratio = statistics.median(ours) / statistics.median(theirs)
         limit, target = TARGETS[name]
         lines.append(f"| {target} | {ratio:.2f}x | {'met' if ratio <= limit else 'not met'} (<= {limit:.2f}x) |")
+    lines += memory_lines(rows)
     lines += other_framework_lines(other_rows, others, arguments.other_budget)
     lines += ["", "Every model's steady step should be no slower than PyTorch eager's (autodiff issue); ResNet-18's at "
               "most 0.8x (vendor-library issue). Matrix products and convolutions run in oneDNN "
@@ -267,6 +313,22 @@ def write_report(arguments, rows, torch, other_rows, others):
     with open(arguments.output, "w") as handle:
         handle.write("\n".join(lines) + "\n")
     print(f"wrote {arguments.output}")
+
+
+def memory_lines(rows):
+    lines = ["", "### Memory", "",
+             f"Each framework trains the model for {MEMORY_STEPS} steps in a fresh process (metajit with the warm "
+             "kernel cache). Growth is the process's peak resident set (VmHWM) over those steps minus its resident "
+             "set just before them, with the model, the batch and the libraries already loaded. metajit's allocator "
+             "peak is `mj.stats()['bytes_allocated_peak']`: the most its tensors (and oneDNN's buffers) held at once; "
+             "the rest of its growth is blocks kept for reuse, kernel code and library state.", "",
+             "| model | metajit growth | metajit allocator peak | PyTorch growth | metajit / PyTorch |",
+             "|---|---:|---:|---:|---:|"]
+    for name, _, _, _, _, memory in rows:
+        ours, theirs = memory["metajit"], memory["torch"]
+        lines.append(f"| {MODELS[name][2].split(',')[0]} | {ours['growth']:.0f} MiB | {ours['allocated_peak']:.0f} MiB | "
+                     + (f"{theirs['growth']:.0f} MiB | {ours['growth'] / theirs['growth']:.2f}x |" if theirs else "– | – |"))
+    return lines
 
 
 def other_framework_lines(other_rows, others, budget_seconds):
