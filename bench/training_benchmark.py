@@ -30,6 +30,7 @@ MODELS = {
                                 "vocabulary 1000), batch 16 x 128 tokens"),
 }
 VOCABULARY, WIDTH, HEADS, BLOCKS = 1000, 256, 4, 2
+SHORT_NAMES = {"small_cnn": "SmallCNN", "resnet18": "ResNet-18", "transformer": "Transformer LM"}
 MEMORY_STEPS = 4  # steps of each framework in the memory subprocesses
 # name: (largest metajit / PyTorch step-time ratio, the target as the issues state it)
 OTHER_MODELS = ("small_cnn", "resnet18")  # the models bench/other_frameworks.py builds for Jittor and tinygrad
@@ -326,7 +327,7 @@ def memory_lines(rows):
              "|---|---:|---:|---:|---:|"]
     for name, _, _, _, _, memory in rows:
         ours, theirs = memory["metajit"], memory["torch"]
-        lines.append(f"| {MODELS[name][2].split(',')[0]} | {ours['growth']:.0f} MiB | {ours['allocated_peak']:.0f} MiB | "
+        lines.append(f"| {SHORT_NAMES[name]} | {ours['growth']:.0f} MiB | {ours['allocated_peak']:.0f} MiB | "
                      + (f"{theirs['growth']:.0f} MiB | {ours['growth'] / theirs['growth']:.2f}x |" if theirs else "– | – |"))
     return lines
 

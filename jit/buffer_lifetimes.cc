@@ -2,10 +2,10 @@
 // node's readers before the node itself.
 #include "jit/buffer_lifetimes.h"
 
-#include "core/executor.h"
-#include "jit/contraction.h"
 #include <unordered_map>
 
+#include "core/executor.h"
+#include "jit/contraction.h"
 #include "jit/plan_cache.h"
 
 namespace metajit {
@@ -28,7 +28,8 @@ BufferLifetimes buffer_lifetimes(const GraphSignature& signature, const CachedPl
   for (size_t position = 0; position < nodes.size(); ++position) positions[nodes[position].get()] = int(position);
   for (size_t position = 0; position < nodes.size(); ++position) {
     if (nodes[position]->is_computed()) continue;  // the signature stops at computed nodes: their edges are not its
-    for (const NodePtr& input : nodes[position]->inputs) lifetimes.readers[positions.at(input.get())].push_back(int(position));
+    for (const NodePtr& input : nodes[position]->inputs)
+      lifetimes.readers[positions.at(input.get())].push_back(int(position));
   }
   for (int position : signature.targets) lifetimes.is_target[position] = 1;
   for (size_t kernel = 0; kernel < plan.outputs.size(); ++kernel) {

@@ -19,7 +19,7 @@ struct CachedPlan;
 
 // The structure, per plan (positions are indexes into the signature's node list).
 struct BufferLifetimes {
-  std::vector<std::vector<int>> readers;       // per position: the pending nodes that have it as an input, once per edge
+  std::vector<std::vector<int>> readers;       // per position: the pending nodes reading it, once per edge
   std::vector<uint8_t> is_target;
   std::vector<uint8_t> is_kernel_output;       // computed by one of the plan's kernels (an output or a sibling)
   std::vector<std::vector<int>> last_read_by;  // per kernel: kernel outputs (not targets) no later kernel reads

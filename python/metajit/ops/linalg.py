@@ -189,7 +189,16 @@ def linear(input, weight, bias=None):
     if input.shape[-1] != weight.shape[-1]:
         raise ValueError(f"linear: input has {input.shape[-1]} features (shape {tuple(input.shape)}) but weight "
                          f"expects {weight.shape[-1]} (shape {tuple(weight.shape)})")
-    output = matmul(input, weight.T if weight.ndim == 2 else weight)
+    if weight.ndim == 2:
+        # x [..., 1, in] * weight [out, in], summed over in: the product of x and weight transposed, written so
+        # that weight's gradient comes out in weight's own layout ([out, in], a sum over the batch) rather than
+        # as the transpose of an [in, out] product, which every optimizer step then had to transpose back.
+        product = input.reshape(list(input.shape[:-1]) + [1, weight.shape[1]]) * weight
+        output = product.sum(-1)
+        if product.dtype not in _FLOAT_DTYPES and output.dtype != product.dtype:  # integer sums widen to int64
+            output = _core.cast(output, product.dtype)
+    else:
+        output = matmul(input, weight)
     if bias is not None:
         _require_var(bias, "linear", "bias")
         expected = list(weight.shape[:-1])
