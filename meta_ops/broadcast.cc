@@ -124,6 +124,17 @@ NodePtr transpose(const NodePtr& input, int64_t first, int64_t second) {
   return permute(input, order);
 }
 
+NodePtr transposed_matrix_source(const NodePtr& node) {
+  if (node->kind != NodeKind::View || node->shape.size() != 2) return nullptr;
+  NodePtr source = pending_source(*node);
+  if (!source || source->shape.size() != 2 || node->view.size() != 2) return nullptr;
+  for (int dim = 0; dim < 2; ++dim) {
+    const ViewDimension& mapping = node->view[dim];
+    if (mapping.output_dim != 1 - dim || mapping.step != 1 || mapping.offset != 0) return nullptr;
+  }
+  return source->shape[0] == node->shape[1] && source->shape[1] == node->shape[0] ? source : nullptr;
+}
+
 NodePtr reshape(const NodePtr& input, Shape shape) {
   int64_t known = 1;
   int inferred = -1;

@@ -19,6 +19,9 @@ NodePtr broadcast(const NodePtr& input, const Shape& shape, const std::vector<in
 NodePtr broadcast_to(const NodePtr& input, const Shape& shape);
 NodePtr permute(const NodePtr& input, const std::vector<int64_t>& order);
 NodePtr transpose(const NodePtr& input, int64_t first, int64_t second);
+// The matrix `node` is the transpose of (a pending 2-D view swapping the dims of an [R, C] node), or null. Lets
+// matmul write `x @ w.T` as a product over w's own layout, so w's gradient comes out in that layout too.
+NodePtr transposed_matrix_source(const NodePtr& node);
 // A general affine view: output `shape`, one ViewDimension per input dimension.
 NodePtr view(const NodePtr& input, const Shape& shape, std::vector<ViewDimension> dimensions);
 // Row-major reshape; one extent may be -1 and is inferred.

@@ -437,6 +437,7 @@ PYBIND11_MODULE(_core, module) {
   module.def("permute", [](const NodePtr& input, const std::vector<int64_t>& order) { return permute(input, order); });
   module.def("transpose", [](const NodePtr& input, int64_t first, int64_t second) { return transpose(input, first, second); });
   module.def("reshape", [](const NodePtr& input, py::handle shape) { return reshape(input, shape_argument(shape)); });
+  module.def("transposed_matrix_source", &transposed_matrix_source);
   module.def("view", [](const NodePtr& input, py::handle shape, const std::vector<std::tuple<int, int64_t, int64_t>>& dims) {
     std::vector<ViewDimension> mapping;
     for (const auto& dim : dims) mapping.push_back({std::get<0>(dim), std::get<1>(dim), std::get<2>(dim)});

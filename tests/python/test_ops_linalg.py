@@ -164,3 +164,35 @@ def test_rank_checked_products_errors():
         mj.dot(mj.zeros(3), mj.zeros(4))
     with pytest.raises(ValueError, match="outer: expected 1-D and 1-D arguments"):
         mj.outer(mj.zeros(3, 1), mj.zeros(3))
+
+
+@pytest.mark.parametrize("left_shape", [(64, 96), (96,), (2, 5, 96)])
+def test_product_with_a_transposed_matrix_matches_numpy(rng, left_shape):
+    x = rng.standard_normal(left_shape).astype(np.float32)
+    w = rng.standard_normal((80, 96)).astype(np.float32)
+    assert_close(mj.array(x) @ mj.array(w).T, x @ w.T, rtol=1e-4, atol=1e-4)
+    assert_close(mj.matmul(mj.array(x), mj.array(w).transpose(0, 1)), x @ w.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("product", ["x @ w.T", "linear"])
+def test_weight_gradient_of_a_transposed_product_needs_no_transpose_kernel(rng, product):
+    """x @ w.T and F.linear are computed over w's own [out, in] layout, so the gradient of w comes out in that
+    layout: an optimizer update reads it in place instead of through a tiled transpose kernel."""
+    x_values = rng.standard_normal((64, 96)).astype(np.float32)
+    w_values = rng.standard_normal((80, 96)).astype(np.float32)
+    x, w = mj.array(x_values), mj.array(w_values, requires_grad=True)
+    y = x @ w.T if product == "x @ w.T" else F.linear(x, w)
+    gradient, = mj.grad((y * y).sum(), [w])
+    update = w - gradient * 0.01
+    sources = [kernel["source"] for kernel in mj.inspect_kernels(update)]
+    assert not any("mj_transpose_tile(" in source for source in sources)
+    expected = w_values - 0.01 * (2 * (x_values @ w_values.T).T @ x_values)
+    assert_close(update, expected, rtol=1e-4, atol=1e-3)
+
+
+def test_transposed_source_is_only_a_plain_transpose(rng):
+    w = mj.array(rng.standard_normal((4, 6)).astype(np.float32))
+    assert mj._core.transposed_matrix_source(w.T) is not None
+    assert mj._core.transposed_matrix_source(w) is None
+    assert mj._core.transposed_matrix_source(w[:, ::2].T) is None  # a strided view: not plain
+    assert mj._core.transposed_matrix_source(w.reshape([6, 4])) is None

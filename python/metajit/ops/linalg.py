@@ -44,6 +44,17 @@ def _product_sum(left, right, left_shape, right_shape, batch):
     return result
 
 
+def _rows_times_transposed(input, weight):
+    """input [..., in] @ weight[out, in].T as x [..., 1, in] * weight [out, in] summed over in: the same product
+    for the library matcher, but weight's gradient is then a sum over the batch in weight's own [out, in] layout,
+    not the transpose of an [in, out] product that each optimizer update would read back through a transpose."""
+    product = input.reshape(list(input.shape[:-1]) + [1, weight.shape[1]]) * weight
+    output = product.sum(-1)
+    if product.dtype not in _FLOAT_DTYPES and output.dtype != product.dtype:  # integer sums widen to int64
+        output = _core.cast(output, product.dtype)
+    return output
+
+
 def matmul(input, other):
     """Matrix product with numpy/PyTorch semantics.
 
@@ -62,6 +73,10 @@ def matmul(input, other):
     if right_shape[-2] != inner:
         raise ValueError(f"matmul: shapes {tuple(input_shape)} and {tuple(other_shape)} cannot be multiplied "
                          f"({inner} columns against {right_shape[-2]} rows)")
+    if len(other_shape) == 2:
+        source = _core.transposed_matrix_source(other)  # x @ w.T (tied embeddings, hand-written layers)
+        if source is not None:
+            return _rows_times_transposed(input, source)
     columns = right_shape[-1]
     batch = _broadcast_batch(left_shape[:-2], right_shape[:-2], "matmul") if len(left_shape) > 2 or \
         len(right_shape) > 2 else []
@@ -189,16 +204,7 @@ def linear(input, weight, bias=None):
     if input.shape[-1] != weight.shape[-1]:
         raise ValueError(f"linear: input has {input.shape[-1]} features (shape {tuple(input.shape)}) but weight "
                          f"expects {weight.shape[-1]} (shape {tuple(weight.shape)})")
-    if weight.ndim == 2:
-        # x [..., 1, in] * weight [out, in], summed over in: the product of x and weight transposed, written so
-        # that weight's gradient comes out in weight's own layout ([out, in], a sum over the batch) rather than
-        # as the transpose of an [in, out] product, which every optimizer step then had to transpose back.
-        product = input.reshape(list(input.shape[:-1]) + [1, weight.shape[1]]) * weight
-        output = product.sum(-1)
-        if product.dtype not in _FLOAT_DTYPES and output.dtype != product.dtype:  # integer sums widen to int64
-            output = _core.cast(output, product.dtype)
-    else:
-        output = matmul(input, weight)
+    output = _rows_times_transposed(input, weight) if weight.ndim == 2 else matmul(input, weight)
     if bias is not None:
         _require_var(bias, "linear", "bias")
         expected = list(weight.shape[:-1])
