@@ -61,9 +61,11 @@ std::string ExpressionRenderer::builtin(const char* name, bool single, const std
 std::string ExpressionRenderer::float_literal(double value, DType dtype) {
   bool single = dtype != DType::Float64;
   if (std::isnan(value)) return not_a_number(dtype);
-  if (std::isinf(value)) return std::string(value < 0 ? "-" : "") + infinity(dtype);
+  // Rounded first: a finite double beyond float's range (x - 1e60 in float32) is an infinity, not "inf" text.
+  double rounded = single ? double(float(value)) : value;
+  if (std::isinf(rounded)) return std::string(rounded < 0 ? "-" : "") + infinity(dtype);
   char text[64];
-  std::snprintf(text, sizeof(text), single ? "%.9g" : "%.17g", single ? double(float(value)) : value);
+  std::snprintf(text, sizeof(text), single ? "%.9g" : "%.17g", rounded);
   std::string literal = text;
   if (literal.find_first_of(".eE") == std::string::npos) literal += ".0";
   return "(" + literal + (single ? "f" : "") + ")";

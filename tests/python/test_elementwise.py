@@ -470,3 +470,14 @@ def test_result_dtypes_match_pytorch_except_where_documented():
                 if actual.dtype != documented_dtype(expected, left, right, op):
                     mismatches.append((left, right, op, expected, actual.dtype))
     assert not mismatches
+
+
+def test_python_scalar_beyond_float32_range_is_an_infinity():
+    """A Python float that is finite as a double but not as float32 (1e60) becomes an infinity in a float32
+    kernel, as numpy computes float32 with a Python scalar; it used to be written into the C++ as `inf`."""
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert_close(mj.array(x) - 1e60, x - 1e60)
+        assert_close(mj.array(x) * 1e60, x * 1e60)
+        assert_close((mj.array(x) + 1e60).exp() * 0.0, (x + 1e60) * 0.0, equal_nan=True)
+    assert_close(mj.array(x.astype(np.float64)) * 1e300, x.astype(np.float64) * 1e300)
