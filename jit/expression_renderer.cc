@@ -174,6 +174,12 @@ std::string ExpressionRenderer::binary(BinaryOp op, DType dtype, const IrExprPtr
       return wrap("mj_floor_modulo(" + a + ", " + b + ")");
     case BinaryOp::Power:
       if (right_node->kind == IrKind::FloatConstant && right_node->floating == 2.0) return wrap(a + " * " + a);
+      // PyTorch takes x ** 0.5 and x ** -0.5 as sqrt and rsqrt, which differ from pow at -inf (NaN, not inf or 0)
+      // and at -0 (sqrt(-0) is -0).
+      if (floating && right_node->kind == IrKind::FloatConstant && right_node->floating == 0.5)
+        return builtin("sqrt", single, a);
+      if (floating && right_node->kind == IrKind::FloatConstant && right_node->floating == -0.5)
+        return wrap(std::string(single ? "1.0f / " : "1.0 / ") + builtin("sqrt", single, a));
       if (floating) return wrap((single ? "powf(" : "pow(") + a + ", " + b + ")");
       return wrap("mj_integer_power(" + a + ", " + b + ")");
     case BinaryOp::Maximum: return "mj_max<" + type + ">(" + a + ", " + b + ")";

@@ -1394,6 +1394,9 @@ class Generator:
                     value = self.choice([300, -200, 255, 256, -129, 1000])
             else:
                 value = float(self.choice([0.5, 1.5, -2.0, 2.5, -0.25, 3.0, 0.75, -1.0, 2.0]))
+                if self.coin(0.08):
+                    # finite as a double, beyond float16 or float32: an infinity (or 0) in the tensor's dtype
+                    value = float(self.choice([1e60, -1e60, 1e-50, 7e4, -3.5e38]))
         if op == "sub" and d == "bool" and isinstance(value, bool):
             raise Reject("subtraction of two bools raises")
         scalar = _scalar_ref(value, d, op)
@@ -2338,7 +2341,10 @@ def _scalar_ref(value, tensor_dtype, op=None):
         d = "bool" if isinstance(value, bool) else "int64" if isinstance(value, int) else "float32"
     else:
         d = scalar_dtype(value, tensor_dtype)
-    return Ref(d, np.array(float(value)) if is_float(d) else np.array(value).astype(d))
+    if is_float(d):  # rounded to the dtype first, as PyTorch does: 1e60 next to float32 is an infinity
+        with np.errstate(over="ignore", under="ignore"):
+            return Ref(d, np.array(float(value)).astype(d).astype(np.float64))
+    return Ref(d, np.array(value).astype(d))
 
 
 def generate(seed, mode="value", exclude=()):

@@ -481,3 +481,15 @@ def test_python_scalar_beyond_float32_range_is_an_infinity():
         assert_close(mj.array(x) * 1e60, x * 1e60)
         assert_close((mj.array(x) + 1e60).exp() * 0.0, (x + 1e60) * 0.0, equal_nan=True)
     assert_close(mj.array(x.astype(np.float64)) * 1e300, x.astype(np.float64) * 1e300)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_half_powers_are_square_roots_at_the_edges(dtype):
+    """x ** 0.5 and x ** -0.5 are sqrt and 1 / sqrt, as PyTorch computes them: NaN at -inf (pow gives inf and 0)
+    and -0 ** 0.5 is -0."""
+    x = np.array([-np.inf, -4.0, -0.0, 0.0, 0.25, 4.0, np.inf], dtype)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        root = mj.array(x) ** 0.5
+        assert_close(root, np.sqrt(x), equal_nan=True)
+        assert np.signbit(root.numpy()[2])
+        assert_close(mj.array(x) ** -0.5, 1 / np.sqrt(x), equal_nan=True)
