@@ -2341,9 +2341,12 @@ def _scalar_ref(value, tensor_dtype, op=None):
         d = "bool" if isinstance(value, bool) else "int64" if isinstance(value, int) else "float32"
     else:
         d = scalar_dtype(value, tensor_dtype)
-    if is_float(d):  # rounded to the dtype first, as PyTorch does: 1e60 next to float32 is an infinity
+    if is_float(d):
+        # Rounded first to the precision the op computes in, as PyTorch does: 1e60 next to float32 is an infinity;
+        # next to float16 it is a float32 (half arithmetic runs in float32: float16(0.5) * 7e4 is 3.5e4).
         with np.errstate(over="ignore", under="ignore"):
-            return Ref(d, np.array(float(value)).astype(d).astype(np.float64))
+            precision = "float32" if d == "float16" else d
+            return Ref(d, np.array(float(value)).astype(precision).astype(np.float64))
     return Ref(d, np.array(value).astype(d))
 
 
