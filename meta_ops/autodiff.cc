@@ -23,9 +23,8 @@ void require_graph(const Node& node) {
         "retain_graph=True to that earlier backward() to differentiate through this graph again.");
 }
 
-// Every node reachable from `output` through edges that carry gradient (inputs that require grad), newest first:
-// ids are creation order and inputs are always older than their users, so this is a reverse topological order.
-std::vector<Node*> gradient_graph(const NodePtr& output) {
+// Every node reachable from `output` through edges that carry gradient (inputs that require grad), in no order.
+std::vector<Node*> gradient_graph_nodes(const NodePtr& output) {
   std::vector<Node*> nodes;
   std::unordered_set<Node*> seen{output.get()};
   std::vector<Node*> stack{output.get()};
@@ -37,6 +36,13 @@ std::vector<Node*> gradient_graph(const NodePtr& output) {
     for (const NodePtr& input : node->inputs)
       if (input && input->requires_grad && seen.insert(input.get()).second) stack.push_back(input.get());
   }
+  return nodes;
+}
+
+// The same nodes newest first: ids are creation order and inputs are always older than their users, so this is a
+// reverse topological order.
+std::vector<Node*> gradient_graph(const NodePtr& output) {
+  std::vector<Node*> nodes = gradient_graph_nodes(output);
   std::sort(nodes.begin(), nodes.end(), [](const Node* a, const Node* b) { return a->id > b->id; });
   return nodes;
 }
@@ -164,7 +170,7 @@ std::vector<NodePtr> gradient_leaves(const NodePtr& output) {
 
 void mark_backward_taken(const NodePtr& output) {
   if (!output->requires_grad) return;
-  for (Node* node : gradient_graph(output))
+  for (Node* node : gradient_graph_nodes(output))
     if (node->any_input_requires_grad()) node->backward_taken.store(true, std::memory_order_relaxed);
 }
 
