@@ -35,12 +35,15 @@ def _product_sum(left, right, left_shape, right_shape, batch):
     """left [..., M, K] @ right [..., K, N]: multiply [..., M, K, N] views, sum over K."""
     left = left.reshape(left_shape + [1])                                     # [..., M, K, 1]
     right = right.reshape(right_shape[:-2] + [1] + right_shape[-2:])          # [..., 1, K, N]
-    product = left * right                                                    # broadcasts to [*batch, M, K, N]
-    result = product.sum(len(batch) + 1)
-    # Integer sums widen to int64; PyTorch keeps the operands' promoted dtype.
-    dtype = product.dtype
-    if dtype not in _FLOAT_DTYPES and result.dtype != dtype:
-        result = _core.cast(result, dtype)
+    return _product_total(left * right, len(batch) + 1)                      # broadcasts to [*batch, M, K, N]
+
+
+def _product_total(product, dim):
+    """product summed over `dim` in the product's dtype: integer sums widen to int64, PyTorch keeps the operands'
+    promoted dtype."""
+    result = product.sum(dim)
+    if product.dtype not in _FLOAT_DTYPES and result.dtype != product.dtype:
+        result = _core.cast(result, product.dtype)
     return result
 
 
@@ -48,11 +51,7 @@ def _rows_times_transposed(input, weight):
     """input [..., in] @ weight[out, in].T as x [..., 1, in] * weight [out, in] summed over in: the same product
     for the library matcher, but weight's gradient is then a sum over the batch in weight's own [out, in] layout,
     not the transpose of an [in, out] product that each optimizer update would read back through a transpose."""
-    product = input.reshape(list(input.shape[:-1]) + [1, weight.shape[1]]) * weight
-    output = product.sum(-1)
-    if product.dtype not in _FLOAT_DTYPES and output.dtype != product.dtype:  # integer sums widen to int64
-        output = _core.cast(output, product.dtype)
-    return output
+    return _product_total(input.reshape(list(input.shape[:-1]) + [1, weight.shape[1]]) * weight, -1)
 
 
 def matmul(input, other):
