@@ -23,9 +23,11 @@ struct CudaLaunch {
   std::string entry;          // the extern "C" __global__ function
   int64_t work_items = 0;     // elements, rows or domain points to cover
   bool block_per_item = false;  // one block per work item (else one thread per work item)
+  int items_per_thread = 1;     // thread per item: items each thread takes per step of its loop
   // Blocks that cover the work once (the launcher may use fewer: every kernel strides over its items).
   int64_t blocks_needed() const {
-    return block_per_item ? work_items : (work_items + kCudaBlockSize - 1) / kCudaBlockSize;
+    int64_t per_block = int64_t(kCudaBlockSize) * items_per_thread;
+    return block_per_item ? work_items : (work_items + per_block - 1) / per_block;
   }
 };
 

@@ -221,7 +221,7 @@ std::string ExpressionRenderer::index_binary(const IrExprPtr& node) {
 }
 
 std::string ExpressionRenderer::let_line(const IrStatement& statement) {
-  return "const " + std::string(value_type(statement.dtype)) + " " + statement.name + " = " +
+  return "const " + std::string(value_type(statement.dtype)) + " " + defined_name(statement.name) + " = " +
          expression(statement.value) + ";";
 }
 

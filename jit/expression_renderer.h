@@ -35,8 +35,11 @@ class ExpressionRenderer {
   static const char* comparison_symbol(IndexOperator op);
 
  protected:
-  // A Variable's text; the CUDA renderer maps a row's spilled terms to its per-thread slots.
+  // A Variable's text; the CUDA renderer maps a row's spilled terms to its per-thread slots and renames an
+  // unrolled copy's variables.
   virtual std::string variable(const IrExprPtr& node) { return node->name; }
+  // The name a Let defines (the CUDA renderer's unrolled copies each define their own).
+  virtual std::string defined_name(const std::string& name) { return name; }
 
   const IrKernel& kernel_;
   SourceDialect dialect_;

@@ -353,3 +353,53 @@ def test_emulator_reports_a_barrier_some_threads_never_reach():
     """)
     with pytest.raises(RuntimeError, match="never reach"):
         emulated(value, max_blocks=1)
+
+
+# ---- unrolled schedules: elements several per thread, rows read once ----
+
+def test_pointwise_kernels_take_four_elements_per_thread_with_their_loads_first():
+    kernel = mj.inspect((mj.array(rand(37, 129)) * 2 + mj.array(rand(129, seed=1))).exp(), device="cuda")[0]
+    source = kernel.source
+    assert [f"flat_u{copy} = base + {copy * 256}" in source for copy in range(4)] == [True] * 4
+    unrolled = source[:source.index("} else {")]
+    assert unrolled.count("in0[") == 4 and unrolled.count("out0[") == 4
+    assert unrolled.rindex("in0[") < unrolled.index("out0[") and unrolled.rindex("in1[") < unrolled.index("out0[")
+    assert "(uint32_t)" in source  # under 2^32 items the index divisions are 32-bit
+    assert "} else {" in source     # 37 * 129 is not a multiple of 1024: the last step is one element at a time
+    whole = mj.inspect(mj.array(rand(8, 128)) + 1, device="cuda")[0].source
+    assert "flat_u3" in whole and "} else {" not in whole
+
+
+@pytest.mark.parametrize("shape", [(37, 129), (4096,), (4097,), (3, 5, 7, 11)])
+def test_emulated_unrolled_pointwise_kernels_match_numpy(shape):
+    # With 3 blocks of 1024 elements a step, these take several grid steps, whole and partial.
+    a, b = rand(*shape), rand(shape[-1], seed=1)
+    check_emulated((mj.array(a) * 2 + mj.array(b)).exp().relu(), np.maximum(np.exp(a * 2 + b), 0), rtol=1e-5)
+    integers = np.random.default_rng(4).integers(-100, 100, shape)
+    reversed_axes = tuple(reversed(range(len(shape))))  # a transposed read: loads through decomposed indices
+    transposed = mj.array(np.ascontiguousarray(integers.transpose(reversed_axes))).permute(*reversed_axes)
+    check_emulated(mj.array(integers) // 7 - transposed, integers // 7 - integers)
+    halves = a.astype(np.float16)
+    check_emulated(mj.array(halves) * 3 - 1, halves * np.float16(3) - np.float16(1), rtol=0, atol=0)  # each op rounds
+
+
+def test_block_per_row_loops_are_unrolled_and_read_the_row_once():
+    source = mj.inspect(mj.array(rand(4, 1000)).softmax(-1), device="cuda")[0].source
+    assert source.count("#pragma unroll") == 3
+    assert source.count("in0[") == 1          # the max pass loads; the exp pass takes the registers
+    assert "sum_2_terms[r1_step]" in source  # constant slot indices once unrolled
+    long_rows = mj.inspect(mj.array(rand(2, 8193)).softmax(-1), device="cuda")[0].source
+    assert "#pragma unroll" not in long_rows and long_rows.count("in0[") == 2
+
+
+@pytest.mark.parametrize("length", [300, 1000, 1024, 8192, 8193])
+def test_emulated_rows_of_every_unrolled_length(length):
+    values = rand(5, length) * 4
+    values[1, length // 2] = np.nan
+    values[2, :] = -np.inf
+    values[3, length - 1] = 80
+    check_emulated(mj.array(values).softmax(-1), softmax_reference(values), rtol=1e-5, atol=1e-8)
+    mean = values.mean(-1, keepdims=True)
+    normalised = (values - mean) / np.sqrt(((values - mean) ** 2).mean(-1, keepdims=True) + 1e-5)
+    with np.errstate(invalid="ignore"):
+        check_emulated(F.layer_norm(mj.array(values), (length,)), normalised.astype(np.float32), rtol=2e-4, atol=2e-4)
