@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <unordered_set>
 
 #include "cache/content_hash.h"
 #include "cache/disk_store.h"
@@ -84,10 +85,11 @@ CachedCudaBinary CudaBinaryCache::get(const std::string& key, const std::string&
 
 int CudaBinaryCache::prepare(const std::vector<CudaKernelRequest>& requests, const CudaTarget& target) {
   std::vector<const CudaKernelRequest*> missing;
+  std::unordered_set<std::string> seen;  // a plan may launch one kernel several times (identical layers)
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const CudaKernelRequest& request : requests)
-      if (!binaries_.count(request.key)) missing.push_back(&request);
+      if (seen.insert(request.key).second && !binaries_.count(request.key)) missing.push_back(&request);
   }
   std::atomic<int> compiled{0};
   parallel_for(int64_t(missing.size()), 1, [&](int64_t begin, int64_t end) {

@@ -23,8 +23,12 @@ namespace {
 std::atomic<CudaExecution> execution_{CudaExecution::Off};
 std::atomic<bool> context_created_{false};
 
-// Grid-stride kernels are correct with any grid; more blocks than this per multiprocessor only add scheduling.
+// Grid-stride kernels are correct with any grid. A scalar one (an element per thread and step) is given at most
+// this many blocks per multiprocessor: on an H200 the 8-op chain took 0.18 ms so and 0.27 ms with a block per
+// 256 elements. Kernels doing more per block (unrolled elements, a block per row or output) get every block
+// they need: the unrolled chain took 0.132 ms so against 0.140 with the cap, softmax 0.136 against 0.137.
 constexpr int64_t kBlocksPerMultiprocessor = 32;
+constexpr int64_t kMostBlocks = 0x7fffffff;  // the grid's x dimension
 // The emulator runs a block's threads one after another: few blocks keep tests fast and the strides exercised.
 constexpr int64_t kEmulatedBlocks = 4;
 
@@ -63,7 +67,9 @@ void run_launches(const PlannedKernel& kernel, const Node& output, const std::ve
       }
       function = context.load_function(kernel.cuda_key, binary.binary, launch.entry);
     }
-    context.launch(function, std::min(launch.blocks_needed(), most_blocks), kCudaBlockSize, buffers);
+    bool scalar = !launch.block_per_item && launch.items_per_thread == 1;
+    int64_t blocks = std::min(launch.blocks_needed(), scalar ? most_blocks : kMostBlocks);
+    context.launch(function, blocks, kCudaBlockSize, buffers);
   }
 }
 
