@@ -17,6 +17,7 @@ namespace metajit {
 namespace {
 
 std::atomic<ContractionBackend> backend_{nullptr};
+std::atomic<ContractionBackend> cuda_backend_{nullptr};
 std::atomic<LibraryRunEndHook> run_end_hook_{nullptr};
 std::atomic<LibraryBufferReleasedHook> buffer_released_hook_{nullptr};
 
@@ -685,6 +686,8 @@ std::string Contraction::describe() const {
 
 void set_contraction_backend(ContractionBackend backend) { backend_ = backend; }
 ContractionBackend contraction_backend() { return backend_; }
+void set_cuda_contraction_backend(ContractionBackend backend) { cuda_backend_ = backend; }
+ContractionBackend cuda_contraction_backend() { return cuda_backend_; }
 void set_library_run_end_hook(LibraryRunEndHook hook) { run_end_hook_ = hook; }
 LibraryRunScope::~LibraryRunScope() {
   if (LibraryRunEndHook hook = run_end_hook_) hook();

@@ -72,6 +72,10 @@ class LibraryCall {
 using ContractionBackend = std::shared_ptr<const LibraryCall> (*)(const Contraction& contraction);
 void set_contraction_backend(ContractionBackend backend);
 ContractionBackend contraction_backend();
+// The CUDA runner's backend (cuBLAS/cuDNN in ops/), asked only while kernels run on a GPU; its calls take
+// device pointers and queue their work on the CUDA context's stream.
+void set_cuda_contraction_backend(ContractionBackend backend);
+ContractionBackend cuda_contraction_backend();
 // Library calls of one plan run may keep data derived from their input buffers for later calls of the same run
 // (oneDNN keeps the copies it reordered into its own layouts: a convolution's weight gradient reads the input
 // the forward call reordered). Within a run every buffer a call reads stays unchanged until the executor releases

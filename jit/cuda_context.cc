@@ -144,6 +144,17 @@ void* CudaContext::load_function(const std::string& key, const CudaBinary& binar
   return function;
 }
 
+void* CudaContext::stream() {
+  make_current();
+  return stream_;
+}
+
+void CudaContext::zero(void* device, size_t bytes) {
+  make_current();
+  if (!api_.memset_async) throw std::runtime_error("CUDA: this driver has no cuMemsetD8Async");
+  check(api_.memset_async(address_of(device), 0, bytes, stream_), "cuMemsetD8Async");
+}
+
 void CudaContext::launch(void* function, int64_t blocks, int threads, const std::vector<void*>& buffers) {
   make_current();
   std::vector<uint64_t> addresses;

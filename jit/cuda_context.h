@@ -42,6 +42,10 @@ class CudaContext : public DeviceMemory {
   // Queues a launch of `blocks` blocks of `threads` threads with one pointer argument per buffer.
   void launch(void* function, int64_t blocks, int threads, const std::vector<void*>& buffers);
   void synchronize();  // waits for everything queued; a kernel's fault surfaces here as an error
+  // The stream every launch goes on (for cuBLAS and cuDNN handles), with the context current on this thread.
+  void* stream();
+  // Queues setting `bytes` bytes at `device` to zero.
+  void zero(void* device, size_t bytes);
 
   // Throws std::runtime_error "what: CUDA_ERROR_... (text)" unless status is CUDA_SUCCESS.
   void check(int status, const char* what) const;

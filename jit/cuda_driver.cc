@@ -56,6 +56,7 @@ class CudaDriverLoader {
                bind(handle, api.module_get_function, "cuModuleGetFunction") &&
                bind(handle, api.launch_kernel, "cuLaunchKernel");
     bind(handle, api.get_error_name, "cuGetErrorName");
+    bind(handle, api.memset_async, "cuMemsetD8Async");  // optional: only library calls that zero-fill need it
     bind(handle, api.get_error_string, "cuGetErrorString");
     if (!complete) {
       result.error = "libcuda.so.1 was found but lacks the driver API functions metajit needs (driver too old?)";

@@ -45,6 +45,7 @@ class CudaDriver {
     int (*memory_information)(size_t* free, size_t* total) = nullptr;
     int (*copy_host_to_device)(uint64_t, const void*, size_t, void* stream) = nullptr;
     int (*copy_device_to_host)(void*, uint64_t, size_t, void* stream) = nullptr;
+    int (*memset_async)(uint64_t, unsigned char, size_t, void* stream) = nullptr;
     int (*stream_create)(void**, unsigned) = nullptr;
     int (*stream_synchronize)(void*) = nullptr;
     int (*module_load_data)(void**, const void*) = nullptr;

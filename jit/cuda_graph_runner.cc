@@ -105,7 +105,23 @@ void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vecto
     if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");
     buffers.push_back(input->storage->device_data());
   }
-  run_launches(kernel, *output, buffers);
+  StoragePtr temporary;
+  if (kernel.library) {
+    if (kernel.epilogue) {  // the library writes a temporary; the epilogue kernel reads it as its last buffer
+      temporary = std::make_shared<Storage>(size_t(output->numel()) * sizeof(float), Storage::OnDevice{});
+      buffers[0] = temporary->device_data();
+    }
+    try {
+      kernel.library->run(buffers.data());
+    } catch (const std::exception& error) {
+      throw std::runtime_error("while computing " + output->op_name() + " created at " + output->provenance.to_string() +
+                               " with " + kernel.library->describe() + ": " + error.what());
+    }
+    stats().library_calls++;
+    buffers[0] = storage->device_data();
+    if (temporary) buffers.push_back(temporary->device_data());
+  }
+  if (!kernel.library || kernel.epilogue) run_launches(kernel, *output, buffers);
   publish_storage(*output, std::move(storage));
 }
 
@@ -124,8 +140,11 @@ void render_for_cuda(std::vector<PlannedKernel>& kernels, const CudaTarget& targ
         continue;
       }
       kernel.cuda = render_code_cuda_kernel(op, output->inputs);
-    } else
+    } else if (kernel.library && !kernel.epilogue) {
+      continue;  // the library call is all of it
+    } else {
       kernel.cuda = render_cuda(kernel.lowered.kernel);
+    }
     if (with_keys) kernel.cuda_key = CudaBinaryCache::instance().key_for(kernel.cuda.source, target);
   }
 }
@@ -141,7 +160,7 @@ int prepare_binaries(const std::vector<PlannedKernel>& kernels, const CudaTarget
 }  // namespace
 
 int precompile_cuda(const std::vector<NodePtr>& targets, const CudaTarget& target) {
-  std::vector<PlannedKernel> kernels = plan_kernels(targets, /*library_calls=*/false, /*render_cpu_source=*/false,
+  std::vector<PlannedKernel> kernels = plan_kernels(targets, /*backend=*/nullptr, /*render_cpu_source=*/false,
                                                       /*multiple_outputs=*/false);
   render_for_cuda(kernels, target, /*with_keys=*/true);
   return prepare_binaries(kernels, target);
@@ -176,7 +195,9 @@ void run_on_cuda(const std::vector<NodePtr>& targets) {
   signature.text.insert(0, execution_ == CudaExecution::Gpu ? "cuda " + target.name() + "\n" : "cuda emulator\n");
   std::shared_ptr<const CachedPlan> plan = PlanCache::instance().find(signature.text);
   if (!plan) {
-    std::vector<PlannedKernel> kernels = plan_kernels(targets, /*library_calls=*/false, /*render_cpu_source=*/false,
+    // cuBLAS and cuDNN take the contractions they can on a GPU; the emulator runs every one as a kernel.
+    ContractionBackend backend = execution_ == CudaExecution::Gpu ? cuda_contraction_backend() : nullptr;
+    std::vector<PlannedKernel> kernels = plan_kernels(targets, backend, /*render_cpu_source=*/false,
                                                       /*multiple_outputs=*/false);
     render_for_cuda(kernels, target, /*with_keys=*/execution_ == CudaExecution::Gpu);
     if (execution_ == CudaExecution::Gpu) prepare_binaries(kernels, target);  // a new plan: all at once
@@ -202,7 +223,8 @@ void run_on_cuda(const std::vector<NodePtr>& targets) {
     } else {
       launch(kernel, output, inputs);
     }
-    if (!kernel.on_host) stats().kernels_launched++;  // the host runner counts its own
+    // The host runner counts its own; a library call alone launches no kernel of ours.
+    if (!kernel.on_host && (!kernel.library || kernel.epilogue)) stats().kernels_launched++;
     if (check_values) check_kernel_output(kernel, *output, inputs);
   }
   for (int position : plan->outputs) release_inputs(*nodes[position]);

@@ -103,7 +103,7 @@ void record_profile(const PlannedKernel& kernel, const Node& output, double seco
   KernelProfile& entry = profile_[identity];
   if (entry.launches == 0) {
     entry.key = kernel.key.empty() ? kernel.cuda_key : kernel.key;
-    entry.name = (kernel.library ? kernel.library->describe() + (kernel.key.empty() ? "" : " + epilogue") + ": " : "") +
+    entry.name = (kernel.library ? kernel.library->describe() + (kernel.epilogue ? " + epilogue" : "") + ": " : "") +
                  output.op_name() + " " + shape_to_string(output.shape) + " at " + output.provenance.to_string();
     int further_outputs = -1;
     for (const IrBuffer& buffer : kernel.lowered.kernel.buffers) further_outputs += buffer.is_output ? 1 : 0;
@@ -334,7 +334,7 @@ std::vector<Node*> contractions_inside(const LoweredKernel& lowered, const NodeP
   return found;
 }
 
-std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, bool library_calls,
+std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, ContractionBackend backend,
                                         bool render_cpu_source, bool multiple_outputs) {
   std::unordered_set<Node*> materialized;
   std::vector<NodePtr> roots;
@@ -376,8 +376,7 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, boo
   };
   std::unordered_map<Node*, RootPlan> plans;
   std::unordered_set<Node*> added;  // materialised since the previous round
-  ContractionBackend backend = contraction_backend();
-  bool use_library = library_calls && backend && library_lowering_enabled();
+  bool use_library = backend && library_lowering_enabled();
   auto still_valid = [&](const RootPlan& plan) {
     for (Node* node : plan.result.inlined)
       if (added.count(node)) return false;
@@ -473,7 +472,8 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, boo
         planned.contraction = match.contraction->describe();
       }
     }
-    if (planned.library && *epilogue) lowered[index].kernel = std::move(**epilogue);
+    planned.epilogue = planned.library && *epilogue;
+    if (planned.epilogue) lowered[index].kernel = std::move(**epilogue);
     if (!planned.library || *epilogue) {
       merge_reduce_loops(lowered[index].kernel);
       if (render_cpu_source) {

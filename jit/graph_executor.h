@@ -22,6 +22,7 @@ struct PlannedKernel {
   // A vendor-library call computing the kernel's contraction. With `rendered` set it writes a temporary that
   // the rendered epilogue reads as its last input buffer; otherwise it writes the output itself.
   std::shared_ptr<const LibraryCall> library;
+  bool epilogue = false;    // with `library`: the lowered kernel is an epilogue reading the call's temporary
   std::string contraction;  // the matched contraction (Contraction::describe), also when no library took it
   bool code = false;        // a Code op: `rendered` is the user's kernel, launched once for all its outputs
   bool on_host = false;     // in plans for the GPU: a Code op without cuda_src, run on the CPU from `rendered`
@@ -29,11 +30,13 @@ struct PlannedKernel {
   std::string cuda_key;     // of `cuda`, for the CUDA binary cache ("" under the emulator)
 };
 
-// The kernels that computing `targets` would launch, in launch order. Runs nothing. Without library calls
-// (for the CUDA backend, which has no oneDNN) every contraction stays a generated kernel; without
-// `render_cpu_source` the kernels are lowered but not rendered to C++ (the CUDA backend renders its own).
-// Without `multiple_outputs` every kernel stores one value (the CUDA renderer writes one output).
-std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, bool library_calls = true,
+// The kernels that computing `targets` would launch, in launch order. Runs nothing. `backend` takes the
+// contractions it can as library calls (oneDNN's for the CPU, cuBLAS/cuDNN's on a GPU); without one every
+// contraction stays a generated kernel. Without `render_cpu_source` the kernels are lowered but not rendered to
+// C++ (the CUDA backend renders its own). Without `multiple_outputs` every kernel stores one value (the CUDA
+// renderer writes one output).
+std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets,
+                                        ContractionBackend backend = contraction_backend(),
                                         bool render_cpu_source = true, bool multiple_outputs = true);
 
 // Shared with the CUDA graph runner: the METAJIT_CHECK_NAN check of one kernel's output, whether profiling is

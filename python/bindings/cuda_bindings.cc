@@ -18,6 +18,7 @@
 #include "jit/kernel_entry.h"
 #include "jit/nvrtc_compiler.h"
 #include "meta_ops/code.h"
+#include "ops/cuda_libraries.h"
 
 namespace py = pybind11;
 using namespace metajit;
@@ -38,6 +39,7 @@ py::dict binary_result(const CudaBinary& binary, const std::string& origin) {
 void bind_cuda(py::module_& module) {
   py::register_exception<CudaUnavailableError>(module, "CudaUnavailableError", PyExc_RuntimeError);
   module.def("add_nvrtc_search_directory", &NvrtcCompiler::add_search_directory);
+  module.def("add_cuda_library_search_directory", &add_cuda_library_search_directory);
   module.def("cuda_status", [] {
     py::dict status;
     std::string driver_reason = CudaDriver::unavailable_reason();
@@ -65,6 +67,11 @@ void bind_cuda(py::module_& module) {
       status["nvrtc_path"] = nvrtc.library_path();
       status["nvrtc_architectures"] = nvrtc.supported_architectures();
     }
+    // cuBLAS and cuDNN load with the GPU's first plan: asking sooner would create the CUDA context.
+    bool on_gpu = driver_reason.empty() && cuda_execution() == CudaExecution::Gpu;
+    const char* not_yet = "not loaded: they load when kernels first run on the GPU";
+    status["cublas_reason"] = on_gpu ? cublas_unavailable_reason() : not_yet;
+    status["cudnn_reason"] = on_gpu ? cudnn_unavailable_reason() : not_yet;
     return status;
   }, "What the CUDA backend finds on this machine; never raises.");
   module.def("set_cuda_execution", [](const std::string& mode) {
@@ -111,7 +118,7 @@ void bind_cuda(py::module_& module) {
     target.architecture = architecture;
     bool have_nvrtc = NvrtcCompiler::unavailable_reason().empty();
     py::list kernels;
-    for (PlannedKernel& planned : plan_kernels(nodes, /*library_calls=*/false, /*render_cpu_source=*/true, /*multiple_outputs=*/false)) {
+    for (PlannedKernel& planned : plan_kernels(nodes, /*backend=*/nullptr, /*render_cpu_source=*/true, /*multiple_outputs=*/false)) {
       const NodePtr& output = planned.lowered.output;
       RenderedCudaKernel rendered;
       const CodeOp* code_op = nullptr;
@@ -175,7 +182,7 @@ void bind_cuda(py::module_& module) {
       bytes.assign(std::max<size_t>(1, size_t(shape_numel(shape)) * dtype_size(dtype)), 0);
       return bytes.data();
     };
-    for (PlannedKernel& planned : plan_kernels(nodes, /*library_calls=*/false, /*render_cpu_source=*/true, /*multiple_outputs=*/false)) {
+    for (PlannedKernel& planned : plan_kernels(nodes, /*backend=*/nullptr, /*render_cpu_source=*/true, /*multiple_outputs=*/false)) {
       const NodePtr& output = planned.lowered.output;
       std::vector<void*> buffers;
       RenderedCudaKernel rendered;

@@ -28,6 +28,7 @@
 #include "meta_ops/broadcast.h"
 #include "meta_ops/elementwise.h"
 #include "meta_ops/reduce.h"
+#include "ops/cuda_contraction_backend.h"
 #include "ops/onednn_backend.h"
 
 namespace py = pybind11;
@@ -281,6 +282,7 @@ PYBIND11_MODULE(_core, module) {
   register_op_names();
   install_graph_executor();
   install_onednn_backend();
+  install_cuda_contraction_backend();
   set_provenance_hook(&python_provenance);
   set_interrupt_check(&python_interrupt_check);
   py::register_exception<NonFiniteError>(module, "NonFiniteError", PyExc_FloatingPointError);

@@ -8,6 +8,7 @@ to the host, a GPU kernel reading a value made on the host (``mj.array``) copies
 The CUDA kernels of any graph can be shown and compiled without a GPU (``mj.inspect(y, device="cuda")`` and
 ``kernel.compile()``): only NVRTC is needed, which ``pip install nvidia-cuda-nvrtc`` provides. See docs/cuda.md.
 """
+import glob
 import importlib.util
 import os
 import warnings
@@ -21,7 +22,8 @@ DEFAULT_ARCHITECTURE = 90
 
 
 def _add_wheel_search_directories():
-    """Lets the core find NVRTC from the nvidia-cuda-nvrtc wheel (nvidia/cu13/lib), wherever pip put it."""
+    """Lets the core find NVRTC (nvidia-cuda-nvrtc: nvidia/cu13/lib), cuBLAS and cuDNN (nvidia-cublas,
+    nvidia-cudnn-cu13: nvidia/*/lib) in the NVIDIA wheels, wherever pip put them."""
     try:
         spec = importlib.util.find_spec("nvidia")
     except (ImportError, ValueError):
@@ -30,6 +32,9 @@ def _add_wheel_search_directories():
         directory = os.path.join(root, "cu13", "lib")
         if os.path.exists(os.path.join(directory, "libnvrtc.so.13")):
             _core.add_nvrtc_search_directory(directory)
+        for library in ("libcublas.so.13", "libcudnn.so.9"):
+            for found in sorted(glob.glob(os.path.join(root, "*", "lib", library))):
+                _core.add_cuda_library_search_directory(os.path.dirname(found))
 
 
 _add_wheel_search_directories()

@@ -24,7 +24,7 @@ head -c 600 "$OUT/status.txt"; echo
 # Anything session-specific to try first (a crash to bisect, say) goes in .device/first.py.
 if [ -f .device/first.py ]; then timeout 240 $PYTHON .device/first.py > "$OUT/first.txt" 2>&1; fi
 # The GPU tests first (their failures are the point), then the benchmark, then the whole suite in shards.
-timeout 120 $PYTHON -m pytest -q --tb=short -p no:cacheprovider tests/python/test_cuda_execution.py \
+timeout 150 $PYTHON -m pytest -q --tb=short -p no:cacheprovider tests/python/test_cuda_libraries.py tests/python/test_cuda_execution.py \
   tests/python/test_cuda.py > "$OUT/gpu_tests.txt" 2>&1
 tail -4 "$OUT/gpu_tests.txt"
 if [ -z "${SKIP_BENCH:-}" ]; then  # SKIP_BENCH=1 when device time is short
