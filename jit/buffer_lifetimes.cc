@@ -76,7 +76,8 @@ bool release_buffer(const NodePtr& node, size_t graph_readers) {
   if (size_t(node.use_count()) > 1 + graph_readers) return false;
   StoragePtr storage = take_storage(*node);
   if (!storage) return false;
-  if (storage.use_count() == 1) note_library_buffer_released(storage->data(), storage->bytes());
+  // Libraries keep copies only of host buffers (oneDNN's layouts); data() would download a device-only value.
+  if (storage.use_count() == 1 && storage->on_host()) note_library_buffer_released(storage->data(), storage->bytes());
   return true;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/executor.h"
 #include "core/stats.h"
+#include "jit/buffer_lifetimes.h"
 #include "jit/code_kernel.h"
 #include "jit/compiler.h"
 #include "jit/cuda_binary_cache.h"
@@ -95,12 +96,19 @@ void launch_code(const PlannedKernel& kernel, const NodePtr& output, const std::
   publish_code_outputs(*launch.payload, output, launch.storages);
 }
 
-void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& inputs) {
+// A kernel's buffers: its output, the further outputs of a kernel with several (siblings), then its inputs.
+void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& siblings,
+            const std::vector<NodePtr>& inputs) {
   if (kernel.on_host)
     return run_code_on_host(output, inputs, host_kernel_function(kernel, *output), kernel.rendered.work_items);
   if (kernel.code) return launch_code(kernel, output, inputs);
   StoragePtr storage = allocate_result(*output, output->dtype, output->shape, /*on_device=*/true);
   std::vector<void*> buffers{storage->device_data()};
+  std::vector<StoragePtr> sibling_storages;
+  for (const NodePtr& sibling : siblings) {
+    sibling_storages.push_back(allocate_result(*sibling, sibling->dtype, sibling->shape, /*on_device=*/true));
+    buffers.push_back(sibling_storages.back()->device_data());
+  }
   for (const NodePtr& input : inputs) {
     if (!input->storage) throw std::logic_error("kernel input " + input->op_name() + " was not computed");
     buffers.push_back(input->storage->device_data());
@@ -123,6 +131,8 @@ void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vecto
   }
   if (!kernel.library || kernel.epilogue) run_launches(kernel, *output, buffers);
   publish_storage(*output, std::move(storage));
+  for (size_t index = 0; index < siblings.size(); ++index)
+    publish_storage(*siblings[index], std::move(sibling_storages[index]));
 }
 
 // The CUDA kernels of a fresh plan: rendered from the lowered IR (or the Code op's cuda_src) and keyed for the
@@ -160,8 +170,7 @@ int prepare_binaries(const std::vector<PlannedKernel>& kernels, const CudaTarget
 }  // namespace
 
 int precompile_cuda(const std::vector<NodePtr>& targets, const CudaTarget& target) {
-  std::vector<PlannedKernel> kernels = plan_kernels(targets, /*backend=*/nullptr, /*render_cpu_source=*/false,
-                                                      /*multiple_outputs=*/false);
+  std::vector<PlannedKernel> kernels = plan_kernels(targets, /*backend=*/nullptr, /*render_cpu_source=*/false);
   render_for_cuda(kernels, target, /*with_keys=*/true);
   return prepare_binaries(kernels, target);
 }
@@ -197,8 +206,7 @@ void run_on_cuda(const std::vector<NodePtr>& targets) {
   if (!plan) {
     // cuBLAS and cuDNN take the contractions they can on a GPU; the emulator runs every one as a kernel.
     ContractionBackend backend = execution_ == CudaExecution::Gpu ? cuda_contraction_backend() : nullptr;
-    std::vector<PlannedKernel> kernels = plan_kernels(targets, backend, /*render_cpu_source=*/false,
-                                                      /*multiple_outputs=*/false);
+    std::vector<PlannedKernel> kernels = plan_kernels(targets, backend, /*render_cpu_source=*/false);
     render_for_cuda(kernels, target, /*with_keys=*/execution_ == CudaExecution::Gpu);
     if (execution_ == CudaExecution::Gpu) prepare_binaries(kernels, target);  // a new plan: all at once
     plan = PlanCache::instance().insert(signature, std::move(kernels));
@@ -208,26 +216,41 @@ void run_on_cuda(const std::vector<NodePtr>& targets) {
   const std::vector<NodePtr>& nodes = signature.nodes;
   bool check_values = check_non_finite();
   bool profiling = kernel_profiling();
+  // As on the CPU (jit/buffer_lifetimes.h): an intermediate goes back to the caching allocator after its last
+  // reader is queued; the one stream runs whatever reuses the block after that reader.
+  const BufferLifetimes& lifetimes = plan->lifetimes;
+  std::vector<uint8_t> releasable = releasable_buffers(lifetimes, nodes);
   for (size_t index = 0; index < plan->kernels.size(); ++index) {
     check_interrupt();
     const PlannedKernel& kernel = plan->kernels[index];
     const NodePtr& output = nodes[plan->outputs[index]];
-    std::vector<NodePtr> inputs;
+    std::vector<NodePtr> inputs, siblings;
     for (int position : plan->inputs[index]) inputs.push_back(nodes[position]);
+    for (int position : plan->siblings[index]) siblings.push_back(nodes[position]);
     if (profiling) {
       synchronize_cuda();
       auto start = std::chrono::steady_clock::now();
-      launch(kernel, output, inputs);
+      launch(kernel, output, siblings, inputs);
       synchronize_cuda();
       record_kernel_profile(kernel, *output, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     } else {
-      launch(kernel, output, inputs);
+      launch(kernel, output, siblings, inputs);
     }
     // The host runner counts its own; a library call alone launches no kernel of ours.
     if (!kernel.on_host && (!kernel.library || kernel.epilogue)) stats().kernels_launched++;
-    if (check_values) check_kernel_output(kernel, *output, inputs);
+    if (check_values) {
+      check_kernel_output(kernel, *output, inputs);
+      for (const NodePtr& sibling : siblings) check_kernel_output(kernel, *sibling, inputs);
+    }
+    inputs.clear();  // their copies of the node pointers must not count as holders below
+    siblings.clear();
+    for (int position : lifetimes.last_read_by[index])
+      if (releasable[position] && release_buffer(nodes[position], lifetimes.readers[position].size()))
+        stats().buffers_released_early++;
   }
   for (int position : plan->outputs) release_inputs(*nodes[position]);
+  for (const std::vector<int>& siblings : plan->siblings)
+    for (int position : siblings) release_inputs(*nodes[position]);
 }
 
 void synchronize_cuda() {

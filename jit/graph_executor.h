@@ -33,8 +33,8 @@ struct PlannedKernel {
 // The kernels that computing `targets` would launch, in launch order. Runs nothing. `backend` takes the
 // contractions it can as library calls (oneDNN's for the CPU, cuBLAS/cuDNN's on a GPU); without one every
 // contraction stays a generated kernel. Without `render_cpu_source` the kernels are lowered but not rendered to
-// C++ (the CUDA backend renders its own). Without `multiple_outputs` every kernel stores one value (the CUDA
-// renderer writes one output).
+// C++ (the CUDA backend renders its own). Without `multiple_outputs` every kernel stores one value
+// (mj.cuda.emulate's per-node buffers need that).
 std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets,
                                         ContractionBackend backend = contraction_backend(),
                                         bool render_cpu_source = true, bool multiple_outputs = true);

@@ -118,7 +118,7 @@ void bind_cuda(py::module_& module) {
     target.architecture = architecture;
     bool have_nvrtc = NvrtcCompiler::unavailable_reason().empty();
     py::list kernels;
-    for (PlannedKernel& planned : plan_kernels(nodes, /*backend=*/nullptr, /*render_cpu_source=*/true, /*multiple_outputs=*/false)) {
+    for (PlannedKernel& planned : plan_kernels(nodes, /*backend=*/nullptr, /*render_cpu_source=*/true)) {
       const NodePtr& output = planned.lowered.output;
       RenderedCudaKernel rendered;
       const CodeOp* code_op = nullptr;

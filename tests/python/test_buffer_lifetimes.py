@@ -31,7 +31,7 @@ def _peak_of(function):
     return result, mj.stats()["bytes_allocated_peak"] - before, mj.stats()["buffers_released_early"]
 
 
-@cpu_backend  # host allocator peaks; the CUDA runner does not release buffers early yet
+@cpu_backend  # host allocator peaks (test_cuda_execution.py checks the CUDA runner's early release)
 def test_chain_keeps_only_live_intermediates():
     x, w = _chain_inputs(np.random.default_rng(0))
     a, b = mj.array(x), mj.array(w)
@@ -101,7 +101,7 @@ def _mlp_step(retain_graph, seed=3):
     return x, weights, _peak_of(run)
 
 
-@cpu_backend  # host allocator peaks; the CUDA runner does not release buffers early yet
+@cpu_backend  # host allocator peaks (test_cuda_execution.py checks the CUDA runner's early release)
 def test_backward_frees_the_forward_values_once_computed():
     _, _, (_, kept_peak, _) = _mlp_step(retain_graph=True)
     x, weights, (loss, freed_peak, _) = _mlp_step(retain_graph=False)

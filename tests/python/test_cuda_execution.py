@@ -6,7 +6,7 @@ import pytest
 
 import metajit as mj
 import metajit.nn.functional as F
-from conftest import assert_close
+from conftest import assert_close, flag_set, launched
 
 ON_GPU = mj.cuda.is_available()
 MODE = True if ON_GPU else "emulator"
@@ -217,3 +217,41 @@ def test_gpu_memory_is_cached_and_released_by_gc():
 def test_gpu_out_of_memory_names_the_node():
     with pytest.raises(MemoryError, match="test_cuda_execution.py"):
         mj.zeros((1 << 40,)).sync()  # 4 TiB
+
+
+def test_values_of_one_shape_sharing_inputs_are_one_kernel_with_several_outputs(rng):
+    weight, velocity, grad = (rng.standard_normal((300, 200)).astype(np.float32) for _ in range(3))
+    results = {}
+    for enabled in (True, False):
+        with flag_set("multiple_outputs", enabled):
+            new_velocity = mj.array(velocity) * 0.9 + mj.array(grad)
+            new_weight = mj.array(weight) - new_velocity * 0.1
+            _, kernels = launched(lambda: mj.sync(new_weight, new_velocity))
+            results[enabled] = (new_weight.numpy(), new_velocity.numpy(), kernels)
+    expected_velocity = velocity.astype(np.float64) * 0.9 + grad
+    for enabled in (True, False):
+        assert_close(results[enabled][1], expected_velocity, rtol=1e-6, atol=1e-6)
+        assert_close(results[enabled][0], weight - expected_velocity * 0.1, rtol=1e-6, atol=1e-6)
+    assert results[True][2] == 1 and results[False][2] == 2
+
+
+def test_intermediates_go_back_to_the_device_allocator_after_their_last_reader():
+    x, w = rand(64, 32), rand(32, 32, seed=1) / 6
+    a, b = mj.array(x).cuda(), mj.array(w).cuda()
+    mj.reset_stats()
+    y = a
+    for _ in range(6):
+        y = (y @ b).relu()
+    out = y.sum(1)
+    mj.sync(out)
+    expected = x.astype(np.float64)
+    for _ in range(6):
+        expected = np.maximum(expected @ w, 0)
+    assert_close(out.numpy(), expected.sum(1), rtol=1e-4, atol=1e-4)
+    # Each product is read only by the next one: five of the six go back before the run ends.
+    assert mj.stats()["buffers_released_early"] >= 5
+    held = mj.array(x).cuda()
+    kept = (held @ b).relu()
+    result = (kept @ b).sum()
+    mj.sync(result, kept)
+    assert_close(kept.numpy(), np.maximum(x @ w, 0), rtol=1e-4, atol=1e-4)  # a value the user holds stays

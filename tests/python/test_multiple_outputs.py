@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import metajit as mj
-from conftest import cpu_backend, flag_set, launched
+from conftest import flag_set, launched
 
 
 def multiple_outputs(enabled):
@@ -23,7 +23,6 @@ def _both_ways(build):
     return results
 
 
-@cpu_backend  # kernel counts: CUDA plans keep one kernel per stored value
 def test_momentum_update_stores_velocity_and_weight_in_one_kernel(rng):
     """The weight's update reads the new velocity at its own index: the joined kernel keeps it in a register
     instead of storing it and loading it back in a second kernel."""
@@ -44,7 +43,6 @@ def test_momentum_update_stores_velocity_and_weight_in_one_kernel(rng):
     np.testing.assert_array_equal(results[True][0][0], results[False][0][0])  # same rounding either way
 
 
-@cpu_backend  # kernel counts: CUDA plans keep one kernel per stored value
 def test_values_sharing_an_input_share_a_kernel_and_its_loads(rng):
     data = rng.standard_normal((256, 512)).astype(np.float32)
     other = rng.standard_normal((256, 512)).astype(np.float32)
@@ -114,7 +112,6 @@ def test_unrelated_values_join_only_when_small(rng):
     assert len(mj.inspect(large[0] * rate, large[1] * rate, device="cpu")) == 2
 
 
-@cpu_backend  # kernel counts: CUDA plans keep one kernel per stored value
 def test_the_flag_is_part_of_the_plan_cache_key(rng):
     data = rng.standard_normal((50, 60)).astype(np.float32)
     x = mj.array(data)
@@ -157,7 +154,6 @@ def test_lstm_training_step_matches_with_and_without_joined_kernels(rng):
         np.testing.assert_allclose(joined, separate, rtol=1e-6, atol=1e-7)
 
 
-@cpu_backend  # kernel counts: CUDA plans keep one kernel per stored value
 def test_profile_names_the_further_outputs(rng):
     x = mj.array(rng.standard_normal((32, 32)).astype(np.float32))
     with multiple_outputs(True), mj.profile() as report:
