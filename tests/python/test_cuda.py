@@ -404,3 +404,13 @@ def test_emulated_rows_of_every_unrolled_length(length):
         mean = values.mean(-1, keepdims=True)
         normalised = (values - mean) / np.sqrt(((values - mean) ** 2).mean(-1, keepdims=True) + 1e-5)
         check_emulated(F.layer_norm(mj.array(values), (length,)), normalised.astype(np.float32), rtol=2e-4, atol=2e-4)
+
+
+@needs_nvrtc
+def test_a_kernel_with_several_outputs_is_shown_and_compiles_for_cuda():
+    velocity, grad, weight = (mj.array(rand(300, 200, seed=seed)) for seed in range(3))
+    new_velocity = velocity * 0.9 + grad
+    new_weight = weight - new_velocity * 0.1
+    kernel, = mj.inspect(new_weight, new_velocity, device="cuda")
+    assert "float* __restrict__ out0" in kernel.source and "float* __restrict__ out1" in kernel.source
+    assert kernel.compile().format in ("cubin", "ptx")
