@@ -81,4 +81,18 @@ bool release_buffer(const NodePtr& node, size_t graph_readers) {
   return true;
 }
 
+int release_after_kernel(const BufferLifetimes& lifetimes, const std::vector<uint8_t>& releasable,
+                         const std::vector<NodePtr>& nodes, size_t kernel) {
+  int released = 0;
+  for (int position : lifetimes.last_read_by[kernel])
+    if (releasable[position] && release_buffer(nodes[position], lifetimes.readers[position].size())) released++;
+  return released;
+}
+
+void release_computed_inputs(const CachedPlan& plan, const std::vector<NodePtr>& nodes) {
+  for (int position : plan.outputs) release_inputs(*nodes[position]);
+  for (const std::vector<int>& siblings : plan.siblings)
+    for (int position : siblings) release_inputs(*nodes[position]);
+}
+
 }  // namespace metajit

@@ -36,4 +36,11 @@ std::vector<uint8_t> releasable_buffers(const BufferLifetimes& lifetimes, const 
 // address). Returns whether the buffer went.
 bool release_buffer(const NodePtr& node, size_t graph_readers);
 
+// After kernel `kernel` of a run: releases the buffers it was the last reader of, where `releasable` allows;
+// returns how many went. Both runners (CPU and CUDA) call it after each kernel.
+int release_after_kernel(const BufferLifetimes& lifetimes, const std::vector<uint8_t>& releasable,
+                         const std::vector<NodePtr>& nodes, size_t kernel);
+// At the end of a run: cuts the input edges of every value the plan computed (outputs and siblings).
+void release_computed_inputs(const CachedPlan& plan, const std::vector<NodePtr>& nodes);
+
 }  // namespace metajit

@@ -252,13 +252,9 @@ class JitGraphRunner : public GraphRunner {
       }
       inputs.clear();  // their copies of the node pointers must not count as holders below
       siblings.clear();
-      for (int position : lifetimes.last_read_by[index])
-        if (releasable[position] && release_buffer(nodes[position], lifetimes.readers[position].size()))
-          stats().buffers_released_early++;
+      stats().buffers_released_early += release_after_kernel(lifetimes, releasable, nodes, index);
     }
-    for (int position : plan->outputs) release_inputs(*nodes[position]);
-    for (const std::vector<int>& siblings : plan->siblings)
-      for (int position : siblings) release_inputs(*nodes[position]);
+    release_computed_inputs(*plan, nodes);
   }
 
  private:

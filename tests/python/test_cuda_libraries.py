@@ -8,12 +8,12 @@ import pytest
 
 import metajit as mj
 import metajit.nn.functional as F
+from lowering_checks import ATOL, RTOL, both_ways, check_forward_and_both_gradients, floats
 
 torch = pytest.importorskip("torch")
 
 ON_GPU = mj.cuda.is_available()
 needs_gpu = pytest.mark.skipif(not ON_GPU, reason="needs an NVIDIA GPU and driver")
-RTOL, ATOL = 1e-4, 1e-4
 
 
 def test_status_says_the_libraries_load_with_the_first_gpu_plan():
@@ -30,26 +30,6 @@ def on_gpu():
     mj.flags.use_cuda = True
     yield
     mj.flags.use_cuda, mj.flags.lowering = previous_device, previous_lowering
-
-
-def floats(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def both_ways(build, *arrays):
-    """build(*vars) with lowering on, then off: (results with lowering on, library calls made with it on)."""
-    runs = {}
-    for lowering in (True, False):
-        mj.flags.lowering = lowering
-        mj.reset_stats()
-        results = build(*[mj.array(a) for a in arrays])
-        results = results if isinstance(results, (tuple, list)) else (results,)
-        mj.sync(*results)
-        runs[lowering] = ([r.numpy() for r in results], mj.stats()["library_calls"])
-    for lowered, generated in zip(runs[True][0], runs[False][0]):
-        np.testing.assert_allclose(lowered, generated, rtol=RTOL, atol=ATOL)
-    assert runs[False][1] == 0
-    return runs[True]
 
 
 @needs_gpu
@@ -87,28 +67,6 @@ def test_linear_layer_with_bias_runs_the_product_in_cublas_and_the_bias_after_it
     (result,), calls = both_ways(lambda x, w, b: F.relu(F.linear(x, w, b)), x, w, bias)
     np.testing.assert_allclose(result, np.maximum(x.astype(np.float64) @ w.T + bias, 0), rtol=RTOL, atol=ATOL)
     assert calls == 1
-
-
-def check_forward_and_both_gradients(function, torch_function, x, w, options):
-    """y = function(x, w, **options) and its gradients (against a random upstream) match PyTorch with lowering on
-    and off; returns how many library calls the lowered run made."""
-    reference = torch_function(torch.from_numpy(x), torch.from_numpy(w), **options)
-    upstream = floats(np.random.default_rng(1), *reference.shape)
-
-    def build(x, w, g):
-        x.requires_grad = True
-        w.requires_grad = True
-        y = function(x, w, **options)
-        gx, gw = mj.grad((y * g).sum(), [x, w])
-        return y, gx, gw
-    (y, gx, gw), calls = both_ways(build, x, w, upstream)
-    tx, tw = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
-    ty = torch_function(tx, tw, **options)
-    (ty * torch.from_numpy(upstream)).sum().backward()
-    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=RTOL, atol=ATOL)
-    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=RTOL, atol=1e-3)
-    np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=RTOL, atol=1e-3)
-    return calls
 
 
 CONVOLUTIONS = [

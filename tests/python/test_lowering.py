@@ -9,12 +9,11 @@ import metajit as mj
 import metajit.nn.functional as F
 from conftest import cpu_backend
 from gradient_check import torch_gradients
+from lowering_checks import ATOL, RTOL, both_ways, check_forward_and_both_gradients, evaluate, floats
 
 pytestmark = cpu_backend  # the CPU backend's own kernels (conftest.cpu_backend)
 
 torch = pytest.importorskip("torch")
-
-RTOL, ATOL = 1e-4, 1e-4
 
 
 @pytest.fixture(autouse=True)
@@ -23,34 +22,6 @@ def lowering_on():
     mj.flags.lowering = True
     yield
     mj.flags.lowering = previous
-
-
-def evaluate(build, *arrays, lowering=True):
-    """(numpy results of build(*vars), library calls made) with lowering on or off."""
-    mj.flags.lowering = lowering
-    try:
-        mj.reset_stats()
-        results = build(*[mj.array(a) for a in arrays])
-        if not isinstance(results, (tuple, list)):
-            results = (results,)
-        mj.sync(*results)
-        values = [r.numpy() for r in results]
-        return values, mj.stats()["library_calls"]
-    finally:
-        mj.flags.lowering = True
-
-
-def both_ways(build, *arrays):
-    lowered, calls = evaluate(build, *arrays, lowering=True)
-    plain, plain_calls = evaluate(build, *arrays, lowering=False)
-    assert plain_calls == 0, "METAJIT_LOWERING=0 must keep every kernel generated"
-    for a, b in zip(lowered, plain):
-        np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
-    return lowered, calls
-
-
-def floats(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 @pytest.mark.parametrize("transpose_left", [False, True])
@@ -370,28 +341,6 @@ CONVOLUTIONS = [
     dict(stride=1, padding=(0, 2)),
     dict(stride=(2, 1), padding=1, dilation=(1, 2)),
 ]
-
-
-def check_forward_and_both_gradients(function, torch_function, x, w, options):
-    """y = function(x, w, **options) and its gradients (against a random upstream) match PyTorch with lowering on
-    and off; returns how many library calls the lowered run made."""
-    reference = torch_function(torch.from_numpy(x), torch.from_numpy(w), **options)
-    upstream = floats(np.random.default_rng(1), *reference.shape)
-
-    def build(x, w, g):
-        x.requires_grad = True
-        w.requires_grad = True
-        y = function(x, w, **options)
-        gx, gw = mj.grad((y * g).sum(), [x, w])
-        return y, gx, gw
-    (y, gx, gw), calls = both_ways(build, x, w, upstream)
-    tx, tw = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
-    ty = torch_function(tx, tw, **options)
-    (ty * torch.from_numpy(upstream)).sum().backward()
-    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=RTOL, atol=ATOL)
-    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=RTOL, atol=1e-3)
-    np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=RTOL, atol=1e-3)
-    return calls
 
 
 @pytest.mark.parametrize("options", CONVOLUTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
