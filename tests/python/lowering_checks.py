@@ -6,6 +6,16 @@ import metajit as mj
 
 RTOL, ATOL = 1e-4, 1e-4
 
+# conv2d options every backend's lowering must take, forward and both gradients, for [3, 8, 11, 13] images.
+CONVOLUTIONS = [
+    dict(stride=1, padding=1),
+    dict(stride=2, padding=1),
+    dict(stride=1, padding=2, dilation=2),
+    dict(stride=2, padding=0),            # the last input row is never read
+    dict(stride=1, padding=(0, 2)),
+    dict(stride=(2, 1), padding=1, dilation=(1, 2)),
+]
+
 
 def floats(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)

@@ -9,7 +9,8 @@ import metajit as mj
 import metajit.nn.functional as F
 from conftest import cpu_backend
 from gradient_check import torch_gradients
-from lowering_checks import ATOL, RTOL, both_ways, check_forward_and_both_gradients, evaluate, floats
+from lowering_checks import (ATOL, CONVOLUTIONS, RTOL, both_ways, check_forward_and_both_gradients, evaluate,
+                             floats)
 
 pytestmark = cpu_backend  # the CPU backend's own kernels (conftest.cpu_backend)
 
@@ -331,16 +332,6 @@ def test_a_sum_over_one_operand_alone_is_not_a_matmul(rng):
     (result,), calls = both_ways(lambda x, y: (x * y.reshape(16, 1, 24)).sum([1, 2]), a, b)
     np.testing.assert_allclose(result, np.einsum("ijk,ik->i", a, b), rtol=RTOL, atol=ATOL)
     assert calls == 0
-
-
-CONVOLUTIONS = [
-    dict(stride=1, padding=1),
-    dict(stride=2, padding=1),
-    dict(stride=1, padding=2, dilation=2),
-    dict(stride=2, padding=0),            # the last input row is never read
-    dict(stride=1, padding=(0, 2)),
-    dict(stride=(2, 1), padding=1, dilation=(1, 2)),
-]
 
 
 @pytest.mark.parametrize("options", CONVOLUTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
