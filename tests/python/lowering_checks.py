@@ -67,3 +67,19 @@ def check_forward_and_both_gradients(function, torch_function, x, w, options):
     np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=RTOL, atol=1e-3)
     np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=RTOL, atol=1e-3)
     return calls
+
+
+def check_users_reindex_convolution(rng):
+    """A convolution the user writes with reindex/broadcast/sum (no conv op), computed both ways and against
+    PyTorch's conv2d; returns the library calls of the lowered run."""
+    import torch
+    x, w = floats(rng, 2, 4, 9, 9), floats(rng, 5, 4, 3, 3)
+
+    def build(x, w):
+        patches = mj.reindex(x, [2, 5, 7, 7, 4, 3, 3], ["i0", "i4", "i2+i5", "i3+i6"])
+        weights = mj.broadcast(w, [2, 5, 7, 7, 4, 3, 3], [0, 2, 3])
+        return (patches * weights).sum([4, 5, 6])
+    (y,), calls = both_ways(build, x, w)
+    expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w)).numpy()
+    np.testing.assert_allclose(y, expected, rtol=RTOL, atol=ATOL)
+    return calls
