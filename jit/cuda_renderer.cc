@@ -5,6 +5,7 @@
 #include "jit/cuda_renderer.h"
 
 #include <cstdio>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -302,19 +303,19 @@ class CudaRenderer : public ExpressionRenderer {
   void find_row_loads(int64_t row_length, const std::string& element) {
     if (!unrolled(row_length)) return;
     row_length_ = row_length;
-    std::unordered_map<std::string, std::pair<int, const IrStatement*>> readers;  // key -> loops, first let
+    struct Readers {
+      int loops = 0, last_loop = 0;
+      const IrStatement* first = nullptr;
+    };
+    std::map<std::string, Readers> readers;  // by load; a map, so the slots are declared in a fixed order
     int loop_number = 0;
-    std::unordered_map<std::string, int> last_loop;  // key -> the loop that last counted it
     auto count = [&](const std::vector<IrStatement>& body, const std::string& loop) {
       ++loop_number;
       for (const IrStatement& statement : body) {
         if (!is_input_load(statement)) continue;
-        std::string key = row_load_key(statement, loop);
-        auto [entry, fresh] = readers.try_emplace(key, 0, &statement);
-        if (last_loop[key] != loop_number) {
-          last_loop[key] = loop_number;
-          ++entry->second.first;
-        }
+        Readers& entry = readers[row_load_key(statement, loop)];
+        if (!entry.first) entry.first = &statement;
+        if (entry.last_loop != loop_number) entry.loops++, entry.last_loop = loop_number;
       }
     };
     for (const IrStatement& statement : kernel_.row_body)
@@ -323,7 +324,7 @@ class CudaRenderer : public ExpressionRenderer {
         count(statement.body, statement.loops[0].first);
     count(kernel_.body, element);
     for (const auto& [key, entry] : readers)
-      if (entry.first > 1) row_loads_[key] = {entry.second->name + "_row", entry.second->dtype};
+      if (entry.loops > 1) row_loads_[key] = {entry.first->name + "_row", entry.first->dtype};
   }
 
   void declare_row_loads(int64_t row_length) {
@@ -489,7 +490,7 @@ class CudaRenderer : public ExpressionRenderer {
   std::ostringstream out_;
   std::unordered_map<std::string, std::string> spill_reads_;  // a spilled term's variable -> its slot
   std::string copy_suffix_;  // appended to every variable of the unrolled copy being rendered
-  std::unordered_map<std::string, RowLoad> row_loads_;  // canonical load text -> its register slots
+  std::map<std::string, RowLoad> row_loads_;  // canonical load text -> its register slots
   std::string row_loop_variable_;  // the unrolled loop over the row being rendered ("" outside one)
   int64_t row_length_ = 0;         // block per row with unrolled loops: the row's length
 };
