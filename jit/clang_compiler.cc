@@ -35,9 +35,14 @@ constexpr const char* kSourceName = "kernel.cc";
 
 // Flags that shape the generated code; they go into identity() verbatim. cc1 already defaults to no
 // exceptions, no math errno and no unwind tables (the driver is what normally turns those on).
+// FMA contraction only within one expression (-ffp-contract=on), never across statements: a generated kernel
+// writes each op as its own statement, and a value recomputed in several loops or kernels must round the same in
+// each. With "fast" the backend fused a multiply into a later subtraction in one loop and not in another, so a
+// max gradient's tie mask (x == max(x)) missed the maximum and lost its gradient (tools/fuzz.py seed 71103). The
+// preludes' polynomials are single expressions and keep their FMAs.
 const std::vector<std::string>& code_flags() {
   static const std::vector<std::string> flags = {
-      "-O2", "-std=c++17", "-fno-rtti", "-ffp-contract=fast", "-mrelocation-model", "pic", "-pic-level", "2",
+      "-O2", "-std=c++17", "-fno-rtti", "-ffp-contract=on", "-mrelocation-model", "pic", "-pic-level", "2",
       "-mframe-pointer=none", "-vectorize-loops", "-vectorize-slp",
       "-fgnuc-version=4.2.1",  // as the driver passes it: glibc and libstdc++ headers expect __GNUC__
   };

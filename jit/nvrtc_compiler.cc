@@ -152,8 +152,10 @@ NvrtcCompiler::NvrtcCompiler(void* handle, std::string path) : handle_(handle), 
 std::string NvrtcCompiler::version() const { return std::to_string(major_) + "." + std::to_string(minor_); }
 
 namespace {
-// The compile flags; part of every CUDA cache key.
-const char* const kFlags[] = {"-std=c++17", "--fmad=true"};
+// The compile flags; part of every CUDA cache key. No multiply-add contraction, as on the CPU
+// (jit/clang_compiler.cc): a value recomputed in several kernels must round alike in each, or a max gradient's
+// tie mask misses. CUDA's math functions call fma themselves and keep it; generated kernels are memory-bound.
+const char* const kFlags[] = {"-std=c++17", "--fmad=false"};
 }  // namespace
 
 std::string NvrtcCompiler::identity(const CudaTarget& target) const {

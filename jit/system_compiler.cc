@@ -129,7 +129,8 @@ class SystemCompiler final : public Compiler {
       throw std::runtime_error("no system C++ compiler found: looked for clang++-14 and g++ in PATH");
     initialize_native_target();
 
-    code_flags_ = {"-O2", "-std=c++17", "-fno-exceptions", "-fno-rtti", "-fno-math-errno", "-ffp-contract=fast",
+    // -ffp-contract=on, as in-process (jit/clang_compiler.cc): recomputed values round alike everywhere.
+    code_flags_ = {"-O2", "-std=c++17", "-fno-exceptions", "-fno-rtti", "-fno-math-errno", "-ffp-contract=on",
                    "-fPIC", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables"};
     std::string version;
     if (is_clang) {

@@ -2501,6 +2501,25 @@ FIXED_BUGS = [
                       "np.testing.assert_allclose(gradient, expected, rtol=1e-6, atol=1e-9)\n",
         "seeds": [("grad", 30262222)],
     },
+    {
+        "name": "a max gradient lost its tie when a multiply-add was contracted in one loop only",
+        "description": "Kernels were compiled with -ffp-contract=fast, so the backend fused a multiply into the "
+                       "subtraction after it wherever it chose: in max(sum(p) - p) with p = softmax(x), the loop "
+                       "computing the maximum and the element loop of the gradient rounded sum(p) - p differently "
+                       "(1 ulp), the tie mask matched nowhere there, and the gradient came out wrong. Found by seed "
+                       "71103 (grad mode). Fixed in jit/clang_compiler.cc: -ffp-contract=on contracts only within "
+                       "one expression, and a kernel writes each op as its own statement.",
+        "reproducer": "import numpy as np\n"
+                      "import metajit as mj\n"
+                      "data = np.array([[-1.3568611401622506, -1.6293696481038196]])\n"
+                      "x = mj.array(data, requires_grad=True)\n"
+                      "p = x.softmax(1)\n"
+                      "gradient = mj.grad((mj.reduce(p, 'add', [0, 1]) - p).max(), [x])[0].numpy()\n"
+                      "e = np.exp(data - data.max()); q = e / e.sum()\n"
+                      "expected = q * (np.array([[1.0, 0.0]]) - q[0, 0])\n"
+                      "np.testing.assert_allclose(gradient, expected, rtol=1e-9, atol=1e-12)\n",
+        "seeds": [("grad", 71103)],
+    },
 ]
 
 

@@ -328,7 +328,7 @@ def build_with_runtime_support(tmp_path, source_file, target):
     kernels call out of line: the vector exp's full range without AVX-512), and returns the binary's path."""
     compiler = shutil.which("clang++-14")
     assert compiler, "clang++-14 (installed by tools/install_dependencies.sh) is needed for this check"
-    flags = ["-O2", "-ffp-contract=fast", "-fno-math-errno", *target]
+    flags = ["-O2", "-ffp-contract=on", "-fno-math-errno", *target]  # as the JIT compiles
     (tmp_path / "support.cc").write_text(mj._core.runtime_support_source())
     # Its table-filling entry is a kernel's metajit_kernel; renamed here so a kernel can be linked beside it.
     subprocess.run([compiler, *flags, "-Dmetajit_kernel=runtime_support_table", "-c", str(tmp_path / "support.cc"),
