@@ -370,7 +370,8 @@ class CudaRenderer : public ExpressionRenderer {
     std::string step = variable + "_step";
     out_ << pad << "#pragma unroll\n"
          << pad << "for (int " << step << " = 0; " << step << " < " << steps << "; ++" << step << ") {\n"
-         << pad << "  const int64_t " << variable << " = threadIdx.x + " << step << " * " << kCudaBlockSize << ";\n";
+         << pad << "  [[maybe_unused]] const int64_t " << variable << " = threadIdx.x + " << step << " * "
+         << kCudaBlockSize << ";\n";  // unread when every load of the loop comes from the row's registers
     if (length % kCudaBlockSize == 0) return depth + 1;
     out_ << pad << "  if (" << variable << " < " << length << ") {\n";
     return depth + 2;
