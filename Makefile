@@ -4,7 +4,8 @@
 #   make test    install missing deps, build, run the C++ (ctest) and Python (pytest) suites
 #   make bench   install missing deps, build, run bench/run_benchmarks.py, the operator benchmark (softmax, layer norm,
 #                matmul, conv2d against PyTorch), the operator sweep (about 40 library ops against PyTorch, slowest
-#                first), the convolution-variant benchmark (grouped, depthwise, 1x1) and the training benchmarks
+#                first), the convolution-variant benchmark (grouped, depthwise, 1x1), the training benchmarks and the
+#                inference benchmark (ResNet-18 and the transformer, forward only, batch 1 and up)
 #   make bench-training   the training benchmark with ResNet-18 too
 #   make bench-cuda   the CUDA benchmark (chain, softmax, ResNet-18 step against PyTorch on the GPU)
 #   make bench-frameworks   make bench with Jittor and tinygrad beside metajit and PyTorch, from a virtual
@@ -84,6 +85,7 @@ bench-run:
 	$(PY_ENV) $(PYTHON) bench/operator_sweep.py
 	$(PY_ENV) $(PYTHON) bench/convolution_benchmark.py
 	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn,resnet18,transformer
+	$(PY_ENV) $(PYTHON) bench/inference_benchmark.py
 
 BENCH_FRAMEWORKS_VENV ?= .bench-frameworks
 bench-frameworks: setup

@@ -77,6 +77,7 @@ FreeLists& free_lists() {
 }
 
 std::atomic<DeviceMemory*> registered_device_memory{nullptr};
+std::atomic<HostBufferFreedHook> host_buffer_freed_hook{nullptr};
 
 void note_allocated(size_t rounded) {
   int64_t now = stats().bytes_allocated += int64_t(rounded);
@@ -136,6 +137,8 @@ size_t allocation_size_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+void set_host_buffer_freed_hook(HostBufferFreedHook hook) { host_buffer_freed_hook.store(hook, std::memory_order_release); }
+
 void set_device_memory(DeviceMemory* memory) { registered_device_memory.store(memory, std::memory_order_release); }
 DeviceMemory* device_memory() { return registered_device_memory.load(std::memory_order_acquire); }
 
@@ -151,7 +154,10 @@ Storage::Storage(size_t bytes, OnDevice) : bytes_(bytes) {
 }
 
 Storage::~Storage() {
-  if (data_) give_back_host_block(data_, bytes_, mapped_);
+  if (data_) {
+    if (HostBufferFreedHook hook = host_buffer_freed_hook.load(std::memory_order_acquire)) hook(data_, bytes_);
+    give_back_host_block(data_, bytes_, mapped_);
+  }
   if (device_data_) required_device_memory().release(device_data_, bytes_);
 }
 

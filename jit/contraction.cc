@@ -19,6 +19,7 @@ namespace {
 std::atomic<ContractionBackend> backend_{nullptr};
 std::atomic<ContractionBackend> cuda_backend_{nullptr};
 std::atomic<LibraryRunEndHook> run_end_hook_{nullptr};
+std::atomic<LibraryRunBeginHook> run_begin_hook_{nullptr};
 std::atomic<LibraryBufferReleasedHook> buffer_released_hook_{nullptr};
 
 bool lowering_from_environment() {
@@ -689,6 +690,10 @@ ContractionBackend contraction_backend() { return backend_; }
 void set_cuda_contraction_backend(ContractionBackend backend) { cuda_backend_ = backend; }
 ContractionBackend cuda_contraction_backend() { return cuda_backend_; }
 void set_library_run_end_hook(LibraryRunEndHook hook) { run_end_hook_ = hook; }
+void set_library_run_begin_hook(LibraryRunBeginHook hook) { run_begin_hook_ = hook; }
+LibraryRunScope::LibraryRunScope(const std::vector<const LibraryCall*>& calls) {
+  if (LibraryRunBeginHook hook = run_begin_hook_) hook(calls);
+}
 LibraryRunScope::~LibraryRunScope() {
   if (LibraryRunEndHook hook = run_end_hook_) hook();
 }

@@ -66,6 +66,8 @@ class LibraryCall {
   // buffers[0] is the contraction's output (zero-filled first where needed), the rest the kernel's buffers.
   virtual void run(void* const* buffers) const = 0;
   virtual std::string describe() const = 0;  // e.g. "onednn convolution forward (brgconv:avx512_core)"
+  // A convolution's backward-weights pass: a run with one trains weights, which are replaced after it.
+  virtual bool computes_weight_gradient() const { return false; }
 };
 
 // A backend (oneDNN in ops/) that may take a contraction; null when it cannot.
@@ -80,11 +82,16 @@ ContractionBackend cuda_contraction_backend();
 // (oneDNN keeps the copies it reordered into its own layouts: a convolution's weight gradient reads the input
 // the forward call reordered). Within a run every buffer a call reads stays unchanged until the executor releases
 // it (see the hook below); the executor holds a LibraryRunScope around each run, and when it closes the backend's hook drops what the calls kept.
+// The scope first announces the run's calls to the backend's begin hook: it may keep data across runs (a
+// convolution's weights in its own layout, for the next run of the same model) when no call of the run computes
+// a gradient of those weights, which would replace them after the run.
 using LibraryRunEndHook = void (*)();
 void set_library_run_end_hook(LibraryRunEndHook hook);
+using LibraryRunBeginHook = void (*)(const std::vector<const LibraryCall*>& calls);
+void set_library_run_begin_hook(LibraryRunBeginHook hook);
 class LibraryRunScope {
  public:
-  LibraryRunScope() = default;
+  explicit LibraryRunScope(const std::vector<const LibraryCall*>& calls);
   ~LibraryRunScope();
   LibraryRunScope(const LibraryRunScope&) = delete;
   LibraryRunScope& operator=(const LibraryRunScope&) = delete;

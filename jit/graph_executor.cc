@@ -230,7 +230,10 @@ class JitGraphRunner : public GraphRunner {
     bool check_values = check_non_finite_;
     const BufferLifetimes& lifetimes = plan->lifetimes;
     std::vector<uint8_t> releasable = releasable_buffers(lifetimes, nodes);
-    LibraryRunScope library_run;
+    std::vector<const LibraryCall*> library_calls;
+    for (const PlannedKernel& kernel : plan->kernels)
+      if (kernel.library) library_calls.push_back(kernel.library.get());
+    LibraryRunScope library_run(library_calls);
     for (size_t index = 0; index < plan->kernels.size(); ++index) {
       check_interrupt();
       const PlannedKernel& kernel = plan->kernels[index];

@@ -2,7 +2,10 @@
 // keyed by the source's address and both layouts, so two views of one buffer never share a copy.
 #include "ops/onednn_layout_cache.h"
 
+#include <atomic>
 #include <cstdint>
+#include <map>
+#include <mutex>
 
 #include "core/stats.h"
 
@@ -37,6 +40,41 @@ struct KeptCopies {
 KeptCopies& kept() {
   thread_local KeptCopies copies;
   return copies;
+}
+
+// Weight copies kept across plan runs. Shared by every thread, since a buffer may die on any of them.
+constexpr size_t kMaxWeightCopyBytes = size_t(512) << 20;
+
+struct WeightCopy {
+  dnnl::memory::desc user, library;
+  dnnl::memory copy;
+  StoragePtr owner;
+  uint64_t last_used;
+};
+
+struct WeightCopies {
+  std::mutex mutex;
+  std::multimap<uintptr_t, WeightCopy> by_source;  // the source's address
+  size_t bytes = 0;
+  uint64_t reads = 0;
+  std::atomic<size_t> count{0};  // by_source.size(), read without the lock by the freed-buffer hook
+};
+
+WeightCopies& weight_copies() {
+  static WeightCopies* copies = new WeightCopies;  // never destroyed: buffers die until the very end
+  return *copies;
+}
+
+// Removes the copies from [begin, end) and hands their buffers to `dropped`, to be freed after the lock is let go
+// (freeing a buffer calls the hook, which takes the lock).
+void take_weight_copies(WeightCopies& state, uintptr_t begin, uintptr_t end, std::vector<StoragePtr>& dropped) {
+  auto first = state.by_source.lower_bound(begin), last = state.by_source.lower_bound(end);
+  for (auto entry = first; entry != last; ++entry) {
+    state.bytes -= entry->second.owner->bytes();
+    dropped.push_back(std::move(entry->second.owner));
+  }
+  state.by_source.erase(first, last);
+  state.count.store(state.by_source.size(), std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -91,7 +129,63 @@ dnnl::memory reordered_input(const dnnl::memory& user, const dnnl::memory::desc&
   return copy;
 }
 
+dnnl::memory reordered_weights(const dnnl::memory& user, const dnnl::memory::desc& library, dnnl::stream& stream,
+                               std::vector<StoragePtr>& owners) {
+  WeightCopies& state = weight_copies();
+  auto source = reinterpret_cast<uintptr_t>(user.get_data_handle());
+  dnnl::memory::desc user_desc = user.get_desc();
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    auto [first, last] = state.by_source.equal_range(source);
+    for (auto entry = first; entry != last; ++entry)
+      if (entry->second.user == user_desc && entry->second.library == library) {
+        entry->second.last_used = ++state.reads;
+        stats().library_reorders_reused++;
+        owners.push_back(entry->second.owner);  // alive through the call, whatever drops the entry meanwhile
+        return entry->second.copy;
+      }
+  }
+  auto owner = std::make_shared<Storage>(library.get_size());
+  dnnl::memory copy(library, user.get_engine(), owner->data());
+  dnnl::memory source_memory = user;  // execute() takes non-const handles
+  dnnl::reorder(source_memory, copy).execute(stream, source_memory, copy);
+  stats().library_reorders++;
+  owners.push_back(owner);
+  if (owner->bytes() > kMaxWeightCopyBytes) return copy;
+  std::vector<StoragePtr> dropped;  // freed after the lock
+  std::lock_guard<std::mutex> lock(state.mutex);
+  while (state.bytes + owner->bytes() > kMaxWeightCopyBytes) {
+    auto oldest = state.by_source.begin();
+    for (auto entry = state.by_source.begin(); entry != state.by_source.end(); ++entry)
+      if (entry->second.last_used < oldest->second.last_used) oldest = entry;
+    state.bytes -= oldest->second.owner->bytes();
+    dropped.push_back(std::move(oldest->second.owner));
+    state.by_source.erase(oldest);
+  }
+  state.bytes += owner->bytes();
+  state.by_source.emplace(source, WeightCopy{user_desc, library, copy, owner, ++state.reads});
+  state.count.store(state.by_source.size(), std::memory_order_relaxed);
+  return copy;
+}
+
+void forget_weight_copies_within(const void* address, size_t bytes) {
+  WeightCopies& state = weight_copies();
+  if (state.count.load(std::memory_order_relaxed) == 0) return;  // every freed buffer passes here
+  auto begin = reinterpret_cast<uintptr_t>(address);
+  std::vector<StoragePtr> dropped;
+  std::lock_guard<std::mutex> lock(state.mutex);
+  take_weight_copies(state, begin, begin + bytes, dropped);
+}
+
+void drop_weight_copies() {
+  WeightCopies& state = weight_copies();
+  std::vector<StoragePtr> dropped;
+  std::lock_guard<std::mutex> lock(state.mutex);
+  take_weight_copies(state, 0, UINTPTR_MAX, dropped);
+}
+
 void forget_copies_within(const void* address, size_t bytes) {
+  forget_weight_copies_within(address, bytes);
   KeptCopies& state = kept();
   auto begin = reinterpret_cast<uintptr_t>(address), end = begin + bytes;
   for (size_t index = 0; index < state.copies.size();) {

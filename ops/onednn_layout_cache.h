@@ -2,6 +2,7 @@
 // layouts kept for the rest of a plan run (see LibraryRunScope in jit/contraction.h). A convolution's input is
 // reordered by its forward call and read again, in the same layout, by its weight-gradient call; the output
 // gradient is read by both backward calls. Without the cache each reorder ran twice.
+// A convolution's weights are kept longer: for as long as their buffer lives, across plan runs.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -27,8 +28,22 @@ dnnl::memory scratchpad_memory(const dnnl::memory::desc& desc, const dnnl::engin
 dnnl::memory reordered_input(const dnnl::memory& user, const dnnl::memory::desc& library, dnnl::stream& stream,
                              std::vector<StoragePtr>& owners);
 
+// `user`, a convolution's weights, in the layout `library`, kept across plan runs for as long as the buffer
+// holding them lives: a model run again and again on the same weights (inference) copies each layer's weights
+// once, not on every run. A buffer's value never changes while it lives (core/storage.h); when it dies the copy
+// goes too (forget_weight_copies_within, the host-buffer-freed hook). At most 512 MiB of them are kept,
+// the least recently read going first.
+dnnl::memory reordered_weights(const dnnl::memory& user, const dnnl::memory::desc& library, dnnl::stream& stream,
+                               std::vector<StoragePtr>& owners);
+
 // A call is about to write [address, address + bytes): copies made from there would be stale.
 void forget_copies_within(const void* address, size_t bytes);
+
+// The buffer at [address, address + bytes) was freed: its weight copies go (any thread).
+void forget_weight_copies_within(const void* address, size_t bytes);
+
+// Drops every kept weight copy (mj.gc()).
+void drop_weight_copies();
 
 // Drops every kept copy and the scratchpad (the end of a plan run).
 void drop_layout_copies();

@@ -67,6 +67,8 @@ class WinogradCall : public LibraryCall {
     }
   }
 
+  bool computes_weight_gradient() const override { return problem_.pass == ConvolutionPass::BackwardWeights; }
+
   std::string describe() const override {
     int points = tiling_ == WinogradTiling::FourByFour ? 36 : 16;
     return std::string("winograd convolution ") + convolution_pass_name(problem_.pass) +

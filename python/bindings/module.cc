@@ -30,6 +30,7 @@
 #include "meta_ops/reduce.h"
 #include "ops/cuda_contraction_backend.h"
 #include "ops/onednn_backend.h"
+#include "ops/onednn_layout_cache.h"
 
 namespace py = pybind11;
 using namespace metajit;
@@ -498,6 +499,7 @@ PYBIND11_MODULE(_core, module) {
   module.def("stats", [] { return stats_snapshot(); });
   module.def("reset_stats", [] { reset_stats(); });
   module.def("gc", [] {
+    drop_weight_copies();  // first: their buffers go back to the free lists released next
     release_cached_memory();
     release_cached_device_memory();
   });

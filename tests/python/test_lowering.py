@@ -536,6 +536,90 @@ def test_backward_calls_reuse_the_layout_copies_of_the_forward_call(rng):
         np.testing.assert_allclose(gw.numpy(), tw.grad.numpy(), rtol=RTOL, atol=1e-3)
 
 
+def torch_conv2d(x, w, **options):
+    return torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), **options).numpy()
+
+
+def reorders_of(build):
+    """(value, library_reorders, library_reorders_reused) of one sync of build()."""
+    mj.reset_stats()
+    value = build().numpy()
+    counters = mj.stats()
+    return value, counters["library_reorders"], counters["library_reorders_reused"]
+
+
+def test_weights_reordered_once_are_reused_by_later_runs(rng):
+    """Inference runs the same layers on the same weights again and again: the first run copies the weights
+    into oneDNN's layout, later runs (new plan runs, new inputs) read that copy. Results match PyTorch each time."""
+    w = floats(rng, 32, 32, 3, 3)
+    weights = mj.array(w)
+    first_x = floats(rng, 2, 32, 10, 10)
+    first, first_reorders, first_reused = reorders_of(lambda: F.conv2d(mj.array(first_x), weights, padding=1))
+    np.testing.assert_allclose(first, torch_conv2d(first_x, w, padding=1), rtol=RTOL, atol=ATOL)
+    assert first_reorders >= 1 and first_reused == 0
+    for _ in range(2):
+        x = floats(rng, 2, 32, 10, 10)
+        value, reorders, reused = reorders_of(lambda: F.conv2d(mj.array(x), weights, padding=1))
+        np.testing.assert_allclose(value, torch_conv2d(x, w, padding=1), rtol=RTOL, atol=ATOL)
+        assert reorders == first_reorders - 1 and reused == 1
+
+
+def test_a_weight_copy_dies_with_its_buffer(rng):
+    """A freed weight buffer's copy must not serve the next tensor the allocator puts at the same address: the
+    caching allocator hands the same block back for the same size, so a stale copy would give the old result."""
+    x = floats(rng, 2, 32, 10, 10)
+    for _ in range(4):
+        w = floats(rng, 32, 32, 3, 3)
+        weights = mj.array(w)
+        value, _, reused = reorders_of(lambda: F.conv2d(mj.array(x), weights, padding=1))
+        np.testing.assert_allclose(value, torch_conv2d(x, w, padding=1), rtol=RTOL, atol=ATOL)
+        assert reused == 0
+        del weights
+
+
+def test_an_optimizer_step_gives_the_next_run_new_weight_copies(rng):
+    """A training step replaces the weights (a new buffer): the next forward reads the new values."""
+    x, w = floats(rng, 2, 16, 8, 8), floats(rng, 32, 16, 3, 3)
+    model = mj.nn.Conv2d(16, 32, 3, padding=1, bias=False)
+    model.weight.assign(mj.array(w))
+    optimizer = mj.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        current = model.weight.numpy().copy()
+        y = model(mj.array(x))
+        np.testing.assert_allclose(y.numpy(), torch_conv2d(x, current, padding=1), rtol=RTOL, atol=ATOL)
+        optimizer.zero_grad()
+        (y * y).sum().backward()
+        optimizer.step()
+        mj.sync(model.weight)
+        assert not np.array_equal(model.weight.numpy(), current)
+
+
+def test_a_run_that_trains_the_weights_keeps_no_copy_of_them_past_its_end(rng):
+    """A sync computing a weight gradient (a training step) replaces the weights afterwards: its weight copies go at
+    its end, as its other copies, so a later forward-only run of the same weights copies them again."""
+    x, w = floats(rng, 2, 32, 10, 10), floats(rng, 32, 32, 3, 3)
+    weights = mj.array(w)
+    weights.requires_grad = True
+    y = F.conv2d(mj.array(x), weights, padding=1)
+    (gradient,) = mj.grad((y * y).sum(), [weights])
+    mj.sync(y, gradient)
+    _, reorders, reused = reorders_of(lambda: F.conv2d(mj.array(x), weights, padding=1))
+    assert reorders >= 1 and reused == 0
+    value, _, reused = reorders_of(lambda: F.conv2d(mj.array(x), weights, padding=1))
+    np.testing.assert_allclose(value, torch_conv2d(x, w, padding=1), rtol=RTOL, atol=ATOL)
+    assert reused == 1
+
+
+def test_gc_drops_the_kept_weight_copies(rng):
+    w, x = floats(rng, 32, 32, 3, 3), floats(rng, 2, 32, 10, 10)
+    weights = mj.array(w)
+    _, first_reorders, _ = reorders_of(lambda: F.conv2d(mj.array(x), weights, padding=1))
+    mj.gc()
+    value, reorders, reused = reorders_of(lambda: F.conv2d(mj.array(x), weights, padding=1))
+    np.testing.assert_allclose(value, torch_conv2d(x, w, padding=1), rtol=RTOL, atol=ATOL)
+    assert reorders == first_reorders and reused == 0
+
+
 @pytest.fixture
 def conv_algorithm():
     previous = mj.flags.conv_algorithm
