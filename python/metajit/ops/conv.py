@@ -45,11 +45,17 @@ def _affine(*terms):
 
 def _is_integer(value):
     """True for Python and numpy integers, False for bools (which PyTorch rejects as sizes)."""
+    if type(value) is int:  # the common case, without the ABC check below (about 1 us each, several per layer)
+        return True
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 def _tuple(value, count, name, function):
     """An int or a sequence of `count` ints (a 1-element sequence is repeated), as a list of Python ints."""
+    if type(value) is int:
+        return [value] * count
+    if type(value) is tuple and len(value) == count and all(type(v) is int for v in value):
+        return list(value)  # a layer's own stride, padding and dilation: checked when it was built
     if _is_integer(value):
         return [int(value)] * count
     try:
