@@ -24,6 +24,10 @@ namespace {
 constexpr int64_t kVectorLanesAtMost = 16;
 // The fewest output columns a column sum's call takes (see render).
 constexpr int64_t kColumnChunk = 256;
+// An element that loads from an address it computed from another load (a gather, an embedding lookup, an
+// index_select) counts as this many streaming elements when choosing the parallel grain: such loads wait on
+// memory one by one. F.gather of [2048, 16] from [2048, 1024] ran on one thread (32768 elements, one grain).
+constexpr int64_t kDependentLoadWork = 8;
 // Side of a transposing kernel's tiles (transposed_body). A 1024^2 float transpose on one thread, best of 50
 // (LLVM gathers the strided reads 16 at a time): 0.61 ms with tiles of 8, 0.46 with 16, 0.78 with 32, 1.26 with 64.
 constexpr int64_t kTransposeTile = 16;
@@ -395,6 +399,24 @@ class Renderer : ExpressionRenderer {
     }
     for (const IrExprPtr& argument : node->args)
       if (contains_vector_math(argument)) return true;
+    return false;
+  }
+
+  // Whether an element statement loads at an address computed from a loaded value (a let: loop variables
+  // carry their extent, lets none).
+  bool reads_at_loaded_addresses() const {
+    std::vector<const IrExpr*> loads;
+    for (const IrStatement& statement : kernel_.body)
+      if (statement.value) expression_loads(statement.value.get(), &loads);
+    for (const IrExpr* load : loads)
+      if (depends_on_values(*load->args[0])) return true;
+    return false;
+  }
+
+  static bool depends_on_values(const IrExpr& node) {
+    if (node.kind == IrKind::Load || (node.kind == IrKind::Variable && node.integer == 0)) return true;
+    for (const IrExprPtr& argument : node.args)
+      if (depends_on_values(*argument)) return true;
     return false;
   }
 
@@ -1075,7 +1097,8 @@ class Renderer : ExpressionRenderer {
     if (kernel_.kind == IrKernel::Kind::Pointwise) {
       pointwise_body();
       rendered.work_items = shape_numel(kernel_.domain);
-      rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, kernel_.inner_work));
+      int64_t element_work = kernel_.inner_work * (reads_at_loaded_addresses() ? kDependentLoadWork : 1);
+      rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, element_work));
       if (column_items_ >= 0) {  // work items are column tiles of a running sum along dim rank-2
         rendered.work_items = column_items_;
         rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, column_item_work_));

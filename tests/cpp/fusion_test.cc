@@ -153,5 +153,24 @@ TEST(DTypeTest, PromotionFollowsPyTorch) {
   EXPECT_EQ(promote_types(DType::Int8, OperandKind::Tensor, DType::Int64, OperandKind::Scalar), DType::Int8);
 }
 
+TEST_F(FusionTest, GatherSplitsAcrossThreadsSoonerThanAStreamingKernel) {
+  // Each gathered element waits on a load at an address it read first, so a gather is split into smaller
+  // per-thread pieces than a kernel of as many streaming elements (F.gather of [2048, 16] ran on one thread).
+  NodePtr table = filled({256, 64}, 0.0f, 1.0f);
+  NodePtr picks = make_data_node(DType::Int64, {256, 16});
+  auto* indices = static_cast<int64_t*>(picks->storage->data());
+  for (int64_t index = 0; index < 256 * 16; ++index) indices[index] = (index * 37) % 64;
+  NodePtr gathered = reindex(table, {256, 16}, {"i0", "@e0(i0, i1)"}, 0.0, {}, {picks});
+  NodePtr scaled = binary_with_scalar(BinaryOp::Multiply, filled({256, 16}, 0.0f, 1.0f), 2.0, true, false);
+  std::vector<PlannedKernel> gather_plan = plan_kernels({gathered}), streaming_plan = plan_kernels({scaled});
+  ASSERT_EQ(gather_plan.size(), 1u);
+  ASSERT_EQ(streaming_plan.size(), 1u);
+  EXPECT_LT(gather_plan[0].rendered.grain, streaming_plan[0].rendered.grain);
+  const float* result = values_of(gathered);
+  const float* source = static_cast<const float*>(table->storage->data());
+  for (int64_t index = 0; index < 256 * 16; ++index)
+    ASSERT_EQ(result[index], source[(index / 16) * 64 + indices[index]]) << index;
+}
+
 }  // namespace
 }  // namespace metajit
