@@ -159,6 +159,16 @@ def test_global_average_pool_is_one_loop_over_each_plane(rng):
                  dtype=np.float32)
 
 
+@pytest.mark.parametrize("spatial", [1, 2, 3])
+@pytest.mark.parametrize("batched", [True, False])
+def test_global_average_pools_match_torch(rng, spatial, batched):
+    """Output size 1 everywhere is a mean over the map (its own path): batched or not, in 1, 2 and 3 dims."""
+    pool = {1: (F.adaptive_avg_pool1d, TF.adaptive_avg_pool1d), 2: (F.adaptive_avg_pool2d, TF.adaptive_avg_pool2d),
+            3: (F.adaptive_avg_pool3d, TF.adaptive_avg_pool3d)}[spatial]
+    shape = ((2,) if batched else ()) + (3,) + (5, 4, 6)[:spatial]
+    assert_matches_torch(lambda x: pool[0](x, 1), lambda x: pool[1](x, 1), rng.standard_normal(shape))
+
+
 def test_adaptive_pools_1d_and_3d_match_torch(rng):
     assert_matches_torch(lambda x: F.adaptive_avg_pool1d(x, 4), lambda x: TF.adaptive_avg_pool1d(x, 4),
                          rng.standard_normal((2, 3, 9)))

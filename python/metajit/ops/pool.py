@@ -229,6 +229,10 @@ def _adaptive_windows(input, sizes, overflow_value):
 def _adaptive_avg_pool(input, output_size, spatial, function):
     input, unbatched = _batched(input, spatial, function)
     sizes = _adaptive_sizes(input, output_size, spatial, function)
+    if all(size == 1 for size in sizes) and input.dtype in _FLOAT_DTYPES:
+        # Global average pooling (ResNet's head): one window, the whole map. Its mean records in 2 us where the
+        # window view took 16, and runs as the same sum.
+        return _unbatch(input.mean(list(range(2, 2 + spatial)), keepdim=True), unbatched)
     windows, lengths = _adaptive_windows(input, sizes, 0.0)
     total = windows.sum(_kernel_dims(spatial))
     if total.dtype not in _FLOAT_DTYPES:
