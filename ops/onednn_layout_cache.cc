@@ -35,6 +35,7 @@ struct KeptCopies {
   size_t bytes = 0;
   uint64_t requests = 0;  // reordered_input calls so far
   StoragePtr scratchpad;  // see scratchpad_memory
+  std::map<uintptr_t, int> reads;  // reads_in_run, by address
 };
 
 KeptCopies& kept() {
@@ -184,10 +185,13 @@ void drop_weight_copies() {
   take_weight_copies(state, 0, UINTPTR_MAX, dropped);
 }
 
+int reads_in_run(const void* address) { return ++kept().reads[reinterpret_cast<uintptr_t>(address)]; }
+
 void forget_copies_within(const void* address, size_t bytes) {
   forget_weight_copies_within(address, bytes);
   KeptCopies& state = kept();
   auto begin = reinterpret_cast<uintptr_t>(address), end = begin + bytes;
+  state.reads.erase(state.reads.lower_bound(begin), state.reads.lower_bound(end));  // another tensor may come there
   for (size_t index = 0; index < state.copies.size();) {
     auto source = reinterpret_cast<uintptr_t>(state.copies[index].source);
     if (source >= begin && source < end) {
@@ -204,6 +208,7 @@ void drop_layout_copies() {
   state.copies.clear();
   state.bytes = 0;
   state.requests = 0;
+  state.reads.clear();
   state.scratchpad.reset();
 }
 

@@ -36,6 +36,11 @@ dnnl::memory reordered_input(const dnnl::memory& user, const dnnl::memory::desc&
 dnnl::memory reordered_weights(const dnnl::memory& user, const dnnl::memory::desc& library, dnnl::stream& stream,
                                std::vector<StoragePtr>& owners);
 
+// How many times calls of this plan run have asked about the tensor at `address`, this call included. A call
+// that reads an operand in a slow layout copies it only from its second read on, when the copy (kept for the run)
+// pays for itself: an RNN reads its recurrent weight at every step, a Linear layer once.
+int reads_in_run(const void* address);
+
 // A call is about to write [address, address + bytes): copies made from there would be stale.
 void forget_copies_within(const void* address, size_t bytes);
 
