@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import metajit as mj
-from conftest import CUDA_EXECUTION, assert_close
+from conftest import CUDA_EXECUTION, assert_close, cpu_backend
 
 
 @pytest.fixture
@@ -118,6 +118,35 @@ def convolution_reference(images, kernel):
     windows = np.stack([padded[:, :, row:row + height, column:column + width]
                         for row in range(3) for column in range(3)], axis=2)  # [n, c, 9, h, w]
     return np.einsum("ncthw,oct->nohw", windows, kernel.astype(np.float64).reshape(kernel.shape[0], kernel.shape[1], 9))
+
+
+@cpu_backend  # oneDNN's copies; on a GPU convolutions run in cuDNN
+def test_threads_replacing_their_convolution_weights_never_read_a_stale_copy():
+    """oneDNN copies of convolution weights outlive a sync while the weights live (inference), and go when the
+    weights' buffer is freed, on whichever thread drops it. Three threads each make new weights of one size (the
+    allocator hands freed blocks back, so new weights land where old ones were) and run forward passes: every
+    result must match the weights of its own pass."""
+    def worker(seed):
+        def work():
+            rng = np.random.default_rng(seed)
+            images = rng.standard_normal((2, 32, 8, 8)).astype(np.float32)
+            checked = 0
+            for _ in range(6):
+                kernel_data = rng.standard_normal((32, 32, 3, 3)).astype(np.float32)
+                kernel = mj.array(kernel_data)
+                expected = convolution_reference(images, kernel_data)
+                for _ in range(2):
+                    with mj.no_grad():
+                        result = mj.nn.functional.conv2d(mj.array(images), kernel, padding=1).numpy()
+                    np.testing.assert_allclose(result, expected, rtol=1e-4, atol=1e-3)
+                    checked += 1
+                del kernel
+            return checked
+        return work
+
+    mj.reset_stats()
+    assert run_in_threads([worker(seed) for seed in (11, 12, 13)]) == [12, 12, 12]
+    assert mj.stats()["library_reorders_reused"] > 0  # the copies were kept and read again
 
 
 def test_thread_count_setting_does_not_change_results(rng):
