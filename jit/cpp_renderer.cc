@@ -978,12 +978,23 @@ class Renderer : ExpressionRenderer {
       out_ << "  }\n";
       return;
     }
+    // Rows shorter than a vector step their indices from one row to the next like an odometer: dividing the flat
+    // index again for every row cost more than the row's elements (max-pool's tie mask, rows of 2 elements:
+    // 16.7 ms for [32, 64, 28, 28, 2, 2]).
+    bool stepped = !columns && rank > 1 && last < kVectorLanesAtMost;
+    if (stepped) {
+      out_ << "  const int64_t first_row = begin / " << last << ";\n";
+      out_ << "  int64_t column_begin = begin - first_row * " << last << ";\n";
+      stepped_row_indices();
+    }
     out_ << "  for (int64_t flat = begin; flat < end;) {\n";
-    out_ << "    const int64_t row = flat / " << last << ";\n";
-    out_ << "    const int64_t column_begin = flat - row * " << last << ";\n";
+    if (!stepped) {
+      out_ << "    const int64_t row = flat / " << last << ";\n";
+      out_ << "    const int64_t column_begin = flat - row * " << last << ";\n";
+    }
     out_ << "    const int64_t column_end = (end - flat) < (" << last << " - column_begin) ? column_begin + (end - flat) : "
          << last << ";\n";
-    row_indices();
+    if (!stepped) row_indices();
     std::string element = "i" + std::to_string(rank - 1);
     if (columns) {
       column_sum_loops(*columns, "column_begin", "column_end", 2);
@@ -991,7 +1002,39 @@ class Renderer : ExpressionRenderer {
       if (!row_piece_loops(element, last, loop_pragma)) element_loops(kernel_.body, element, last, loop_pragma, 2);
     }
     out_ << "    flat += column_end - column_begin;\n";
+    if (stepped) {
+      out_ << "    column_begin = 0;\n";
+      step_row_indices(rank - 2, 2);
+    }
     out_ << "  }\n";
+  }
+
+  // i0 .. i(rank-2) of the row `first_row`, declared as variables step_row_indices advances.
+  void stepped_row_indices() {
+    const Shape& domain = kernel_.domain;
+    std::string remaining = "first_row";
+    for (int dim = int(domain.size()) - 2; dim >= 0; --dim) {
+      if (dim == 0) {
+        out_ << "  int64_t i0 = " << remaining << ";\n";
+      } else {
+        out_ << "  int64_t i" << dim << " = " << remaining << " % " << domain[dim] << ";\n";
+        out_ << "  const int64_t first_row_" << dim << " = " << remaining << " / " << domain[dim] << ";\n";
+        remaining = "first_row_" + std::to_string(dim);
+      }
+    }
+  }
+
+  // The next row: i`dim` + 1, carrying into the dims before it when it reaches its extent (i0 never wraps).
+  void step_row_indices(int dim, int depth) {
+    std::string pad(depth * 2, ' '), index = "i" + std::to_string(dim);
+    if (dim == 0) {
+      out_ << pad << "++i0;\n";
+      return;
+    }
+    out_ << pad << "if (++" << index << " == " << kernel_.domain[dim] << ") {\n";
+    out_ << pad << "  " << index << " = 0;\n";
+    step_row_indices(dim - 1, depth + 1);
+    out_ << pad << "}\n";
   }
 
   // Scatter: the output (or this thread's rows of it) starts at the reduction identity, then every input element

@@ -493,3 +493,21 @@ def test_half_powers_are_square_roots_at_the_edges(dtype):
         assert_close(root, np.sqrt(x), equal_nan=True)
         assert np.signbit(root.numpy()[2])
         assert_close(mj.array(x) ** -0.5, 1 / np.sqrt(x), equal_nan=True)
+
+
+@pytest.mark.parametrize("last", [1, 2, 3, 7, 15, 16])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_short_rows_split_across_threads_anywhere_match_numpy(rng, last, threads):
+    """Rows shorter than a vector step their indices row by row; threads start and stop mid-row (8 chunks per
+    thread over a total no row length divides evenly), and a broadcast keeps every dim in the kernel."""
+    rows = 70001 // last + 1
+    a = rng.standard_normal((rows, 3, last)).astype(np.float32)
+    b = rng.standard_normal((1, 3, 1)).astype(np.float32)
+    c = rng.standard_normal((rows, 1, last)).astype(np.float32)
+    previous = mj.flags.num_threads
+    try:
+        mj.flags.num_threads = threads
+        result = (mj.array(a) * mj.array(b) + mj.array(c)).numpy()
+    finally:
+        mj.flags.num_threads = previous
+    np.testing.assert_allclose(result, a * b + c, rtol=1e-6, atol=1e-6)
