@@ -346,17 +346,19 @@ class Renderer : ExpressionRenderer {
   }
 
   // Declares i0 .. i(rank-2) from `row`, the index of a row (every dim but the last); or i0 .. i`highest` from
-  // the flat index `remaining` over those dims.
+  // the flat index `remaining` over those dims, the quotients on the way named `quotient`<dim>. The indices are
+  // `index_type` (mutable where a loop steps them).
   void row_indices() { row_indices("row", int(kernel_.domain.size()) - 2); }
-  void row_indices(std::string remaining, int highest) {
+  void row_indices(std::string remaining, int highest, const std::string& pad = "    ",
+                   const std::string& index_type = "const int64_t ", const std::string& quotient = "row_") {
     const Shape& domain = kernel_.domain;
     for (int dim = highest; dim >= 0; --dim) {
       if (dim == 0) {
-        out_ << "    const int64_t i0 = " << remaining << ";\n";
+        out_ << pad << index_type << "i0 = " << remaining << ";\n";
       } else {
-        out_ << "    const int64_t i" << dim << " = " << remaining << " % " << domain[dim] << ";\n";
-        out_ << "    const int64_t row_" << dim << " = " << remaining << " / " << domain[dim] << ";\n";
-        remaining = "row_" + std::to_string(dim);
+        out_ << pad << index_type << "i" << dim << " = " << remaining << " % " << domain[dim] << ";\n";
+        out_ << pad << "const int64_t " << quotient << dim << " = " << remaining << " / " << domain[dim] << ";\n";
+        remaining = quotient + std::to_string(dim);
       }
     }
   }
@@ -985,7 +987,7 @@ class Renderer : ExpressionRenderer {
     if (stepped) {
       out_ << "  const int64_t first_row = begin / " << last << ";\n";
       out_ << "  int64_t column_begin = begin - first_row * " << last << ";\n";
-      stepped_row_indices();
+      row_indices("first_row", rank - 2, "  ", "int64_t ", "first_row_");  // stepped below
     }
     out_ << "  for (int64_t flat = begin; flat < end;) {\n";
     if (!stepped) {
@@ -1007,21 +1009,6 @@ class Renderer : ExpressionRenderer {
       step_row_indices(rank - 2, 2);
     }
     out_ << "  }\n";
-  }
-
-  // i0 .. i(rank-2) of the row `first_row`, declared as variables step_row_indices advances.
-  void stepped_row_indices() {
-    const Shape& domain = kernel_.domain;
-    std::string remaining = "first_row";
-    for (int dim = int(domain.size()) - 2; dim >= 0; --dim) {
-      if (dim == 0) {
-        out_ << "  int64_t i0 = " << remaining << ";\n";
-      } else {
-        out_ << "  int64_t i" << dim << " = " << remaining << " % " << domain[dim] << ";\n";
-        out_ << "  const int64_t first_row_" << dim << " = " << remaining << " / " << domain[dim] << ";\n";
-        remaining = "first_row_" + std::to_string(dim);
-      }
-    }
   }
 
   // The next row: i`dim` + 1, carrying into the dims before it when it reaches its extent (i0 never wraps).
