@@ -201,22 +201,14 @@ class MatmulCall : public LibraryCall {
       const GemmShape& shape = *gemm_on_copy_;
       std::vector<StoragePtr> owners;
       const float* right = gemm_operand(buffers, problem_.right, *right_stored_, right_row_major_, owners);
-      dnnl_status_t status = dnnl_sgemm('N', 'N', shape.rows, shape.columns, shape.inner, 1.0f,
-                                        address(buffers, problem_.left), shape.left_lead, right, shape.right_lead, 0.0f,
-                                        address(buffers, problem_.output), shape.output_lead);
-      if (status != dnnl_success) throw std::runtime_error("oneDNN sgemm failed (status " + std::to_string(status) + ")");
-      return;
+      return sgemm(shape, address(buffers, problem_.left), right, address(buffers, problem_.output));
     }
     if (gemm_) {
       const GemmShape& shape = *gemm_;
       std::vector<StoragePtr> owners;
       const float* left = gemm_operand(buffers, problem_.left, left_, left_row_major_, owners);
       const float* right = gemm_operand(buffers, problem_.right, right_, right_padded_, owners);
-      dnnl_status_t status = dnnl_sgemm(shape.transpose_left, shape.transpose_right, shape.rows, shape.columns,
-                                        shape.inner, 1.0f, left, shape.left_lead, right, shape.right_lead, 0.0f,
-                                        address(buffers, problem_.output), shape.output_lead);
-      if (status != dnnl_success) throw std::runtime_error("oneDNN sgemm failed (status " + std::to_string(status) + ")");
-      return;
+      return sgemm(shape, left, right, address(buffers, problem_.output));
     }
     dnnl::stream stream(cpu_engine());
     memory scratchpad = scratchpad_memory(descriptor_.scratchpad_desc(), cpu_engine());
@@ -229,6 +221,13 @@ class MatmulCall : public LibraryCall {
     add_post_op_operands(problem_.post_ops, buffers, &arguments);
     primitive_.execute(stream, arguments);
     stream.wait();
+  }
+
+  static void sgemm(const GemmShape& shape, const float* left, const float* right, float* output) {
+    dnnl_status_t status = dnnl_sgemm(shape.transpose_left, shape.transpose_right, shape.rows, shape.columns,
+                                      shape.inner, 1.0f, left, shape.left_lead, right, shape.right_lead, 0.0f, output,
+                                      shape.output_lead);
+    if (status != dnnl_success) throw std::runtime_error("oneDNN sgemm failed (status " + std::to_string(status) + ")");
   }
 
   // An sgemm operand: the tensor itself, or its copy in `copy_layout` (made once per sync, see reordered_input).
