@@ -7,7 +7,7 @@ them alike; the table has medians and best runs, and the outputs of both are che
 Small batches are where per-run costs show: recording and planning, and copies of the weights into a library's
 layout (which metajit keeps across runs, docs/lowering.md). Writes bench/INFERENCE.md.
 
-    python bench/inference_benchmark.py [--runs N] [--models resnet18,transformer]
+    python bench/inference_benchmark.py [--runs N] [--models resnet18,transformer,lstm]
 """
 import argparse
 import os
@@ -28,6 +28,7 @@ from training_benchmark import VOCABULARY, transformer_model  # noqa: E402
 MODELS = {
     "resnet18": ((1, 8, 32), (3, 32, 32), "ResNet-18, CIFAR stem, 3x32x32 images"),
     "transformer": ((1, 16), (128,), "Transformer LM (2 pre-norm blocks, width 256), 128 tokens a sequence"),
+    "lstm": ((32,), (64, 128), "LSTM, 128 -> 256, 64 steps (batch is the second dim)"),
 }
 WARMUP_RUNS = 3
 
@@ -40,6 +41,8 @@ def build_models(name, torch):
         from metajit.models import resnet18
         from torch_reference_resnet import torch_resnet18_cifar
         ours, theirs = resnet18(num_classes=10, stem="cifar"), torch_resnet18_cifar()
+    elif name == "lstm":
+        ours, theirs = LSTMOutput(mj.nn.LSTM(128, 256)), LSTMOutput(torch.nn.LSTM(128, 256))
     else:
         ours, theirs = transformer_model(mj.nn, F), transformer_model(torch.nn, torch.nn.functional)
     # PyTorch's weights become metajit's, so both compute the same function (checked below).
@@ -50,9 +53,30 @@ def build_models(name, torch):
     return ours, theirs
 
 
+class LSTMOutput:
+    """An LSTM layer of either framework, called for its output sequence alone (its state is dropped)."""
+
+    def __init__(self, layer):
+        self.layer = layer
+
+    def __call__(self, sequence):
+        return self.layer(sequence)[0]
+
+    def state_dict(self):
+        return self.layer.state_dict()
+
+    def load_state_dict(self, values):
+        self.layer.load_state_dict(values)
+
+    def eval(self):
+        self.layer.eval()
+
+
 def inputs_for(name, batch, shape, rng):
     if name == "transformer":
         return rng.integers(0, VOCABULARY, (batch,) + shape).astype(np.int64)
+    if name == "lstm":  # [steps, batch, features]: nn.LSTM's default layout
+        return rng.standard_normal((shape[0], batch) + shape[1:]).astype(np.float32)
     return rng.standard_normal((batch,) + shape).astype(np.float32)
 
 
