@@ -23,6 +23,7 @@
 #include "jit/compiler.h"
 #include "jit/cuda_graph_runner.h"
 #include "jit/kernel_cache.h"
+#include "jit/launch_offsets.h"
 #include "jit/plan_cache.h"
 #include "jit/recompute_policy.h"
 #include "jit/reduce_loop_merging.h"
@@ -296,6 +297,10 @@ class JitGraphRunner : public GraphRunner {
       buffers[0] = storage->data();
       buffers.push_back(temporary->data());
     }
+    for (size_t index = 0; index < kernel.buffer_offsets.size(); ++index)
+      if (kernel.buffer_offsets[index])
+        buffers[index] = static_cast<char*>(buffers[index]) +
+                         kernel.buffer_offsets[index] * int64_t(dtype_size(kernel.lowered.kernel.buffers[index].dtype));
     int64_t work = kernel.rendered.work_items;
     if (work > 0) {
       parallel_for(work, kernel.rendered.grain,
@@ -476,7 +481,10 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, Con
     if (!planned.library || *epilogue) {
       merge_reduce_loops(lowered[index].kernel);
       if (render_cpu_source) {
-        planned.rendered = render_cpp(lowered[index].kernel);
+        IrKernel position_independent = lowered[index].kernel;
+        planned.buffer_offsets = move_constant_offsets_to_launch(position_independent);
+        planned.rendered = render_cpp(position_independent);
+        planned.rendered.header_comment += describe_launch_offsets(position_independent, planned.buffer_offsets);
         planned.key = cache.key_for(planned.rendered.source);
       }
     }

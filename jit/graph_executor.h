@@ -19,6 +19,9 @@ struct PlannedKernel {
   LoweredKernel lowered;
   RenderedKernel rendered;  // empty when a library call does all the work
   std::string key;          // of `rendered`
+  // Per buffer of `rendered`, the elements its launch adds to the buffer's start (jit/launch_offsets.h); empty
+  // when none. `lowered.kernel`, which the CUDA renderer reads, still has them in its index expressions.
+  std::vector<int64_t> buffer_offsets;
   // A vendor-library call computing the kernel's contraction. With `rendered` set it writes a temporary that
   // the rendered epilogue reads as its last input buffer; otherwise it writes the output itself.
   std::shared_ptr<const LibraryCall> library;
