@@ -33,6 +33,15 @@ bool reads_buffers_only(const Node& node, const std::unordered_set<Node*>& store
   return true;
 }
 
+// A view (slice, permute, broadcast) reading a buffer reads its own elements, never more than the buffer holds:
+// counting the whole buffer made x[t] of a 64-step sequence cost the sequence's 8 MB, so an LSTM step's gate
+// pre-activations were stored in a kernel of their own (19 us a step) instead of fused into the gate kernel.
+bool is_view_of_a_buffer(const Node& node, const std::unordered_set<Node*>& stored) {
+  return node.kind == NodeKind::View && is_buffer(node.inputs[0].get(), stored);
+}
+
+int64_t view_bytes(const Node& view) { return std::min(bytes_of(view), bytes_of(*view.inputs[0])); }
+
 // Bytes of the distinct buffers a recomputation of `value` reads; -1 when it reduces or gathers from a computed
 // value on the way, where the kernel's index arithmetic, not its traffic, may set its speed and the model does
 // not hold. A gather straight from buffers (an embedding lookup) counts the elements it reads and its index
@@ -48,6 +57,10 @@ int64_t recompute_bytes(Node* value, const std::unordered_set<Node*>& stored) {
     if (!seen.insert(node).second) continue;
     if (node != value && is_buffer(node, stored)) {
       total += bytes_of(*node);
+      continue;
+    }
+    if (node != value && is_view_of_a_buffer(*node, stored)) {
+      total += view_bytes(*node);
       continue;
     }
     if (node->kind == NodeKind::Reindex && node != value && reads_buffers_only(*node, stored)) {
@@ -152,6 +165,10 @@ int64_t plan_traffic(const std::vector<Node*>& groups, const std::unordered_set<
       if (!seen.insert(node).second) continue;
       if (is_buffer(node, stored)) {
         total += bytes_of(*node);
+        continue;
+      }
+      if (is_view_of_a_buffer(*node, stored)) {
+        total += view_bytes(*node);
         continue;
       }
       for (const NodePtr& input : node->inputs) stack.push_back(input.get());

@@ -383,6 +383,40 @@ def test_each_state_of_a_recurrence_is_stored_once(rng):
     assert largest < 7 * 16, largest  # seven ops a step: no kernel rebuilds even 16 steps of the chain
 
 
+def test_a_slice_of_a_stored_sequence_counts_as_the_slice_alone(rng):
+    """An LSTM step's gate pre-activations are projection[t] + h @ W^T + b, read by the cell's and the output's
+    kernels. Rebuilding them reads the slice projection[t], not the whole [64, 32, 1024] projection: the policy
+    counted all 8 MB, stored them in a kernel of their own (19 us a step) and the step took three launches.
+    Counted as the slice, they fuse into the gate kernel: a library call and one kernel per step."""
+    layer = mj.nn.LSTM(128, 256)
+    data = rng.standard_normal((64, 32, 128)).astype(np.float32)
+    with mj.no_grad():
+        output = layer(mj.array(data))[0]
+    kernels = mj.inspect(output, device="cpu")
+    assert len(kernels) <= 2 * 64 + 4, len(kernels)
+    reference = _numpy_lstm_output(layer, data)
+    np.testing.assert_allclose(output.numpy(), reference, rtol=1e-4, atol=1e-5)
+
+
+def _numpy_lstm_output(layer, data):
+    """The output sequence of a float64 numpy LSTM with `layer`'s weights (PyTorch's gate order i, f, g, o)."""
+    weights = {name: value.numpy().astype(np.float64) for name, value in layer.state_dict().items()}
+    size = weights["weight_hh_l0"].shape[1]
+    hidden = np.zeros((data.shape[1], size))
+    cell = np.zeros((data.shape[1], size))
+    outputs = []
+    sigmoid = lambda value: 1 / (1 + np.exp(-value))  # noqa: E731
+    for step in data.astype(np.float64):
+        gates = step @ weights["weight_ih_l0"].T + weights["bias_ih_l0"] + hidden @ weights["weight_hh_l0"].T + \
+            weights["bias_hh_l0"]
+        input_gate, forget_gate = sigmoid(gates[:, :size]), sigmoid(gates[:, size:2 * size])
+        candidate, output_gate = np.tanh(gates[:, 2 * size:3 * size]), sigmoid(gates[:, 3 * size:])
+        cell = forget_gate * cell + input_gate * candidate
+        hidden = output_gate * np.tanh(cell)
+        outputs.append(hidden)
+    return np.stack(outputs)
+
+
 def test_softmax_multiplies_by_a_reciprocal_and_user_division_stays_division(rng):
     """Softmax is e * (1 / sum) in the graph, as PyTorch computes it: one division per row (LLVM hoists it out
     of the element loop). A user's x / x.sum() stays a true division in every kernel."""
