@@ -386,6 +386,48 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, Con
       if (added.count(node)) return false;
     return true;
   };
+  // A library call's result read by one elementwise value that is stored too (a Linear layer's x @ W^T, then
+  // + bias, which many kernels read: an RNN's input projection sliced per step, attention's q, k and v taken
+  // from one projection). The fixpoint stores the product first, for a reader that found it inside its
+  // kernel, and the sum later, for its many readers: two passes where the call could add the bias itself.
+  // When the reader's own kernel, with the product inlined again, folds into the call, it takes the product's
+  // place.
+  auto fold_stored_consumers_into_calls = [&] {
+    std::unordered_set<Node*> target_nodes;
+    for (const NodePtr& target : targets) target_nodes.insert(target.get());
+    std::unordered_map<Node*, Node*> only_reader;  // pending node -> its one pending reader
+    for (const auto& [node, pointer] : pending_nodes)
+      for (const NodePtr& input : node->inputs)
+        if (consumers.count(input.get()) && consumers.at(input.get()) == 1) only_reader[input.get()] = node;
+    std::unordered_set<Node*> folded;
+    for (const NodePtr& root : roots) {
+      Node* product = root.get();
+      auto product_plan = plans.find(product);
+      if (product_plan == plans.end() || !product_plan->second.match.contraction ||
+          product_plan->second.match.epilogue || target_nodes.count(product) || !only_reader.count(product))
+        continue;
+      Node* reader = only_reader.at(product);
+      if (!materialized.count(reader) || !plans.count(reader) || folded.count(reader)) continue;
+      materialized.erase(product);
+      RootPlan plan;
+      plan.result = lower_group(find_node(reader), materialized, &consumers);
+      bool folds = false;
+      if (plan.result.materialize_requests.empty()) {
+        plan.match = match_contraction(plan.result.lowered);
+        if (plan.match.contraction && plan.match.materialize.empty())
+          for (const ContractionMatch::Folded& fold : plan.match.folds) folds = folds || backend(fold.contraction);
+      }
+      if (!folds) {
+        materialized.insert(product);
+        continue;
+      }
+      plans[reader] = std::move(plan);
+      plans.erase(product);
+      folded.insert(product);
+    }
+    roots.erase(std::remove_if(roots.begin(), roots.end(), [&](const NodePtr& root) { return folded.count(root.get()); }),
+                roots.end());
+  };
   for (int iteration = 0;; ++iteration) {
     if (iteration > 10000) throw std::logic_error("fusion planning did not converge");
     std::sort(roots.begin(), roots.end(), [](const NodePtr& a, const NodePtr& b) { return a->id < b->id; });
@@ -427,6 +469,7 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, Con
       added.insert(request);
     }
   }
+  if (use_library) fold_stored_consumers_into_calls();
   std::vector<LoweredKernel> lowered;
   std::vector<ContractionMatch> matches;
   for (const NodePtr& root : roots) {
