@@ -138,10 +138,17 @@ def test_broadcast_jittor_semantics(rng):
     (slice(1, 5, 2), slice(None, None, -1)), (Ellipsis, None), (-1,), (slice(None), -2), (1, slice(2, None), 0),
     (None, 2, Ellipsis, None), (slice(-3, None),), (slice(None, None, -2), slice(1, -1)), (slice(5, 1, -1),),
     (slice(8, 20),), (slice(3, 3),), (Ellipsis, 1), (0, 0, 0),
+    # keys the C++ fast path (_core.basic_view) leaves to the general parse: numpy integers, bools
+    (np.int64(2), slice(None)), (slice(None), np.int32(-1)), (True,), (1, False),
 ], ids=repr)
 def test_basic_slicing_matches_numpy(key, rng):
     data = rng.standard_normal((7, 6, 5)).astype(np.float32)
     assert_close(mj.array(data)[key], data[key], rtol=0)
+
+
+def test_a_zero_slice_step_raises_value_error():
+    with pytest.raises(ValueError, match="step cannot be zero"):
+        mj.array(np.zeros((7, 6), np.float32))[:, ::0]
 
 
 def test_slicing_of_slices_and_expressions(rng):
@@ -153,7 +160,7 @@ def test_slicing_of_slices_and_expressions(rng):
     assert x[3, 4].shape == ()
 
 
-@pytest.mark.parametrize("key", [7, -8, (0, 6), (slice(None), -9)], ids=repr)
+@pytest.mark.parametrize("key", [7, -8, (0, 6), (slice(None), -9), 2 ** 70, (0, -2 ** 70)], ids=repr)
 def test_out_of_range_integer_index_raises_index_error(key):
     x = mj.array(np.zeros((7, 6), np.float32))
     with pytest.raises(IndexError, match="out of bounds"):

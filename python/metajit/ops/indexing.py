@@ -241,41 +241,12 @@ class _Key:
         return shape, mapping
 
 
-def _basic_view(shape, key):
-    """(result shape, View mapping) for a key of in-range integers and slices only (x[t], x[:, :n]), else None.
-    The common key skips _Key's general parse: a recurrent layer slices every step, and that parse cost about
-    7 us a key where recording an op costs 0.5."""
-    items = key if type(key) is tuple else (key,)
-    if len(items) > len(shape):
-        return None
-    result, mapping = [], []
-    for dim, item in enumerate(items):
-        extent = shape[dim]
-        kind = type(item)
-        if kind is int:
-            if not -extent <= item < extent:
-                return None  # _Key raises the error
-            mapping.append((-1, 0, item + extent if item < 0 else item))
-        elif kind is slice:
-            start, stop, step = item.indices(extent)
-            length = len(range(start, stop, step))
-            mapping.append((len(result), step, start if length else 0))
-            result.append(length)
-        else:
-            return None
-    for dim in range(len(items), len(shape)):
-        mapping.append((len(result), 1, 0))
-        result.append(shape[dim])
-    return result, mapping
-
-
 def getitem(self, key):
     """x[key] with integers, slices, None, ..., integer arrays and boolean masks (PyTorch semantics)."""
-    shape = self.shape
-    basic = _basic_view(shape, key)
+    basic = _core.basic_view(self, key)  # in-range integers and slices, the common key, parsed in C++
     if basic is not None:
-        return _core.view(self, basic[0], basic[1])
-    parsed = _Key(shape, key)
+        return basic
+    parsed = _Key(self.shape, key)
     if not parsed.advanced:
         shape, mapping = parsed.view_mapping()
         return _core.view(self, shape, mapping)
