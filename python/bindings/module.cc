@@ -517,6 +517,7 @@ PYBIND11_MODULE(_core, module) {
       entry["body"] = kernel.rendered.source;
       entry["library"] = kernel.library ? py::object(py::str(kernel.library->describe())) : py::object(py::none());
       entry["contraction"] = kernel.contraction.empty() ? py::object(py::none()) : py::object(py::str(kernel.contraction));
+      entry["buffer_offsets"] = kernel.buffer_offsets;
       kernels.append(entry);
     }
     return kernels;

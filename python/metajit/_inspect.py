@@ -39,6 +39,9 @@ class Kernel:
         self.header = entry["header"]
         self.full_source = entry["body"]
         self.where = entry["cached"]         # "memory", "bundle", "disk", "library" or "" (would compile)
+        # Per buffer (outputs, then inputs, in the kernel's parameter order), the elements its launch adds to the
+        # buffer's start: x[t] is compiled as x[0], so slices at any offset share the kernel (empty: none).
+        self.buffer_offsets = list(entry.get("buffer_offsets", []))
         self.schedule = entry.get("schedule")  # CUDA: "thread per element", "block per row", ...
         # CUDA: (entry function, work items, one block per item?, blocks that cover the work once) per launch
         self.launches = list(entry.get("launches", []))

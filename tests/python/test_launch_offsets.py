@@ -27,6 +27,8 @@ def test_slices_of_a_sequence_share_one_kernel(rng):
         keys.update(step_keys)
         if step:
             assert any(f"starts {step * 5 * 37} elements into its buffer" in header for header in headers)
+            kernel, = mj.inspect(y)
+            assert kernel.buffer_offsets == [0, step * 5 * 37], kernel.buffer_offsets
         np.testing.assert_allclose(y.numpy(), np.tanh(data[step].astype(np.float64) * 3 + 1), rtol=1e-5, atol=1e-6)
     assert len(keys) == 1
 
