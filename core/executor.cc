@@ -5,7 +5,6 @@
 #include <mutex>
 #include <shared_mutex>
 #include <stdexcept>
-#include <unordered_set>
 
 namespace metajit {
 namespace {
@@ -61,9 +60,10 @@ void assign_storage(Node& node, StoragePtr storage) {
 
 void check_no_stale_reads(const std::vector<NodePtr>& targets) {
   std::vector<Node*> stack;
-  std::unordered_set<Node*> seen;
+  uint64_t mark = next_walk_mark();  // under the sync lock
+  auto first_visit = [mark](Node* node) { return node->walk_mark != mark && (node->walk_mark = mark, true); };
   for (const NodePtr& target : targets)
-    if (target && !target->is_computed() && seen.insert(target.get()).second) stack.push_back(target.get());
+    if (target && !target->is_computed() && first_visit(target.get())) stack.push_back(target.get());
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();
@@ -75,7 +75,7 @@ void check_no_stale_reads(const std::vector<NodePtr>& targets) {
             node->provenance.to_string() + ") reads a Var whose value was replaced (optimizer step or assign()) "
             "after this op was recorded; computing it now would mix old and new values. Compute it before the "
             "update (mj.sync, or read it before optimizer.step()), or record it again from the new values.");
-      if (!input->is_computed() && seen.insert(input.get()).second) stack.push_back(input.get());
+      if (!input->is_computed() && first_visit(input.get())) stack.push_back(input.get());
     }
   }
 }

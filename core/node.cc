@@ -111,6 +111,11 @@ bool Node::any_input_requires_grad() const {
   return false;
 }
 
+uint64_t next_walk_mark() {
+  static std::atomic<uint64_t> last{0};
+  return ++last;
+}
+
 NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> inputs) {
   // A byte size beyond int64 would wrap the allocation size (and the kernel would write past the buffer).
   int64_t bytes = dtype_size(dtype);

@@ -97,6 +97,11 @@ struct Node {
   // values, so nodes remember the assignment epoch they were created in and the executor refuses such reads.
   uint64_t created_epoch = 0;
   uint64_t assigned_epoch = 0;  // when this node's value was last replaced (0: never)
+  // Scratch of the graph walks a sync makes under its lock (core/executor.cc, jit/plan_cache.cc): a walk takes a
+  // fresh mark from next_walk_mark() and stamps the nodes it reaches, where a hash set of node pointers cost a
+  // heap allocation per node (4834 nodes in a 64-step LSTM's training step, 9700 allocations a sync).
+  mutable uint64_t walk_mark = 0;
+  mutable int32_t walk_position = -1;  // jit/plan_cache.cc: the node's position in the graph signature
 
   bool is_computed() const { return storage != nullptr; }
   bool any_input_requires_grad() const;
@@ -104,6 +109,9 @@ struct Node {
   // Human-readable op name, e.g. "exp", "add", "reindex", "sum".
   std::string op_name() const;
 };
+
+// A mark no node carries yet, for one walk under the sync lock (Node::walk_mark).
+uint64_t next_walk_mark();
 
 NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> inputs = {});
 // A computed leaf holding a fresh uninitialised buffer of the right size.

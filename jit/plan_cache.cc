@@ -3,6 +3,7 @@
 // is emptied (a loop's plans are re-made within one step).
 #include "jit/plan_cache.h"
 
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
@@ -61,32 +62,37 @@ void describe_node(const Node& node, std::string* text) {
 
 GraphSignature graph_signature(const std::vector<NodePtr>& targets) {
   GraphSignature signature;
-  signature.text.reserve(4096);
-  std::unordered_map<const Node*, int> positions;
+  // Runs under the sync lock, so the nodes carry their positions (Node::walk_mark / walk_position), and the
+  // previous signature's size is a good guess at this one's: a training step's text grew by doubling to
+  // 770 KB, copying and freeing each smaller buffer on the way.
+  static size_t previous_size = 4096;
+  signature.text.reserve(previous_size + previous_size / 8);
+  uint64_t mark = next_walk_mark();
+  auto placed = [mark](const Node& node) { return node.walk_mark == mark; };
   struct Frame {
     const NodePtr* node;
     size_t next_input;
   };
   std::vector<Frame> stack;
   auto visit = [&](const NodePtr& root) {
-    if (positions.count(root.get())) return;
+    if (placed(*root)) return;
     stack.push_back({&root, 0});
     while (!stack.empty()) {
       Frame& frame = stack.back();
       const Node& node = **frame.node;
       if (!node.is_computed() && frame.next_input < node.inputs.size()) {
         const NodePtr& input = node.inputs[frame.next_input++];
-        if (!positions.count(input.get())) stack.push_back({&input, 0});
+        if (!placed(*input)) stack.push_back({&input, 0});
         continue;
       }
-      if (!positions.count(&node)) {
-        int position = int(signature.nodes.size());
-        positions[&node] = position;
+      if (!placed(node)) {
+        node.walk_mark = mark;
+        node.walk_position = int32_t(signature.nodes.size());
         signature.nodes.push_back(*frame.node);
         describe_node(node, &signature.text);
         if (!node.is_computed()) {
           append_number(&signature.text, int64_t(node.inputs.size()));
-          for (const NodePtr& input : node.inputs) append_number(&signature.text, positions.at(input.get()));
+          for (const NodePtr& input : node.inputs) append_number(&signature.text, input->walk_position);
         }
       }
       stack.pop_back();
@@ -95,12 +101,13 @@ GraphSignature graph_signature(const std::vector<NodePtr>& targets) {
   for (const NodePtr& target : targets) visit(target);
   append_number(&signature.text, int64_t(targets.size()));
   for (const NodePtr& target : targets) {
-    signature.targets.push_back(positions.at(target.get()));
+    signature.targets.push_back(target->walk_position);
     append_number(&signature.text, signature.targets.back());
   }
   signature.text += library_lowering_enabled() ? "L" : "G";
   signature.text += sibling_kernels_enabled() ? "M" : "S";  // several outputs per kernel, or one
   signature.text += convolution_algorithm_name(convolution_algorithm());  // library calls differ by it
+  previous_size = std::max<size_t>(4096, signature.text.size());
   return signature;
 }
 
