@@ -328,6 +328,23 @@ IrExprPtr ir_with_args(const IrExprPtr& expression, std::vector<IrExprPtr> args)
   return copy;
 }
 
+IrExprPtr ir_rewrite(const IrExprPtr& expression, const IrVisitor& visit) {
+  if (!expression) return expression;
+  std::vector<IrExprPtr> args;
+  args.reserve(expression->args.size());
+  for (const IrExprPtr& argument : expression->args) args.push_back(ir_rewrite(argument, visit));
+  return visit(ir_with_args(expression, std::move(args)));
+}
+
+void ir_rewrite_statements(std::vector<IrStatement>& statements, const IrVisitor& visit) {
+  for (IrStatement& statement : statements) {
+    statement.value = ir_rewrite(statement.value, visit);
+    statement.offset = ir_rewrite(statement.offset, visit);
+    statement.condition = ir_rewrite(statement.condition, visit);
+    ir_rewrite_statements(statement.body, visit);
+  }
+}
+
 bool statements_split_variable(const std::vector<IrStatement>& statements, const std::string& name) {
   for (const IrStatement& statement : statements) {
     for (const IrExprPtr* part : {&statement.value, &statement.offset, &statement.condition})

@@ -3,6 +3,7 @@
 // renderer and the CUDA renderer read it; it never refers to graph nodes.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,10 @@ IrExprPtr ir_index(IndexOperator op, IrExprPtr left, IrExprPtr right = nullptr);
 // `expression` with new operands (index arithmetic goes back through ir_index, so it simplifies again); itself
 // when every operand is the same object. For IR-to-IR passes that substitute inside expressions.
 IrExprPtr ir_with_args(const IrExprPtr& expression, std::vector<IrExprPtr> args);
+// `expression` rebuilt bottom up: `visit` sees each node with its operands already rewritten (through
+// ir_with_args) and returns its replacement. Null stays null.
+using IrVisitor = std::function<IrExprPtr(const IrExprPtr&)>;
+IrExprPtr ir_rewrite(const IrExprPtr& expression, const IrVisitor& visit);
 
 // Conservative value range of an integer/bool expression (loop variables span [0, extent-1]).
 struct IrRange { int64_t low, high; };
@@ -91,6 +96,9 @@ struct IrStatement {
   // once). The array is as long as the row.
   std::string spill;
 };
+
+// ir_rewrite of every expression of `statements`: values, offsets, conditions, and the bodies of loops.
+void ir_rewrite_statements(std::vector<IrStatement>& statements, const IrVisitor& visit);
 
 // Whether `condition` says loop variable `low` <= loop variable `high`: written !(low > high), low <= high or
 // high >= low (a reindex's "skip when low > high" arrives as the first).

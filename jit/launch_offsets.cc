@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <functional>
 
 namespace metajit {
 namespace {
@@ -43,39 +42,18 @@ IrExprPtr without_constant_term(const IrExprPtr& expression) {
   return expression;
 }
 
-using ExpressionVisitor = std::function<IrExprPtr(const IrExprPtr&)>;
-
-// Rebuilds every expression of `statements` bottom up through `visit` (which sees each node with its operands
-// already visited).
-IrExprPtr rebuild(const IrExprPtr& expression, const ExpressionVisitor& visit) {
-  if (!expression) return expression;
-  std::vector<IrExprPtr> args;
-  args.reserve(expression->args.size());
-  for (const IrExprPtr& argument : expression->args) args.push_back(rebuild(argument, visit));
-  return visit(ir_with_args(expression, std::move(args)));
-}
-
-void rebuild_statements(std::vector<IrStatement>& statements, const ExpressionVisitor& visit) {
-  for (IrStatement& statement : statements) {
-    statement.value = rebuild(statement.value, visit);
-    statement.offset = rebuild(statement.offset, visit);
-    statement.condition = rebuild(statement.condition, visit);
-    rebuild_statements(statement.body, visit);
-  }
-}
-
 }  // namespace
 
 std::vector<int64_t> move_constant_offsets_to_launch(IrKernel& kernel) {
   size_t count = kernel.buffers.size();
   std::vector<int64_t> least(count, INT64_MAX);  // per buffer: the smallest constant any of its reads adds
-  ExpressionVisitor measure = [&](const IrExprPtr& expression) {
+  IrVisitor measure = [&](const IrExprPtr& expression) {
     if (expression->kind == IrKind::Load && size_t(expression->buffer) < count)
       least[expression->buffer] = std::min(least[expression->buffer], constant_term(expression->args[0]));
     return expression;
   };
-  rebuild_statements(kernel.row_body, measure);
-  rebuild_statements(kernel.body, measure);
+  ir_rewrite_statements(kernel.row_body, measure);
+  ir_rewrite_statements(kernel.body, measure);
   std::vector<int64_t> offsets(count, 0);
   bool moved = false;
   for (size_t buffer = 0; buffer < count; ++buffer) {
@@ -84,15 +62,15 @@ std::vector<int64_t> move_constant_offsets_to_launch(IrKernel& kernel) {
     moved = true;
   }
   if (!moved) return {};
-  ExpressionVisitor move = [&](const IrExprPtr& expression) {
+  IrVisitor move = [&](const IrExprPtr& expression) {
     if (expression->kind != IrKind::Load || offsets[expression->buffer] == 0) return expression;
     const IrExprPtr& offset = expression->args[0];
     IrExprPtr rest = ir_index(IndexOperator::Add, without_constant_term(offset),
                               ir_int(constant_term(offset) - offsets[expression->buffer]));
     return ir_with_args(expression, {rest});
   };
-  rebuild_statements(kernel.row_body, move);
-  rebuild_statements(kernel.body, move);
+  ir_rewrite_statements(kernel.row_body, move);
+  ir_rewrite_statements(kernel.body, move);
   return offsets;
 }
 

@@ -10,25 +10,13 @@ namespace {
 
 using Substitution = std::unordered_map<std::string, IrExprPtr>;
 
-IrExprPtr substitute(const IrExprPtr& expression, const Substitution& substitution) {
-  if (!expression) return expression;
-  if (expression->kind == IrKind::Variable) {
+// The loop variables of `substitution` replaced by their expressions.
+IrVisitor substituting(const Substitution& substitution) {
+  return [&substitution](const IrExprPtr& expression) {
+    if (expression->kind != IrKind::Variable) return expression;
     auto found = substitution.find(expression->name);
     return found == substitution.end() ? expression : found->second;
-  }
-  if (expression->args.empty()) return expression;
-  std::vector<IrExprPtr> args;
-  for (const IrExprPtr& argument : expression->args) args.push_back(substitute(argument, substitution));
-  return ir_with_args(expression, std::move(args));
-}
-
-void substitute_statements(std::vector<IrStatement>& statements, const Substitution& substitution) {
-  for (IrStatement& statement : statements) {
-    statement.value = substitute(statement.value, substitution);
-    statement.offset = substitute(statement.offset, substitution);
-    statement.condition = substitute(statement.condition, substitution);
-    substitute_statements(statement.body, substitution);
-  }
+  };
 }
 
 // Tries to merge loops `position` and `position + 1` of `loop`; returns whether it did.
@@ -40,8 +28,9 @@ bool merge_pair(IrStatement& loop, size_t position) {
   Substitution substitution{{outer, ir_index(IndexOperator::FloorDivide, index, ir_int(inner_extent))},
                             {inner, ir_index(IndexOperator::FloorModulo, index, ir_int(inner_extent))}};
   IrStatement candidate = loop;
-  candidate.value = substitute(candidate.value, substitution);
-  substitute_statements(candidate.body, substitution);
+  IrVisitor substitute = substituting(substitution);
+  candidate.value = ir_rewrite(candidate.value, substitute);
+  ir_rewrite_statements(candidate.body, substitute);
   if (splits_variable(candidate.value, merged) || statements_split_variable(candidate.body, merged)) return false;
   candidate.loops[position] = {merged, outer_extent * inner_extent};
   candidate.loops.erase(candidate.loops.begin() + long(position) + 1);
