@@ -66,6 +66,33 @@ print(int(np.array_equal(values, expected)), int(stats["kernels_compiled"]), int
     assert from_bundle >= 3  # the fused kernels and the Code op
 
 
+def test_a_bundle_recorded_at_one_position_serves_every_other(tmp_path):
+    """Slices compile as x[0] with their offset added at launch (jit/launch_offsets.h): the kernels recorded for
+    step 0 of a loop over x[t] serve step 37 in a deployment that may not compile."""
+    model = """
+import numpy as np, metajit as mj
+x = mj.array(np.random.default_rng(5).normal(size=(40, 8, 33)).astype(np.float32))
+def run(step):
+    return ((x[step] * 2.0).tanh() + x[step + 1]).softmax(1).numpy()
+"""
+    record = model + f"""
+with mj.cache.record() as recording:
+    run(0)
+recording.save({str(tmp_path / 'steps.mjb')!r})
+np.save({str(tmp_path / 'expected.npy')!r}, run(37))
+"""
+    completed = run_python(record, tmp_path, METAJIT_CACHE_DIR=str(tmp_path / "cache"))
+    assert completed.returncode == 0, completed.stderr
+    serve = model + f"""
+values = run(37)
+print(int(np.array_equal(values, np.load({str(tmp_path / 'expected.npy')!r}))), int(mj.stats()["kernels_compiled"]))
+"""
+    completed = run_python(serve, tmp_path, METAJIT_CACHE_DIR=str(tmp_path / "empty-cache"), METAJIT_COMPILE="never",
+                           METAJIT_BUNDLE=str(tmp_path / "steps.mjb"))
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.split() == ["1", "0"], completed.stdout
+
+
 def test_a_bundle_recorded_after_warm_up_still_carries_the_runtime_support(tmp_path):
     """The runtime support object (jit/runtime_support.h) is linked once, by the first kernel that calls into it;
     a recording that starts later must still carry it, or the deployed exp kernel could not be linked."""
