@@ -2,7 +2,9 @@
 // a bad expression raises at the user's call, never at execution time.
 #include "meta_ops/reduce.h"
 
+#include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "meta_ops/broadcast.h"
 #include "meta_ops/elementwise.h"
@@ -37,19 +39,54 @@ IndexContext make_context(int loop_rank, int x_rank, int y_rank, const std::vect
   return context;
 }
 
-std::shared_ptr<IndexPayload> parse_payload(const char* what, const std::vector<std::string>& indexes,
-                                            size_t expected_indexes, const std::vector<std::string>& conditions,
-                                            const IndexContext& context) {
+// The cache key of a parse: everything it depends on (not the shapes: `xshape0` stays a name). Each string is
+// preceded by its length, so no two parses share a key.
+std::string payload_key(const std::vector<std::string>& indexes, const std::vector<std::string>& conditions,
+                        const IndexContext& context) {
+  std::string key = std::to_string(context.loop_rank) + "," + std::to_string(context.x_rank) + "," +
+                    std::to_string(context.y_rank) + ",";
+  for (size_t extra = 0; extra < context.extra_ranks.size(); ++extra)
+    key += std::to_string(context.extra_ranks[extra]) +
+           (extra < context.extra_is_boolean.size() && context.extra_is_boolean[extra] ? "b," : "i,");
+  for (const std::vector<std::string>* texts : {&indexes, &conditions}) {
+    key += "|";
+    for (const std::string& text : *texts) key += std::to_string(text.size()) + ":" + text;
+  }
+  return key;
+}
+
+// Parsed payloads by payload_key. A loop records the same reindexes every step (cat and stack place each piece
+// with one; a 64-step LSTM's training step records about 475), and parsing and simplifying took 2-3 us of the
+// 3-4 us each cost. Payloads are immutable, so nodes share them. Emptied when full, like the plan cache.
+std::shared_ptr<const IndexPayload> cached_payload(const std::string& key, std::shared_ptr<const IndexPayload> parsed) {
+  constexpr size_t kMaximumPayloads = 4096;
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::shared_ptr<const IndexPayload>> payloads;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!parsed) {
+    auto found = payloads.find(key);
+    return found == payloads.end() ? nullptr : found->second;
+  }
+  if (payloads.size() >= kMaximumPayloads) payloads.clear();
+  payloads.emplace(key, parsed);
+  return parsed;
+}
+
+std::shared_ptr<const IndexPayload> parse_payload(const char* what, const std::vector<std::string>& indexes,
+                                                  size_t expected_indexes, const std::vector<std::string>& conditions,
+                                                  const IndexContext& context) {
   if (indexes.size() != expected_indexes)
     throw std::invalid_argument(std::string(what) + ": expected " + std::to_string(expected_indexes) +
                                 " index expressions (one per " + (std::string(what) == "reindex" ? "input" : "output") +
                                 " dimension), got " + std::to_string(indexes.size()));
+  std::string key = payload_key(indexes, conditions, context);
+  if (std::shared_ptr<const IndexPayload> found = cached_payload(key, nullptr)) return found;
   auto payload = std::make_shared<IndexPayload>();
   for (const std::string& text : indexes)
     payload->indexes.push_back(simplify(parse_index_expression(text, context, IndexType::Integer)));
   for (const std::string& text : conditions)
     payload->overflow_conditions.push_back(simplify(parse_index_expression(text, context, IndexType::Boolean)));
-  return payload;
+  return cached_payload(key, std::move(payload));
 }
 
 void check_shape(const Shape& shape) {

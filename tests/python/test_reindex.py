@@ -222,3 +222,19 @@ def test_index_language_floor_semantics_ternary_and_functions(rng):
     # / is a floor division: positions -3..3 map to -2, -1, -1, 0, 0, 1, 1 (plus 2 to stay in range)
     positions = np.arange(-3, 4)
     assert_close(mj.reindex(x, [7], ["(i0 - 3) / 2 + 2"]), data[positions // 2 + 2], rtol=0)
+
+
+def test_parsed_index_expressions_are_shared_only_where_they_mean_the_same():
+    """Parses are cached by their strings and what the names in them refer to (meta_ops/reduce.cc): the same text
+    over an output of another rank, or with a boolean extra where an integer one was, is parsed (and refused)
+    again, not served from the cache."""
+    data = np.arange(4.0, dtype=np.float32)
+    x = mj.array(data)
+    columns = mj.reindex(x, [4, 2], ["yshape1 - 2 + i0"])  # x[i0] in both columns
+    assert_close(columns, np.repeat(data[:, None], 2, 1), rtol=0)
+    with pytest.raises(ValueError, match="yshape1"):
+        mj.reindex(x, [4], ["yshape1 - 2 + i0"])
+    picks = mj.array(np.array([2, 0, 1]))
+    assert_close(mj.reindex(x, [3], ["@e0(i0)"], extras=[picks]), data[[2, 0, 1]], rtol=0)
+    with pytest.raises(ValueError, match="integer index is required"):
+        mj.reindex(x, [3], ["@e0(i0)"], extras=[mj.array(np.array([True, False, True]))])
