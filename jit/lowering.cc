@@ -94,7 +94,7 @@ class Lowerer {
                                 siblings_[position]->shape, true});
     scopes_.push_back({&kernel.row_body, {}});  // kRowScope
     scopes_.push_back({&kernel.body, {}});      // kElementScope
-    if (root_->kind == NodeKind::ReindexReduce) {
+    if (root_->kind == NodeKind::ReindexReduce && computed_ == root_) {
       lower_scatter();
     } else {
       kernel.kind = IrKernel::Kind::Pointwise;
@@ -788,8 +788,30 @@ static LoweringResult lower_group_computing(const NodePtr& root, const NodePtr& 
   return with_inlined_of(Lowerer(root, materialized, consumers, first.row_reductions(), 0, computed).run(), result);
 }
 
+// An add-scatter of a pending value onto its own indices, each element landing once (cat and stack compute a
+// join of many pieces into a buffer this way when gradients flow): the value itself, stored. As a scatter it
+// zeroed the output first and then added each element in: stacking an LSTM's 64 gate gradients of [32, 1024]
+// took 1.6 ms, against about 0.5 as a plain pointwise kernel.
+bool stores_its_source_unchanged(const Node& root, const std::unordered_set<Node*>& materialized) {
+  if (root.kind != NodeKind::ReindexReduce || ReduceOp(root.op_code) != ReduceOp::Add || root.inputs.size() != 1)
+    return false;
+  const Node& source = *root.inputs[0];
+  if (source.is_computed() || materialized.count(const_cast<Node*>(&source)) || source.shape != root.shape ||
+      source.dtype != root.dtype || source.kind == NodeKind::Code || source.kind == NodeKind::ReindexReduce)
+    return false;
+  const auto& payload = static_cast<const IndexPayload&>(*root.payload);
+  if (!payload.overflow_conditions.empty() || payload.indexes.size() != root.shape.size()) return false;
+  for (size_t dim = 0; dim < payload.indexes.size(); ++dim) {
+    int which = -1;
+    if (!is_loop_index(payload.indexes[dim], &which) || which != int(dim)) return false;
+  }
+  return true;
+}
+
 LoweringResult lower_group(const NodePtr& root, const std::unordered_set<Node*>& materialized,
                            const ConsumerCounts* consumers) {
+  if (stores_its_source_unchanged(*root, materialized))
+    return lower_group_computing(root, root->inputs[0], materialized, consumers);
   LoweringResult result = lower_group_computing(root, root, materialized, consumers);
   if (result.materialize_requests.empty() || root->kind != NodeKind::Reshape) return result;
   // A root that only reshapes a pending value: computed at the reshape's indices, a reduction inside it is read

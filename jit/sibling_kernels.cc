@@ -23,11 +23,12 @@ std::atomic<bool> enabled_{[] {
 }()};
 
 // Elementwise and gather kernels only: a reduction's loops (column sums, row passes) and library calls have
-// shapes of their own that the renderer and the matcher look for.
+// shapes of their own that the renderer and the matcher look for. A scatter onto the source's own indices
+// lowers as a pointwise kernel of its source (jit/lowering.cc), but its node has no elementwise value to join.
 bool joinable(const LoweredKernel& lowered, const ContractionMatch& match) {
   const NodePtr& output = lowered.output;
-  if (!output || output->kind == NodeKind::Code || match.contraction || !lowered.siblings.empty() ||
-      output->numel() == 0)
+  if (!output || output->kind == NodeKind::Code || output->kind == NodeKind::ReindexReduce || match.contraction ||
+      !lowered.siblings.empty() || output->numel() == 0)
     return false;
   const IrKernel& kernel = lowered.kernel;
   if (kernel.kind != IrKernel::Kind::Pointwise || !kernel.row_body.empty()) return false;

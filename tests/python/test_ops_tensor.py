@@ -76,6 +76,24 @@ def test_joins_of_more_pieces_than_a_kernel_loops_over_go_in_groups(rng, count):
     check_against_torch(lambda *p: mj.stack(list(p), 0) ** 2, lambda *p: torch.stack(list(p), 0) ** 2, *same)
 
 
+def test_buffered_joins_are_stored_by_pointwise_kernels(rng):
+    """The buffered path stores the join with an add-scatter onto its own indices; each element lands once, so it
+    lowers as a plain pointwise kernel of the join (jit/lowering.cc stores_its_source_unchanged): as a scatter it
+    zeroed the buffer and added every element in, 1.6 ms against 1.0 for 64 [32, 1024] pieces. Values and the
+    gradient of the scale they all share match numpy."""
+    datas = [rng.standard_normal((3, 5)).astype(np.float32) for _ in range(12)]
+    scale = mj.array(np.array([1.5], np.float32))
+    scale.requires_grad = True
+    joined = mj.stack([mj.array(data) * scale for data in datas], 0)
+    kernels = mj.inspect(joined, device="cpu")
+    assert kernels and all(kernel.header.startswith("// metajit kernel: pointwise") for kernel in kernels), \
+        [kernel.header.splitlines()[0] for kernel in kernels]
+    np.testing.assert_allclose(joined.numpy(), np.stack(datas) * 1.5, rtol=1e-6)
+    weights = rng.standard_normal((12, 3, 5)).astype(np.float32)
+    gradient, = mj.grad((mj.stack([mj.array(data) * scale for data in datas], 0) * mj.array(weights)).sum(), [scale])
+    np.testing.assert_allclose(gradient.numpy(), [(np.stack(datas).astype(np.float64) * weights).sum()], rtol=1e-4)
+
+
 def test_cat_is_one_kernel(rng):
     pieces = [mj.array(rng.uniform(size=(4, n)).astype(np.float32)) for n in (1, 2, 3)]
     assert len(mj.inspect_kernels(mj.cat(pieces, 1) * 2)) == 1
