@@ -790,8 +790,8 @@ static LoweringResult lower_group_computing(const NodePtr& root, const NodePtr& 
 
 // An add-scatter of a pending value onto its own indices, each element landing once (cat and stack compute a
 // join of many pieces into a buffer this way when gradients flow): the value itself, stored. As a scatter it
-// zeroed the output first and then added each element in: stacking an LSTM's 64 gate gradients of [32, 1024]
-// took 1.6 ms, against about 0.5 as a plain pointwise kernel.
+// zeroed the output first and then added each element in: stacking 64 pieces of [32, 1024] (an LSTM's gate
+// gradients; groups of 8, each stored, then the groups) took 1.66 ms, as pointwise kernels 1.02.
 bool stores_its_source_unchanged(const Node& root, const std::unordered_set<Node*>& materialized) {
   if (root.kind != NodeKind::ReindexReduce || ReduceOp(root.op_code) != ReduceOp::Add || root.inputs.size() != 1)
     return false;
