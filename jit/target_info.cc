@@ -14,7 +14,13 @@
 namespace metajit {
 
 std::string host_cpu_name() {
-  static const std::string name = llvm::sys::getHostCPUName().str();
+  static const std::string name = [] {
+    std::string detected = llvm::sys::getHostCPUName().str();
+    // LLVM 14 calls CPUs newer than itself "generic" (AMD Zen 5, family 0x1a), a name its own x86 front end
+    // refuses. The baseline x86-64 with the host's feature list (host_cpu_features) builds the same ISA.
+    if (detected == "generic" && host_triple().rfind("x86_64", 0) == 0) return std::string("x86-64");
+    return detected;
+  }();
   return name;
 }
 
