@@ -48,38 +48,6 @@ NodePtr pending_source(const Node& node) {
   return node.inputs[0];
 }
 
-void assign_storage(Node& node, StoragePtr storage) {
-  uint64_t epoch = next_assign_epoch();
-  {
-    std::unique_lock<std::shared_mutex> lock(edges_mutex());
-    node.storage = std::move(storage);
-    node.assigned_epoch = epoch;
-  }
-  release_inputs(node);
-}
-
-void check_no_stale_reads(const std::vector<NodePtr>& targets) {
-  std::vector<Node*> stack;
-  uint64_t mark = next_walk_mark();  // under the sync lock
-  auto first_visit = [mark](Node* node) { return node->walk_mark != mark && (node->walk_mark = mark, true); };
-  for (const NodePtr& target : targets)
-    if (target && !target->is_computed() && first_visit(target.get())) stack.push_back(target.get());
-  while (!stack.empty()) {
-    Node* node = stack.back();
-    stack.pop_back();
-    for (const NodePtr& input : node->inputs) {
-      if (!input) continue;
-      if (input->assigned_epoch > node->created_epoch)
-        throw std::runtime_error(
-            node->op_name() + " (shape " + shape_to_string(node->shape) + ", created at " +
-            node->provenance.to_string() + ") reads a Var whose value was replaced (optimizer step or assign()) "
-            "after this op was recorded; computing it now would mix old and new values. Compute it before the "
-            "update (mj.sync, or read it before optimizer.step()), or record it again from the new values.");
-      if (!input->is_computed() && first_visit(input.get())) stack.push_back(input.get());
-    }
-  }
-}
-
 void set_graph_runner(GraphRunner* runner) { graph_runner = runner; }
 
 namespace {
@@ -103,7 +71,6 @@ void sync(const std::vector<NodePtr>& targets) {
     if (!target->is_computed()) still_pending.push_back(target);
   if (still_pending.empty()) return;
   if (!graph_runner) throw std::runtime_error("metajit: no graph runner registered (the JIT is not initialised)");
-  check_no_stale_reads(still_pending);
   graph_runner->run(still_pending);
   for (const NodePtr& target : still_pending) {
     release_inputs(*target);

@@ -36,12 +36,6 @@ void publish_storage(Node& node, StoragePtr storage);
 // Takes a computed node's value away (under the same lock), leaving it pending; the executor does this to a
 // node only the run's own graph still holds, after the last kernel that reads it (jit/buffer_lifetimes.h).
 StoragePtr take_storage(Node& node);
-// Replaces a leaf's value in place (optimizer updates): `storage` becomes its value from now on. Pending
-// nodes recorded earlier that read it can no longer run; sync reports them by their user line.
-void assign_storage(Node& node, StoragePtr storage);
-// Throws std::runtime_error naming the op and its user line if a pending node reachable from `targets` reads
-// a value that was assigned after the node was recorded (it would mix old and new values).
-void check_no_stale_reads(const std::vector<NodePtr>& targets);
 // The first input of a pending node, or null once the node is computed; safe against a concurrent sync.
 NodePtr pending_source(const Node& node);
 // Makes every target computed. Thread-safe: concurrent syncs are serialised. On return each target holds a

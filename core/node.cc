@@ -98,18 +98,19 @@ std::string Node::op_name() const {
 
 namespace {
 thread_local bool grad_mode = true;
-std::atomic<uint64_t> assign_epoch{0};
 }  // namespace
 
 bool grad_enabled() { return grad_mode; }
-uint64_t next_assign_epoch() { return assign_epoch.fetch_add(1, std::memory_order_relaxed) + 1; }
 void set_grad_enabled(bool enabled) { grad_mode = enabled; }
 
 bool Node::any_input_requires_grad() const {
+  if (gradient_leaf) return false;
   for (const NodePtr& input : inputs)
     if (input && input->requires_grad) return true;
   return false;
 }
+
+uint64_t next_node_id_value() { return next_node_id.load(std::memory_order_relaxed); }
 
 uint64_t next_walk_mark() {
   static std::atomic<uint64_t> last{0};
@@ -126,7 +127,6 @@ NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> 
   auto node = std::make_shared<Node>(kind, dtype, std::move(shape));
   node->inputs = std::move(inputs);
   node->requires_grad = grad_mode && is_floating(node->dtype) && node->any_input_requires_grad();
-  node->created_epoch = assign_epoch.load(std::memory_order_relaxed);
   node->provenance = current_provenance();
   return node;
 }

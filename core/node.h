@@ -88,15 +88,20 @@ struct Node {
   // Autodiff. A node requires grad when the user asked (a leaf) or when it was built, with grad mode on, from
   // an input that does; it then keeps its inputs after it is computed, so gradients can be built later.
   bool requires_grad = false;
+  // Set on a node that stands for a leaf although it is computed from other nodes (detach(), or a parameter's
+  // in-place update under no_grad): gradients stop here, as at a leaf, and once computed it drops its inputs.
+  bool gradient_leaf = false;
   // Set by backward() without retain_graph on the nodes it went through (not on leaves): once computed, such a
   // node drops its inputs like any other, so the values only backward needed can be freed (PyTorch frees a
   // graph's saved tensors the same way). A node with this set and no inputs has lost its graph.
   std::atomic<bool> backward_taken{false};
   NodePtr grad;  // accumulated by backward() on leaves (PyTorch's x.grad)
-  // assign() gives a leaf a new value in place. A pending node recorded before that would mix old and new
-  // values, so nodes remember the assignment epoch they were created in and the executor refuses such reads.
-  uint64_t created_epoch = 0;
-  uint64_t assigned_epoch = 0;  // when this node's value was last replaced (0: never)
+  // Set when an in-place op replaced this value in the Var that held it (meta_ops/var.h): the node itself is
+  // intact, but PyTorch would have changed the saved tensor, so a gradient rule that reads it refuses, naming
+  // the op and the user's line of the modification (PyTorch's version-counter error).
+  const char* overwritten_by = nullptr;
+  Provenance overwritten_at;
+  uint64_t overwritten_from_id = 0;  // nodes with this id or later were recorded by that op itself: exempt
   // Scratch of the graph walks a sync makes under its lock (core/executor.cc, jit/plan_cache.cc): a walk takes a
   // fresh mark from next_walk_mark() and stamps the nodes it reaches, where a hash set of node pointers cost a
   // heap allocation per node (4834 nodes in a 64-step LSTM's training step, 9700 allocations a sync).
@@ -104,11 +109,15 @@ struct Node {
   mutable int32_t walk_position = -1;  // jit/plan_cache.cc: the node's position in the graph signature
 
   bool is_computed() const { return storage != nullptr; }
-  bool any_input_requires_grad() const;
+  bool any_input_requires_grad() const;  // false for a gradient_leaf: its inputs carry no gradient
   int64_t numel() const { return shape_numel(shape); }
   // Human-readable op name, e.g. "exp", "add", "reindex", "sum".
   std::string op_name() const;
 };
+
+// The id the next node will get: an op that records several nodes notes it first (an in-place op's own reads
+// of the value it replaces are exempt from the version check).
+uint64_t next_node_id_value();
 
 // A mark no node carries yet, for one walk under the sync lock (Node::walk_mark).
 uint64_t next_walk_mark();
@@ -117,8 +126,6 @@ NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> 
 // A computed leaf holding a fresh uninitialised buffer of the right size.
 NodePtr make_data_node(DType dtype, Shape shape);
 
-// Starts a new assignment epoch and returns it (core/executor's assign_storage is the only caller).
-uint64_t next_assign_epoch();
 
 // Grad mode of the calling thread (mj.no_grad() turns it off): when off, new nodes never require grad.
 bool grad_enabled();

@@ -33,6 +33,7 @@ std::vector<Node*> gradient_graph_nodes(const NodePtr& output) {
     stack.pop_back();
     require_graph(*node);
     nodes.push_back(node);
+    if (!node->any_input_requires_grad()) continue;  // a leaf, perhaps one computed from others (detach)
     for (const NodePtr& input : node->inputs)
       if (input && input->requires_grad && seen.insert(input.get()).second) stack.push_back(input.get());
   }
@@ -45,6 +46,64 @@ std::vector<Node*> gradient_graph(const NodePtr& output) {
   std::vector<Node*> nodes = gradient_graph_nodes(output);
   std::sort(nodes.begin(), nodes.end(), [](const Node* a, const Node* b) { return a->id > b->id; });
   return nodes;
+}
+
+// The values a node's gradient reads, as PyTorch saves them for backward: indices of inputs, and -1 for the
+// node's own value. Sums, views and index-only ops read none; products read the other factor.
+std::vector<int> saved_values(const Node& node) {
+  auto requires = [&](size_t index) { return index < node.inputs.size() && node.inputs[index] && node.inputs[index]->requires_grad; };
+  switch (node.kind) {
+    case NodeKind::Unary:
+      switch (UnaryOp(node.op_code)) {
+        case UnaryOp::Negate: case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round: case UnaryOp::LogicalNot:
+        case UnaryOp::BitwiseNot:
+          return {};
+        case UnaryOp::Exp: case UnaryOp::Tanh: case UnaryOp::Sigmoid: case UnaryOp::Sqrt: case UnaryOp::Rsqrt:
+        case UnaryOp::Relu: case UnaryOp::Expm1: case UnaryOp::Tan:
+          return {-1};
+        default:
+          return {0};
+      }
+    case NodeKind::Binary:
+      switch (BinaryOp(node.op_code)) {
+        case BinaryOp::Multiply: {
+          std::vector<int> saved;
+          if (requires(1)) saved.push_back(0);
+          if (requires(0)) saved.push_back(1);
+          return saved;
+        }
+        case BinaryOp::Divide:
+          return requires(1) ? std::vector<int>{0, 1, -1} : std::vector<int>{1};
+        case BinaryOp::Power: case BinaryOp::Maximum: case BinaryOp::Minimum:
+          return {0, 1};
+        default:
+          return {};
+      }
+    case NodeKind::Where: return {0};
+    case NodeKind::Reduce: case NodeKind::ReindexReduce:
+      return ReduceOp(node.op_code) == ReduceOp::Add ? std::vector<int>{} : std::vector<int>{0, -1};
+    default: return {};
+  }
+}
+
+// PyTorch's version-counter check: a value the gradient rule of `node` reads was modified in place since (the
+// node is intact here, but PyTorch's saved tensor would not be). Views share their base's counter.
+void check_saved_values(const Node& node) {
+  for (int index : saved_values(node)) {
+    const Node* value = index < 0 ? &node : node.inputs[size_t(index)].get();
+    for (const Node* through = value; through;) {
+      if (through->overwritten_by && node.id < through->overwritten_from_id)
+        throw std::runtime_error(
+            "one of the variables needed for gradient computation has been modified by an inplace operation: the " +
+            std::string(dtype_name(value->dtype)) + " " + shape_to_string(value->shape) + " " +
+            (index < 0 ? "output" : "input " + std::to_string(index)) + " of " + node.op_name() + " (created at " +
+            node.provenance.to_string() + ") was changed by " + through->overwritten_by + " at " +
+            through->overwritten_at.to_string() + " before backward. Modify a clone() instead, or modify it after "
+            "backward().");
+      bool is_view = (through->kind == NodeKind::View || through->kind == NodeKind::Reshape) && !through->inputs.empty();
+      through = is_view ? through->inputs[0].get() : nullptr;
+    }
+  }
 }
 
 std::vector<NodePtr> rule_for(const NodePtr& node, const NodePtr& grad) {
@@ -107,6 +166,7 @@ std::vector<NodePtr> gradients(const NodePtr& output, const std::vector<NodePtr>
       NodePtr node = shared_pointer(output, raw, owners);
       NodePtr grad = found->second;
       if (!node->any_input_requires_grad()) continue;  // a leaf
+      check_saved_values(*node);
       std::vector<NodePtr> input_grads;
       if (auto* multi = dynamic_cast<const MultiOutputPayload*>(node->payload.get())) {
         std::vector<NodePtr> output_grads;

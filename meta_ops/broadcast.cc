@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/executor.h"
+#include "meta_ops/elementwise.h"
 #include "meta_ops/index_expression.h"
 #include "meta_ops/reduce.h"
 
@@ -166,46 +167,41 @@ NodePtr reshape(const NodePtr& input, Shape shape) {
 }
 
 NodePtr stop_gradient(const NodePtr& input) {
-  if (!input->requires_grad) return input;
-  if (input->is_computed()) {  // share the value, not the history
-    auto node = make_node(NodeKind::Data, input->dtype, input->shape);
-    node->storage = input->storage;
-    return node;
-  }
-  std::vector<ViewDimension> identity;
-  for (int dim = 0; dim < int(input->shape.size()); ++dim) identity.push_back({dim, 1, 0});
-  auto node = make_node(NodeKind::View, input->dtype, input->shape, {input});
-  node->view = std::move(identity);
-  node->requires_grad = false;
-  return node;
+  return input->requires_grad ? detached(input) : input;
 }
 
 std::vector<NodePtr> reshape_gradient(const NodePtr& node, const NodePtr& grad) {
   return {reshape(grad, node->inputs[0]->shape)};
 }
 
-std::vector<NodePtr> view_gradient(const NodePtr& node, const NodePtr& grad) {
-  const Shape& input_shape = node->inputs[0]->shape;
-  const std::vector<ViewDimension>& mapping = node->view;
-  int output_rank = int(node->shape.size()), input_rank = int(input_shape.size());
-  // 1. Output dims no input dim moves along were broadcast: sum the gradient over them.
+namespace {
+
+// The output dims of a view that some input dim moves along; the others were broadcast (or are new size-1 dims).
+std::vector<bool> walked_dims(const std::vector<ViewDimension>& mapping, int output_rank) {
   std::vector<bool> walked(output_rank, false);
   for (const ViewDimension& dimension : mapping)
     if (dimension.output_dim >= 0 && dimension.step != 0) walked[dimension.output_dim] = true;
-  std::vector<int64_t> summed;
-  std::vector<int> kept_position(output_rank, -1);  // output dim -> its position in the summed gradient
+  return walked;
+}
+
+}  // namespace
+
+NodePtr place_view_elements(const Shape& input_shape, const std::vector<ViewDimension>& mapping,
+                            const Shape& view_shape, const NodePtr& walked_value, bool* covers_input) {
+  int output_rank = int(view_shape.size()), input_rank = int(input_shape.size());
+  std::vector<bool> walked = walked_dims(mapping, output_rank);
+  std::vector<int> kept_position(output_rank, -1);  // output dim -> its position in walked_value
   Shape kept_shape;
   for (int dim = 0; dim < output_rank; ++dim) {
-    if (walked[dim]) {
-      kept_position[dim] = int(kept_shape.size());
-      kept_shape.push_back(node->shape[dim]);
-    } else {
-      summed.push_back(dim);
-    }
+    if (!walked[dim]) continue;
+    kept_position[dim] = int(kept_shape.size());
+    kept_shape.push_back(view_shape[dim]);
   }
-  NodePtr reduced = summed.empty() ? grad : reduce(grad, ReduceOp::Add, summed, false);
+  if (walked_value->shape != kept_shape)
+    throw std::logic_error("internal error: place_view_elements got shape " + shape_to_string(walked_value->shape) +
+                           ", expected " + shape_to_string(kept_shape));
 
-  // 2. Common cases without index expressions: every input dim walks one kept dim with step 1 from 0 over its
+  // 1. Common cases without index expressions: every input dim walks one kept dim with step 1 from 0 over its
   //    whole extent (size-1 input dims aside): a reshape, or a permutation.
   bool plain = true;
   std::vector<int64_t> order;
@@ -216,17 +212,18 @@ std::vector<NodePtr> view_gradient(const NodePtr& node, const NodePtr& grad) {
       plain = input_shape[dim] == 1 && dimension.offset == 0;
       continue;
     }
-    plain = dimension.step == 1 && dimension.offset == 0 && input_shape[dim] == node->shape[dimension.output_dim];
+    plain = dimension.step == 1 && dimension.offset == 0 && input_shape[dim] == view_shape[dimension.output_dim];
     order.push_back(kept_position[dimension.output_dim]);
   }
+  if (covers_input) *covers_input = plain && order.size() == kept_shape.size();
   if (plain && order.size() == kept_shape.size()) {
     // Input dim k reads kept dim order[k]: put the kept dims in input order, then restore size-1 dims.
-    NodePtr arranged = std::is_sorted(order.begin(), order.end()) ? reduced : permute(reduced, order);
-    return {reshape(arranged, input_shape)};
+    NodePtr arranged = std::is_sorted(order.begin(), order.end()) ? walked_value : permute(walked_value, order);
+    return reshape(arranged, input_shape);
   }
 
-  // 3. Slices, flips, strides, diagonals: each input position receives at most one output element, so the
-  //    gradient is a gather (reindex) from the summed gradient with overflow where nothing was read.
+  // 2. Slices, flips, strides, diagonals: each input position receives at most one output element, so this is
+  //    a gather (reindex) from the walked value with overflow where nothing was read.
   auto payload = std::make_shared<IndexPayload>();
   std::vector<IndexExpression> position_of(kept_shape.size());
   std::vector<IndexExpression> conditions;
@@ -257,7 +254,53 @@ std::vector<NodePtr> view_gradient(const NodePtr& node, const NodePtr& grad) {
       any = make_binary(IndexOperator::LogicalOr, any, conditions[index]);
     payload->overflow_conditions.push_back(simplify(any));
   }
-  return {reindex_parsed(reduced, input_shape, std::move(payload), 0.0, {})};
+  return reindex_parsed(walked_value, input_shape, std::move(payload), 0.0, {});
+}
+
+std::vector<NodePtr> view_gradient(const NodePtr& node, const NodePtr& grad) {
+  // Output dims no input dim moves along were broadcast: sum the gradient over them, then place it.
+  std::vector<bool> walked = walked_dims(node->view, int(node->shape.size()));
+  std::vector<int64_t> summed;
+  for (int dim = 0; dim < int(walked.size()); ++dim)
+    if (!walked[dim]) summed.push_back(dim);
+  NodePtr reduced = summed.empty() ? grad : reduce(grad, ReduceOp::Add, summed, false);
+  return {place_view_elements(node->inputs[0]->shape, node->view, node->shape, reduced, nullptr)};
+}
+
+NodePtr write_through_view(const NodePtr& base, const Shape& view_shape, const std::vector<ViewDimension>& mapping,
+                           const NodePtr& value) {
+  std::vector<bool> walked = walked_dims(mapping, int(view_shape.size()));
+  Shape kept_shape;
+  for (int dim = 0; dim < int(view_shape.size()); ++dim) {
+    if (walked[dim]) {
+      kept_shape.push_back(view_shape[dim]);
+    } else if (view_shape[dim] > 1) {
+      throw std::invalid_argument(
+          "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+          "location (dim " + std::to_string(dim) + " of the view " + shape_to_string(view_shape) +
+          " is expanded). Please clone() the tensor before performing the operation.");
+    }
+  }
+  bool covers_base = false;
+  NodePtr placed = place_view_elements(base->shape, mapping, view_shape, reshape(value, kept_shape), &covers_base);
+  if (covers_base) return placed;
+  NodePtr written = place_view_elements(base->shape, mapping, view_shape, constant(kept_shape, DType::Bool, 1.0), nullptr);
+  return where(written, placed, base);
+}
+
+NodePtr detached(const NodePtr& input) {
+  if (input->is_computed()) {  // share the value, not the history
+    auto node = make_node(NodeKind::Data, input->dtype, input->shape);
+    node->storage = input->storage;
+    return node;
+  }
+  std::vector<ViewDimension> identity;
+  for (int dim = 0; dim < int(input->shape.size()); ++dim) identity.push_back({dim, 1, 0});
+  auto node = make_node(NodeKind::View, input->dtype, input->shape, {input});
+  node->view = std::move(identity);
+  node->requires_grad = false;
+  node->gradient_leaf = true;
+  return node;
 }
 
 }  // namespace metajit

@@ -27,8 +27,23 @@ NodePtr view(const NodePtr& input, const Shape& shape, std::vector<ViewDimension
 // Row-major reshape; one extent may be -1 and is inferred.
 NodePtr reshape(const NodePtr& input, Shape shape);
 
-// The same value with no gradient history (detach / stop_grad): gradients do not flow through it.
+// The same value with no gradient history (detach / stop_grad): gradients do not flow through it. Returns the
+// input itself when it carries no gradient.
 NodePtr stop_gradient(const NodePtr& input);
+// Always a new node with the input's value and no gradient history: a leaf (Node::gradient_leaf) that may be
+// given requires_grad without touching the input (detach() and .data of a metajit.Var).
+NodePtr detached(const NodePtr& input);
+
+// Writing through a view (x[0, 1:3] = v, a transpose's add_): `base` with the elements the View of `mapping`
+// (output `view_shape`) reads replaced by `value` (view-shaped). Throws when the view reads one element at
+// several positions (an expanded dim), as PyTorch refuses such writes.
+NodePtr write_through_view(const NodePtr& base, const Shape& view_shape, const std::vector<ViewDimension>& mapping,
+                           const NodePtr& value);
+// The input-shaped tensor holding `walked_value` where the View of `mapping` reads the input, 0 elsewhere.
+// walked_value has the view's shape without the dims no input dim moves along. `covers_input` (optional) is set
+// when every input element is read exactly once (a permutation or reshape: no masking is needed).
+NodePtr place_view_elements(const Shape& input_shape, const std::vector<ViewDimension>& mapping,
+                            const Shape& view_shape, const NodePtr& walked_value, bool* covers_input);
 
 // Gradient rules (called by meta_ops/autodiff): reshape back; a view's gradient sums over broadcast dims, then
 // is a permute/reshape or, for slices, flips and strides, a gather (reindex) with zeros where nothing was read.

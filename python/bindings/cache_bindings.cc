@@ -3,6 +3,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "var_caster.h"
+
 #include "cache/disk_store.h"
 #include "jit/cpp_prelude.h"
 #include "jit/kernel_cache.h"

@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "var_caster.h"
+
 #include "meta_ops/code.h"
 #include "meta_ops/custom_gradient.h"
 

@@ -6,6 +6,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "var_caster.h"
+
 #include "jit/code_kernel.h"
 #include "jit/compiler.h"
 #include "jit/cuda_binary_cache.h"

@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "var_caster.h"
+
 #include <Python.h>
 #include <frameobject.h>
 
@@ -28,6 +30,7 @@
 #include "meta_ops/broadcast.h"
 #include "meta_ops/elementwise.h"
 #include "meta_ops/reduce.h"
+#include "meta_ops/var.h"
 #include "ops/cuda_contraction_backend.h"
 #include "ops/onednn_backend.h"
 #include "ops/onednn_layout_cache.h"
@@ -185,7 +188,7 @@ bool is_numpy_scalar(py::handle value) {
 }
 
 NodePtr as_node(py::handle value) {
-  if (py::isinstance<Node>(value)) return value.cast<NodePtr>();
+  if (py::isinstance<Var>(value)) return value.cast<NodePtr>();
   if (py::isinstance<py::array>(value)) return from_numpy(value.cast<py::array>());
   throw py::type_error("expected a metajit Var, a numpy array or a Python number, got " +
                        std::string(py::str(py::type::handle_of(value).attr("__name__"))));
@@ -225,7 +228,7 @@ py::object binary_dispatch(BinaryOp op, const NodePtr& self, py::handle other, b
     bool is_float = PyFloat_Check(other.ptr());
     return py::cast(binary_with_scalar(op, self, other.cast<double>(), is_float, reflected));
   }
-  if (py::isinstance<Node>(other) || py::isinstance<py::array>(other)) {
+  if (py::isinstance<Var>(other) || py::isinstance<py::array>(other)) {
     NodePtr operand = as_node(other);
     return py::cast(reflected ? binary(op, operand, self) : binary(op, self, operand));
   }
@@ -294,61 +297,68 @@ PYBIND11_MODULE(_core, module) {
   bind_cache(module);
   bind_cuda(module);
 
-  py::class_<Node, NodePtr> var(module, "Var");
-  var.def_property_readonly("shape", [](const Node& node) { return py::tuple(py::cast(node.shape)); })
-      .def_property_readonly("dtype", [](const Node& node) { return std::string(dtype_name(node.dtype)); })
-      .def_property_readonly("ndim", [](const Node& node) { return node.shape.size(); })
-      .def("numel", [](const Node& node) { return node.numel(); })
-      .def("__len__", [](const Node& node) {
-        if (node.shape.empty()) throw py::type_error("len() of a 0-d Var");
-        return node.shape[0];
+  // metajit.Var: a handle (meta_ops/var.h) whose node in-place ops rebind; methods taking a NodePtr receive its
+  // current node (python/bindings/var_caster.h).
+  py::class_<Var, VarPtr> var(module, "Var");
+  var.def_property_readonly("shape", [](const NodePtr& node) { return py::tuple(py::cast(node->shape)); })
+      .def_property_readonly("dtype", [](const NodePtr& node) { return std::string(dtype_name(node->dtype)); })
+      .def_property_readonly("ndim", [](const NodePtr& node) { return node->shape.size(); })
+      .def("numel", [](const NodePtr& node) { return node->numel(); })
+      .def("__len__", [](const NodePtr& node) {
+        if (node->shape.empty()) throw py::type_error("len() of a 0-d Var");
+        return node->shape[0];
       })
-      .def_property_readonly("is_computed", &Node::is_computed)
-      .def_property_readonly("op", &Node::op_name)
-      .def_property_readonly("created_at", [](const Node& node) { return node.provenance.to_string(); })
+      .def_property_readonly("is_computed", [](const NodePtr& node) { return node->is_computed(); })
+      .def_property_readonly("op", [](const NodePtr& node) { return node->op_name(); })
+      .def_property_readonly("created_at", [](const NodePtr& node) { return node->provenance.to_string(); })
       .def("numpy", &to_numpy, "Computes the value (if needed) and returns it as a read-only numpy array (no copy).")
-      .def("sync", [](const NodePtr& node) { sync_nodes({node}); return node; })
+      .def("sync", [](const VarPtr& self) { sync_nodes({self->node()}); return self; })
       .def("item", [](const NodePtr& node) -> py::object {
         if (node->numel() != 1)
           throw std::invalid_argument("item() needs a Var with exactly one element, this one has shape " +
                                       shape_to_string(node->shape));
         return to_numpy(node).attr("reshape")(py::tuple()).attr("item")();
       })
-      .def_property("requires_grad", [](const Node& node) { return node.requires_grad; },
-                    [](Node& node, bool value) {
-                      if (value == node.requires_grad) return;
-                      if (value && !is_floating(node.dtype))
-                        throw std::invalid_argument(std::string("only floating-point Vars can require grad, this one is ") +
-                                                    dtype_name(node.dtype));
-                      if (!value && node.any_input_requires_grad())
-                        throw std::invalid_argument("requires_grad can only be turned off on a leaf; use detach() "
-                                                    "for a copy without gradient history");
-                      node.requires_grad = value;
-                    })
-      .def_property_readonly("is_leaf", [](const Node& node) { return !node.any_input_requires_grad(); })
-      .def_property("grad", [](const Node& node) { return node.grad; },
-                    [](Node& node, const NodePtr& grad) {
-                      if (grad && grad->shape != node.shape)
+      .def_property("requires_grad", [](const NodePtr& node) { return node->requires_grad; },
+                    [](Var& self, bool value) { self.set_requires_grad(value); })
+      .def_property_readonly("is_leaf", [](const NodePtr& node) { return !node->any_input_requires_grad(); })
+      .def_property("grad", [](const NodePtr& node) { return node->grad; },
+                    [](const NodePtr& node, const NodePtr& grad) {
+                      if (grad && grad->shape != node->shape)
                         throw std::invalid_argument("grad of shape " + shape_to_string(grad->shape) +
-                                                    " assigned to a Var of shape " + shape_to_string(node.shape));
-                      node.grad = grad;
+                                                    " assigned to a Var of shape " + shape_to_string(node->shape));
+                      node->grad = grad;
                     })
-      .def("detach", [](const NodePtr& node) { return stop_gradient(node); },
-           "The same value without gradient history: gradients do not flow through the result.")
-      .def("_assign", [](const NodePtr& node, const NodePtr& value) {
-        // Gives this Var a new value in place (optimizer updates): the value is computed now and its storage
-        // taken over; graphs recorded earlier that read this Var see the new value if they run later.
-        if (value->shape != node->shape)
+      .def("detach", &Var::detached_alias,
+           "The same values without gradient history, shared with this Var: gradients do not flow through the "
+           "result, and an in-place change of either is seen by the other (PyTorch's detach()).")
+      .def("detach_", [](const VarPtr& self) { self->detach_in_place(); return self; },
+           "Makes this Var a leaf holding the same value (not for views).")
+      .def_property("data", &Var::data_alias, [](Var& self, const NodePtr& value) { self.set_data(value); },
+                    "The same values, shared and without gradient history (writes through .data change this Var "
+                    "without recording them); assigning `x.data = y` gives x y's value (any shape), keeping x's "
+                    "identity, grad and requires_grad.")
+      .def("_write", [](Var& self, const NodePtr& value, const std::string& operation, uint64_t first_node_id) {
+        self.write(value, operation, first_node_id);
+      }, py::arg("value"), py::arg("operation"), py::arg("first_node_id") = 0,
+           "In-place update: this Var and every alias of it now hold `value` (this Var's shape). first_node_id: "
+           "_core.next_node_id() before the op recorded `value` (its own reads of the old value are exempt from "
+           "the version check).")
+      .def_property_readonly("_is_view", &Var::is_view)
+      .def("is_contiguous", &Var::is_contiguous)
+      .def("_strides", [](const Var& self) { return py::tuple(py::cast(self.strides())); })
+      .def("storage_offset", &Var::storage_offset)
+      .def("_assign", [](Var& self, const NodePtr& value) {
+        // assign(): this Var holds `value` from now on, computed now (optimizer updates, running statistics).
+        NodePtr current = self.node();
+        if (value->shape != current->shape)
           throw std::invalid_argument("assign: value of shape " + shape_to_string(value->shape) +
-                                      " to a Var of shape " + shape_to_string(node->shape));
-        if (node->any_input_requires_grad())
-          throw std::invalid_argument("assign: only a leaf Var (one not computed from Vars that require grad) can be assigned");
-        NodePtr converted = cast(value, node->dtype);
-        sync_nodes({converted});
-        assign_storage(*node, converted->storage);
+                                      " to a Var of shape " + shape_to_string(current->shape));
+        self.write(value, "assign");
+        sync_nodes({self.node()});
       })
       .def("__repr__", &describe)
-      .def("__hash__", [](const Node& node) { return py::int_(reinterpret_cast<uintptr_t>(&node)); });
+      .def("__hash__", [](py::handle self) { return py::int_(reinterpret_cast<uintptr_t>(self.ptr()) >> 4); });
 
   auto bind_binary = [&](const char* name, BinaryOp op, bool reflected) {
     var.def(name, [op, reflected](const NodePtr& self, py::handle other) { return binary_dispatch(op, self, other, reflected); },
@@ -394,11 +404,14 @@ PYBIND11_MODULE(_core, module) {
   }
 
   module.def("array", [](py::handle value) { return as_node(value); });
+  // A Var of its own holding the same node: no alias of the argument's values (a contiguous() that PyTorch copies).
+  module.def("next_node_id", &next_node_id_value);
+  module.def("_unaliased", [](const NodePtr& node) { return node; });
   module.def("unary", [](const std::string& name, const NodePtr& input) { return unary(unary_op_from_name(name), input); });
   module.def("binary", [](const std::string& name, py::handle left, py::handle right) -> py::object {
     BinaryOp op = binary_op_from_name(name);
-    if (py::isinstance<Node>(left)) return binary_dispatch(op, left.cast<NodePtr>(), right, false);
-    if (py::isinstance<Node>(right)) return binary_dispatch(op, right.cast<NodePtr>(), left, true);
+    if (py::isinstance<Var>(left)) return binary_dispatch(op, left.cast<NodePtr>(), right, false);
+    if (py::isinstance<Var>(right)) return binary_dispatch(op, right.cast<NodePtr>(), left, true);
     return py::cast(binary(op, as_node(left), as_node(right)));
   });
   module.def("where", [](const NodePtr& condition, const NodePtr& if_true, const NodePtr& if_false) {
@@ -433,26 +446,39 @@ PYBIND11_MODULE(_core, module) {
   module.def("reduce", [](const NodePtr& input, const std::string& op, py::handle dims, bool keepdim) {
     return reduce(input, reduce_op_from_name(op), dims_argument(dims, int(input->shape.size())), keepdim);
   }, py::arg("x"), py::arg("op"), py::arg("dims") = py::none(), py::arg("keepdim") = false);
-  module.def("broadcast", [](const NodePtr& input, py::handle shape, py::handle dims) {
-    return broadcast(input, shape_argument(shape), dims.is_none() ? std::vector<int64_t>{} : dims_argument(dims, 0));
+  // The view builders return Vars that alias their input (meta_ops/var.h): writes through either are seen by both.
+  module.def("broadcast", [](const VarPtr& input, py::handle shape, py::handle dims) {
+    Shape target = shape_argument(shape);
+    std::vector<int64_t> new_dims = dims.is_none() ? std::vector<int64_t>{} : dims_argument(dims, 0);
+    return Var::view_of(input, [&](const NodePtr& node) { return broadcast(node, target, new_dims); });
   }, py::arg("x"), py::arg("shape"), py::arg("dims") = py::none());
-  module.def("broadcast_to", [](const NodePtr& input, py::handle shape) { return broadcast_to(input, shape_argument(shape)); });
-  module.def("permute", [](const NodePtr& input, const std::vector<int64_t>& order) { return permute(input, order); });
-  module.def("transpose", [](const NodePtr& input, int64_t first, int64_t second) { return transpose(input, first, second); });
-  module.def("reshape", [](const NodePtr& input, py::handle shape) { return reshape(input, shape_argument(shape)); });
+  module.def("broadcast_to", [](const VarPtr& input, py::handle shape) {
+    Shape target = shape_argument(shape);
+    return Var::view_of(input, [&](const NodePtr& node) { return broadcast_to(node, target); });
+  });
+  module.def("permute", [](const VarPtr& input, const std::vector<int64_t>& order) {
+    return Var::view_of(input, [&](const NodePtr& node) { return permute(node, order); });
+  });
+  module.def("transpose", [](const VarPtr& input, int64_t first, int64_t second) {
+    return Var::view_of(input, [&](const NodePtr& node) { return transpose(node, first, second); });
+  });
+  // reshape: a view when the layout allows (PyTorch's rule), else a copy; view_reshape (x.view): a view or an error.
+  module.def("reshape", [](const VarPtr& input, py::handle shape) { return Var::reshaped(input, shape_argument(shape), false); });
+  module.def("view_reshape", [](const VarPtr& input, py::handle shape) { return Var::reshaped(input, shape_argument(shape), true); });
   module.def("transposed_matrix_source", &transposed_matrix_source);
-  module.def("view", [](const NodePtr& input, py::handle shape, const std::vector<std::tuple<int, int64_t, int64_t>>& dims) {
-    std::vector<ViewDimension> mapping;
-    for (const auto& dim : dims) mapping.push_back({std::get<0>(dim), std::get<1>(dim), std::get<2>(dim)});
-    return view(input, shape_argument(shape), std::move(mapping));
+  module.def("view", [](const VarPtr& input, py::handle shape, const std::vector<std::tuple<int, int64_t, int64_t>>& dims) {
+    ViewStep step{ViewStep::Kind::Affine, shape_argument(shape), {}};
+    for (const auto& dim : dims) step.dimensions.push_back({std::get<0>(dim), std::get<1>(dim), std::get<2>(dim)});
+    return Var::view_of(input, [&](const NodePtr& node) { return view(node, step.shape, step.dimensions); });
   });
   // x[key] for a key of in-range integers and slices (x[t], x[:, a:b]): the View, or None for any other key,
   // which metajit.ops.indexing parses in Python (and raises its errors). A recurrent layer slices every step;
   // the same parse in Python cost about 2.3 us a key, here 0.6 (a recorded op costs about 0.5).
-  module.def("basic_view", [](const NodePtr& input, py::handle key) -> py::object {
+  module.def("basic_view", [](const VarPtr& input_var, py::handle key) -> py::object {
     PyObject* whole = key.ptr();
     bool is_tuple = PyTuple_Check(whole);
     size_t count = is_tuple ? size_t(PyTuple_GET_SIZE(whole)) : 1;
+    const NodePtr& input = input_var->node();
     const Shape& shape = input->shape;
     if (count > shape.size()) return py::none();
     Shape result;
@@ -483,7 +509,7 @@ PYBIND11_MODULE(_core, module) {
         return py::none();
       }
     }
-    return py::cast(view(input, result, std::move(mapping)));
+    return py::cast(Var::view_of(input_var, ViewStep{ViewStep::Kind::Affine, std::move(result), std::move(mapping)}));
   });
   module.def("reindex", [](const NodePtr& input, py::handle shape, const std::vector<std::string>& indexes,
                            double overflow_value, const std::vector<std::string>& conditions,

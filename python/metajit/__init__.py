@@ -247,6 +247,8 @@ from ._function import Function  # noqa: E402
 from ._inspect import inspect  # noqa: E402
 from . import cache  # noqa: E402
 cache._start_from_environment()
+from . import _inplace  # noqa: E402
+_inplace._install()  # after ops: x.clamp_ and friends are written with the out-of-place ops
 from . import _torch_names  # noqa: E402
 from ._torch_names import *  # noqa: E402,F401,F403  (dtype constants, tensor, manual_seed, ...)
 __all__ += _torch_names.__all__

@@ -123,7 +123,8 @@ def requires_grad_(self, requires_grad=True):
 
 
 def assign(self, value):
-    """Replaces this Var's value in place (a leaf; the value is computed now). Returns self."""
+    """Gives this Var (and every view of its values) `value` in place, computed now; ops recorded before keep
+    the old value. A leaf that requires grad stays one. Returns self (Jittor's assign/update)."""
     if not isinstance(value, Var):
         from . import array
         value = array(value, dtype=self.dtype)

@@ -11,7 +11,20 @@ def _dims(dims):
 
 
 def reshape(self, *shape):
+    """A view of self when its layout allows one (PyTorch's rule; writes through it change self), else a copy."""
     return _core.reshape(self, _dims(shape))
+
+
+def view(self, *shape):
+    """A view of self with another shape (writes through it change self); raises, as PyTorch does, when self's
+    layout (a transpose, a strided slice) cannot be viewed that way: use reshape() then."""
+    return _core.view_reshape(self, _dims(shape))
+
+
+def stride(self, dim=None):
+    """PyTorch's strides of this Var, in elements: a base is row-major; views have their base's layout."""
+    strides = self._strides()
+    return strides if dim is None else strides[dim]
 
 
 def permute(self, *dims):
@@ -72,13 +85,14 @@ def t(self):
 
 
 def contiguous(self):
-    """Itself: Vars have no memory layout to fix (a view is materialised by whichever kernel reads it)."""
-    return self
+    """Itself when its layout is row-major, else a Var holding the same values that is no view of self (PyTorch
+    copies there; here no copy is made until a kernel reads it, since values never change under a Var)."""
+    return self if self.is_contiguous() else _core._unaliased(self)
 
 
 def clone(self):
-    """A new Var with the same value and gradient flow. Like every op it is lazy: sync it before assigning to
-    this Var if it must keep the old value (reading a replaced value raises otherwise)."""
+    """A new Var with the same value and gradient flow, sharing nothing with self: later writes to either are
+    not seen by the other."""
     return _core.reindex(self, list(self.shape), [f"i{dim}" for dim in range(self.ndim)], 0.0, [], [])
 
 
@@ -104,7 +118,7 @@ def expand_as(self, other):
 
 
 def view_as(self, other):
-    return _core.reshape(self, list(other.shape))
+    return _core.view_reshape(self, list(other.shape))
 
 
 def new_zeros(self, *size, dtype=None):
@@ -238,9 +252,9 @@ def getitem(self, key):
 
 
 def setitem(self, key, value):
-    """x[key] = value (any key getitem accepts): the updated value is built lazily and assigned to x, which
-    computes it now. Only for Vars without gradient history (or inside mj.no_grad()); otherwise use the
-    out-of-place forms mj.where, x.index_put or x.masked_fill. Implemented in metajit.ops.indexing."""
+    """x[key] = value (any key getitem accepts), with PyTorch's semantics: x and every view of the same values
+    see the change, and gradients flow to both the old x and `value`. The new value is computed now.
+    Implemented in metajit.ops.indexing."""
     from .ops import indexing
     indexing.setitem(self, key, value)
 
@@ -278,7 +292,7 @@ def __iter__(self):
 
 
 for _name, _function in {
-    "reshape": reshape, "view": reshape, "permute": permute, "transpose": transpose, "broadcast_to": broadcast_to,
+    "reshape": reshape, "view": view, "stride": stride, "permute": permute, "transpose": transpose, "broadcast_to": broadcast_to,
     "astype": astype, "sum": _reduction("add"), "prod": _reduction("mul"), "max": _reduction("max"),
     "min": _reduction("min"), "mean": mean, "__getitem__": getitem, "__setitem__": setitem,
     "__array__": __array__,

@@ -1545,6 +1545,8 @@ class Generator:
         else:
             shown = list(target)
         method = self.choice(["reshape", "view"])
+        if method == "view":  # a transposed Var cannot be viewed (PyTorch's rule): contiguous() first
+            method = "contiguous().view"
         arguments = repr(shown) if self.coin(0.5) or not shown else ", ".join(map(str, shown))
         code = lambda out: f"{out} = {x}.{method}({arguments})"  # noqa: E731
         return self.add([x], code, lambda refs: refs[0].map(lambda a: np.reshape(a, target)),

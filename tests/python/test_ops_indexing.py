@@ -199,16 +199,20 @@ def test_setitem_value_shape_mismatch_raises(cube):
         x[[0, 5]] = 1.0
 
 
-def test_setitem_refuses_vars_with_gradient_history(cube):
+def test_setitem_follows_pytorch_autograd_rules(cube):
     parameter = mj.array(cube, requires_grad=True)
-    with pytest.raises(RuntimeError, match="leaf Var that requires grad"):
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad is being used in an in-place operation"):
         parameter[0] = 1.0
+    # Writing into a Var computed from a parameter, and writing a value that requires grad: both differentiable.
+    torch_parameter = torch.tensor(cube, requires_grad=True)
+    torch_derived = torch_parameter * 2
+    torch_derived[0] = torch_parameter[1] * 3
+    torch_derived.sum().backward()
     derived = parameter * 2
-    with pytest.raises(NotImplementedError, match="out of place"):
-        derived[0] = 1.0
-    plain = mj.array(cube)
-    with pytest.raises(NotImplementedError, match="drop its gradient"):
-        plain[0] = parameter[1]
+    derived[0] = parameter[1] * 3
+    derived.sum().backward()
+    assert_close(derived, torch_derived.detach().numpy())
+    assert_close(parameter.grad, torch_parameter.grad.numpy())
     with mj.no_grad():  # initialisation of a parameter is allowed
         parameter[0] = 1.0
         parameter[1, [0, 3]] = -2.0
@@ -216,7 +220,7 @@ def test_setitem_refuses_vars_with_gradient_history(cube):
     expected[0] = 1.0
     expected[1, [0, 3]] = -2.0
     assert_close(parameter, expected, rtol=0)
-    assert parameter.requires_grad
+    assert parameter.requires_grad and parameter.is_leaf
 
 
 # ------------------------------------------------------------------------------------ out-of-place assignment

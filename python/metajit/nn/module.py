@@ -4,8 +4,9 @@ Assigning a Parameter to an attribute registers it as a parameter, assigning a M
 register_buffer() declares state that is saved but not trained (running statistics). state_dict() and
 load_state_dict() use PyTorch's dotted names, so a state dict converted from PyTorch (tensor -> numpy) loads.
 
-Parameters and buffers are metajit Vars. Vars cannot change dtype in place, so to()/float()/double() rebind
-them to new Var objects: build the optimizer after converting a model.
+Parameters and buffers are metajit Vars. to()/float()/double()/half() convert parameters in place (``p.data =
+p.data.double()``, as PyTorch does): they stay the same leaf objects, so an optimizer built before still holds
+them; their gradients are converted too. Buffers are rebound to new Vars, as in PyTorch.
 """
 from collections import OrderedDict, namedtuple
 
@@ -251,20 +252,23 @@ class Module:
             parameter.grad = None if set_to_none else zeros_like(parameter)
 
     def _convert(self, function):
-        """Rebinds every parameter and buffer to function(var) (dtype conversions); returns self."""
+        """Converts every parameter in place and rebinds every buffer to function(var); returns self."""
         for module in self.modules():
-            for name, parameter in module._parameters.items():
+            for parameter in module._parameters.values():
                 if parameter is not None:
-                    converted = function(parameter)
-                    if converted is not parameter:
-                        module._parameters[name] = _mark(_detached_leaf(converted, parameter.requires_grad))
+                    converted = function(parameter.data)
+                    if converted is not parameter.data and converted.dtype != parameter.dtype:
+                        grad = parameter.grad
+                        parameter.data = converted
+                        if grad is not None:
+                            parameter.grad = function(grad)
             for name, buffer in module._buffers.items():
                 if buffer is not None:
                     module._buffers[name] = function(buffer)
         return self
 
     def to(self, dtype=None):
-        """Converts floating-point parameters and buffers to `dtype` (new Var objects; see the module docstring).
+        """Converts floating-point parameters (in place) and buffers to `dtype` (see the module docstring).
         A device ('cpu', 'cuda') moves their values instead, like cpu() / cuda()."""
         from .. import _dtype_name
         if isinstance(dtype, str) and dtype.split(":")[0] in ("cpu", "cuda"):

@@ -380,22 +380,11 @@ def masked_fill(input, mask, value):
 
 
 def setitem(self, key, value):
-    """x[key] = value: builds the updated value lazily and gives it to `x` with assign() (which computes it)."""
-    if self.requires_grad and not self.is_leaf:
-        raise NotImplementedError(
-            "in-place assignment (x[...] = value) into a Var computed from Vars that require grad is not supported: "
-            "Vars are immutable graph nodes. Build the new value out of place instead, e.g. "
-            "x = mj.where(mask, value, x), x = x.index_put(indices, value) or x = x.masked_fill(mask, value)")
-    if self.requires_grad and is_grad_enabled():
-        raise RuntimeError(
-            "a leaf Var that requires grad is being used in an in-place assignment (x[...] = value); wrap it in "
-            "`with mj.no_grad():` to change its value (e.g. for initialisation), or build a new Var out of place "
-            "with mj.where / index_put / masked_fill")
-    if isinstance(value, Var) and value.requires_grad and is_grad_enabled():
-        raise NotImplementedError(
-            "x[...] = value with a value that requires grad would drop its gradient (x is updated in place, outside "
-            "the graph); use the out-of-place forms instead: x = x.index_put(indices, value) or mj.where")
-    self.assign(index_put(self, key if isinstance(key, tuple) else (key,), value))
+    """x[key] = value: writes index_put(x, key, value) into x (and so into every Var sharing its values), then
+    computes it, so a loop of writes never builds one ever-deeper expression."""
+    first_node_id = _core.next_node_id()
+    self._write(index_put(self, key if isinstance(key, tuple) else (key,), value), "setitem", first_node_id)
+    self.sync()
 
 
 def _method_index_put(self, indices, values, accumulate=False):

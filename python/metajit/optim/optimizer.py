@@ -6,9 +6,9 @@ BatchNorm running statistics), so the backward pass and the update run as one fu
 new values assigned to the parameters. ``step(loss)`` (Jittor style) first does zero_grad() and
 loss.backward().
 
-Caution: an assignment is seen by Vars that are still pending. A Var computed from a parameter before step()
-but first read after it (logits kept for an accuracy metric) would use the updated parameters; read it before
-the step, or pass it to mj._autograd.defer_sync(var) so the step computes it in its plan, with the old values.
+A Var computed from a parameter before step() but first read after it (logits kept for an accuracy metric)
+still reads the old values, as in PyTorch: the parameter is rebound to its new value, the old node is
+untouched (docs/mutation.md). Passing it to mj._autograd.defer_sync(var) computes it in the step's plan.
 
 Hyper-parameters and step-dependent factors (learning rate, bias corrections) enter the kernels as 0-d Var
 inputs rather than constants, so changing the learning rate or counting steps compiles no new kernels.
@@ -154,8 +154,8 @@ class Optimizer:
                     computed.append(grad)
                     computed.extend(value for value in state.values() if isinstance(value, Var))
         computed.extend(_autograd.take_pending_outputs())
-        # Parameters must only change after every Var that reads their old value (gradients, state,
-        # losses, running statistics) is computed: pending graphs see an assignment.
+        # One plan for the backward pass, the updates and the pending outputs; the parameters are then rebound
+        # to their computed new values (nothing is copied).
         sync([value for _, value in assignments] + computed)
         for param, value in assignments:
             param.assign(value)

@@ -1,0 +1,103 @@
+// A Var: the user's handle on a value, what Python's metajit.Var wraps. Graph nodes are immutable; a Var is not.
+// An in-place op (x.add_(y), x[k] = v, x += 1) rebinds the Var to a new node, so every Python reference to the
+// Var sees the change while ops recorded earlier keep reading the node they were given: PyTorch's values, with
+// nothing run. A view (slicing, transpose, reshape, expand, detach(), .data) aliases its base: writing through it
+// rebinds the base to the base with those elements replaced, and every view of the base re-derives its node the
+// next time it is used (PyTorch's functionalization). This layer must not run anything: writes are lazy ops.
+#pragma once
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/node.h"
+
+namespace metajit {
+
+std::vector<int64_t> contiguous_strides(const Shape& shape);
+
+// One link from a base to a view of it.
+struct ViewStep {
+  enum class Kind : uint8_t { Affine, Reshape, Detach };
+  Kind kind = Kind::Affine;
+  Shape shape;                           // the view's shape
+  std::vector<ViewDimension> dimensions; // Affine: one per dimension of the step's input
+};
+
+// What a base and all views of it share (PyTorch's storage): the base's current value and a count of writes.
+struct AliasGroup {
+  NodePtr value;
+  uint64_t version = 0;
+};
+
+class Var;
+using VarPtr = std::shared_ptr<Var>;
+
+class Var {
+ public:
+  explicit Var(NodePtr node);
+
+  // The value now: re-derived from the base when a write through another alias happened since.
+  const NodePtr& node() {
+    if (group_ && seen_version_ != group_->version) derive();
+    return node_;
+  }
+  DType dtype() { return node()->dtype; }
+  const Shape& shape() { return node()->shape; }
+
+  // A view of `base` built by `build` (permute, transpose, broadcast...): the step is learnt by building it on a
+  // stand-in for the base, so any composition of View and Reshape nodes the meta-ops make is captured.
+  static VarPtr view_of(const VarPtr& base, const std::function<NodePtr(const NodePtr&)>& build);
+  // A view of `base` from a known step (basic slicing builds its mapping itself).
+  static VarPtr view_of(const VarPtr& base, ViewStep step);
+  // reshape(): a view when the strides allow one (PyTorch's rule), else a new Var holding a reshaped copy.
+  static VarPtr reshaped(const VarPtr& base, Shape shape, bool must_be_view);
+  // detach() and .data: the same values, shared (writes through either are seen by the other), no history.
+  // Writes through .data (and views of it) are not recorded for the version check, as in PyTorch.
+  static VarPtr detached_alias(const VarPtr& base);
+  static VarPtr data_alias(const VarPtr& base);
+
+  // An in-place op: this Var (and every alias of it) now holds `value`, which has this Var's shape and is cast
+  // to its dtype. `operation` names the op in errors. Refuses, with PyTorch's messages, a leaf that requires
+  // grad (or a view of one) while grad mode is on. The replaced nodes are marked (Node::overwritten_by) so a
+  // backward that needs them refuses, as PyTorch's version counters do.
+  // `first_node_id` (next_node_id_value() before the op recorded `value`) exempts the op's own reads.
+  void write(NodePtr value, const std::string& operation, uint64_t first_node_id = 0);
+  // p.data = value: a new value of any shape and dtype; views taken before keep the old one.
+  void set_data(NodePtr value);
+  // requires_grad_(): only leaves; turning it on gives the Var a node of its own first when others share it.
+  void set_requires_grad(bool requires_grad);
+  // detach_(): this Var becomes a leaf holding the same value.
+  void detach_in_place();
+
+  bool is_view() const { return !steps_.empty(); }
+  bool is_detached_alias() const;
+  // PyTorch's memory layout, in elements of the base: strides, the offset and contiguity decide whether
+  // reshape/view/contiguous alias or copy, exactly as they would in PyTorch.
+  std::vector<int64_t> strides() const { return strides_.empty() ? contiguous_strides(node_->shape) : strides_; }
+  int64_t storage_offset() const { return storage_offset_; }
+  bool is_contiguous() const;
+
+ private:
+  static VarPtr make_view(const VarPtr& base, ViewStep step, std::vector<int64_t> strides, int64_t offset);
+  void derive();
+  AliasGroup& group();
+
+  NodePtr node_;
+  std::shared_ptr<AliasGroup> group_;  // null until the first alias of this value is taken
+  std::vector<ViewStep> steps_;        // from the group's base to this Var (empty: the base itself)
+  uint64_t seen_version_ = 0;          // group_->version when node_ was derived
+  bool untracked_ = false;             // a .data alias: its writes leave no mark for the version check
+  std::vector<int64_t> strides_;  // empty: row-major (every Var that is no view; saves an allocation per op)
+  int64_t storage_offset_ = 0;
+};
+
+// The node a step makes of its input (view, reshape or detached).
+NodePtr apply_view_step(const NodePtr& input, const ViewStep& step);
+// PyTorch's stride rule for viewing a tensor of (shape, strides) as `new_shape`: the strides, or nothing when
+// some new dim would span two non-contiguous chunks (then reshape copies and view() fails).
+std::optional<std::vector<int64_t>> view_strides(const Shape& shape, const std::vector<int64_t>& strides,
+                                                 const Shape& new_shape);
+
+}  // namespace metajit

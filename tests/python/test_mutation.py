@@ -1,0 +1,289 @@
+"""Mutation with PyTorch's semantics (meta_ops/var.h, docs/mutation.md): in-place methods, writes through views,
+detach() and .data, and autograd across them. Each program is written once against the shared PyTorch/metajit
+names and run on both; metajit must give PyTorch's values and gradients (float32, rtol 1e-6) and PyTorch's
+errors."""
+import numpy as np
+import pytest
+
+import metajit as mj
+from metajit import nn
+
+torch = pytest.importorskip("torch")
+
+
+def numpy_of(value):
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        return value.detach().numpy()
+    return np.asarray(value.numpy())
+
+
+def run_both(program):
+    """program(lib) returns a dict of tensors (or None); both libraries must give the same values."""
+    expected = {name: numpy_of(value) for name, value in program(torch).items()}
+    got = {name: numpy_of(value) for name, value in program(mj).items()}
+    assert got.keys() == expected.keys()
+    for name in expected:
+        if expected[name] is None:
+            assert got[name] is None, f"{name}: PyTorch gives None, metajit {got[name]}"
+            continue
+        assert got[name] is not None, f"{name}: PyTorch gives {expected[name]}, metajit None"
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-6, atol=1e-6, err_msg=name)
+    return got
+
+
+def raises_in_both(program, match):
+    with pytest.raises(RuntimeError):
+        program(torch)
+    with pytest.raises((RuntimeError, ValueError), match=match):
+        program(mj)
+
+
+# ------------------------------------------------------------------------------------ the issue's cases
+
+def test_detach_of_a_lazy_value_is_a_new_leaf():
+    def program(lib):
+        a = lib.ones(3, requires_grad=True)
+        c = (a * 2).detach().requires_grad_()
+        (c * 3).sum().backward()
+        return {"c.grad": c.grad, "a.grad": a.grad}
+    run_both(program)
+
+
+def test_manual_parameter_update_under_no_grad_changes_the_parameter():
+    torch.manual_seed(0)
+    reference = torch.nn.Linear(2, 1)
+    model = nn.Linear(2, 1)
+    model.weight.assign(reference.weight.detach().numpy())
+    model.bias.assign(reference.bias.detach().numpy())
+    for lib, layer in ((torch, reference), (mj, model)):
+        weight = layer.weight
+        layer(lib.ones(4, 2)).sum().backward()
+        with lib.no_grad():
+            for parameter in layer.parameters():
+                parameter -= 0.1 * parameter.grad
+        assert layer.weight is weight and weight.is_leaf and weight.requires_grad
+    np.testing.assert_allclose(model.weight.numpy(), numpy_of(reference.weight), rtol=1e-6)
+    np.testing.assert_allclose(model.bias.numpy(), numpy_of(reference.bias), rtol=1e-6)
+
+
+def test_writes_through_views_and_aliases_reach_the_base():
+    def program(lib):
+        x = lib.zeros(2, 3)
+        x.view(-1)[0] = 100
+        row = x[0]
+        row[1] = 9
+        y = x
+        y += 1
+        return {"x": x, "row": row, "y": y}
+    run_both(program)
+
+
+# ------------------------------------------------------------------------------------ views alias their base
+
+@pytest.mark.parametrize("make_view", [
+    lambda x: x[1], lambda x: x[:, 1:3], lambda x: x[::2, ::-1] if False else x[::2], lambda x: x.t(),
+    lambda x: x.transpose(0, 1)[1:], lambda x: x.permute(1, 0), lambda x: x.select(1, 2), lambda x: x.narrow(0, 1, 2),
+    lambda x: x.reshape(12), lambda x: x.view(2, 2, 3), lambda x: x.unsqueeze(0)[0], lambda x: x.flatten(),
+    lambda x: x.unflatten(1, (2, 2)), lambda x: x.chunk(2, dim=1)[1], lambda x: x.split(1)[2],
+    lambda x: x.unbind(1)[3], lambda x: x.T[2:, :2], lambda x: x[1:, 1:][1:, 2:],
+], ids=["select", "slice", "step", "t", "transpose_slice", "permute", "select_method", "narrow", "reshape", "view",
+        "unsqueeze", "flatten", "unflatten", "chunk", "split", "unbind", "T_slice", "view_of_view"])
+def test_every_live_view_sees_a_write_through_any_of_them(make_view):
+    def program(lib):
+        x = lib.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+        view = make_view(x)
+        other = x[1:]  # another live view, taken before the write
+        view.mul_(10)
+        view.add_(lib.ones(view.shape) * 0.5)
+        after = x * 1  # recorded after the write
+        return {"x": x, "view": view, "other": other, "after": after}
+    run_both(program)
+
+
+def test_ops_recorded_before_a_write_keep_the_old_value():
+    def program(lib):
+        x = lib.tensor(np.arange(4, dtype=np.float32))
+        before = x * 2
+        view = x[1:3]
+        x.add_(100)
+        return {"before": before, "view": view, "x": x}
+    run_both(program)
+
+
+def test_reshape_of_a_transpose_is_a_copy_and_view_of_it_fails():
+    def program(lib):
+        x = lib.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+        flat = x.t().reshape(-1)  # PyTorch copies: writes do not reach x
+        flat[0] = 50
+        contiguous = x.t().contiguous()
+        contiguous[0, 0] = 7
+        return {"x": x, "flat": flat, "contiguous": contiguous}
+    run_both(program)
+    raises_in_both(lambda lib: lib.tensor(np.ones((2, 3), dtype=np.float32)).t().view(-1),
+                   "view size is not compatible")
+
+
+def test_strides_and_contiguity_follow_pytorch():
+    base = np.zeros((4, 5, 6), dtype=np.float32)
+    for make in (lambda x: x, lambda x: x.transpose(0, 2), lambda x: x[1:3, ::2], lambda x: x[:, 2],
+                 lambda x: x.permute(2, 0, 1).reshape(6, 20), lambda x: x.unsqueeze(1).expand(4, 3, 5, 6)):
+        ours, theirs = make(mj.tensor(base)), make(torch.tensor(base))
+        assert ours.stride() == theirs.stride()
+        assert ours.storage_offset() == theirs.storage_offset()
+        assert ours.is_contiguous() == theirs.is_contiguous()
+
+
+def test_writing_through_an_expanded_view_fails():
+    raises_in_both(lambda lib: lib.zeros(3).expand(2, 3).add_(1), "more than one element")
+
+
+# ------------------------------------------------------------------------------------ in-place methods
+
+def test_in_place_methods_match_pytorch():
+    data = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+
+    def program(lib):
+        x = lib.tensor(data)
+        results = {}
+        steps = [
+            ("add_", lambda t: t.add_(lib.ones(4), alpha=2)), ("sub_", lambda t: t.sub_(0.5)),
+            ("mul_", lambda t: t.mul_(lib.tensor(data))), ("div_", lambda t: t.div_(3)),
+            ("clamp_", lambda t: t.clamp_(-1, 1)), ("exp_", lambda t: t.exp_()), ("neg_", lambda t: t.neg_()),
+            ("abs_", lambda t: t.abs_()), ("sqrt_", lambda t: t.sqrt_()), ("pow_", lambda t: t.pow_(2)),
+            ("masked_fill_", lambda t: t.masked_fill_(lib.tensor(data) > 0, -3.0)),
+            ("relu_", lambda t: t.relu_()), ("fill_", lambda t: t[0].fill_(7)),
+            ("zero_", lambda t: t[:, 1].zero_()), ("copy_", lambda t: t[2].copy_(lib.tensor(data[0]))),
+            ("clamp_min_", lambda t: t.clamp_min_(0.5)), ("addcmul_", lambda t: t.addcmul_(t, t, value=0.5)),
+            ("lerp_", lambda t: t.lerp_(lib.zeros(3, 4), 0.25)), ("tanh_", lambda t: t.tanh_()),
+            ("sigmoid_", lambda t: t.sigmoid_()), ("floor_div", lambda t: t.__ifloordiv__(0.25)),
+            ("imul", lambda t: t.__imul__(2)), ("itruediv", lambda t: t.__itruediv__(lib.tensor(data) + 3)),
+        ]
+        for name, step in steps:
+            returned = step(x)
+            results[name] = x * 1
+            results[name + " returns"] = returned * 1
+        return results
+    run_both(program)
+
+
+def test_in_place_results_must_fit_the_var():
+    raises_in_both(lambda lib: lib.zeros(3).add_(lib.ones(2, 3)), "doesn't match the broadcast shape")
+    raises_in_both(lambda lib: lib.zeros(3, dtype=lib.int64).add_(1.5), "can't be cast")
+
+
+def test_leaves_that_require_grad_refuse_in_place_ops_in_grad_mode():
+    raises_in_both(lambda lib: lib.ones(3, requires_grad=True).mul_(2),
+                   "a leaf Variable that requires grad is being used in an in-place operation")
+    raises_in_both(lambda lib: lib.ones(3, requires_grad=True)[1:].mul_(2),
+                   "a view of a leaf Variable that requires grad")
+
+    def program(lib):  # allowed under no_grad and through .data; the leaf stays a leaf with its grad
+        p = lib.ones(3, requires_grad=True)
+        (p * p).sum().backward()
+        with lib.no_grad():
+            p.mul_(3)
+            p[0] = 5
+        p.data.add_(1)
+        p.data[2] = -1
+        (p * 2).sum().backward()
+        return {"p": p, "p.grad": p.grad}
+    run_both(program)
+
+
+# ------------------------------------------------------------------------------------ autograd under mutation
+
+def test_gradients_flow_through_in_place_ops_on_computed_values():
+    def program(lib):
+        a = lib.tensor(np.array([1.0, 2.0, 3.0], dtype=np.float32), requires_grad=True)
+        b = lib.tensor(np.array([4.0, 5.0, 6.0], dtype=np.float32), requires_grad=True)
+        y = a * 2
+        y.add_(b)
+        y[1:].mul_(b[1:])
+        z = y.clone()
+        z.exp_()
+        (z.sum() + y.sum()).backward()
+        return {"y": y, "z": z, "a.grad": a.grad, "b.grad": b.grad}
+    run_both(program)
+
+
+def test_in_place_under_no_grad_keeps_the_history_of_a_computed_value():
+    def program(lib):
+        a = lib.tensor(np.array([1.0, -2.0, 3.0], dtype=np.float32), requires_grad=True)
+        y = a * 3
+        with lib.no_grad():
+            y.clamp_(min=0)
+        y.data.mul_(2)
+        (y * y).sum().backward()
+        return {"y": y, "a.grad": a.grad, "requires_grad": lib.tensor(float(y.requires_grad))}
+    run_both(program)
+
+
+def test_a_value_saved_for_backward_then_modified_makes_backward_fail_naming_the_line():
+    def program(lib):
+        a = lib.ones(3, requires_grad=True)
+        y = a.exp()  # exp saves its output
+        z = y * a
+        y.add_(1)
+        z.sum().backward()
+    raises_in_both(program, r"modified by an inplace operation: .* changed by add_ at .*test_mutation.py:\d+")
+
+    def through_a_view(lib):
+        a = lib.ones(2, 3, requires_grad=True)
+        b = a * 1
+        y = b.t() * a.t()  # mul saves both transposes: views of b and a
+        b[0, 0] = 2
+        y.sum().backward()
+    raises_in_both(through_a_view, "modified by an inplace operation")
+
+    def unaffected(lib):  # a sum saves nothing, and .data writes are not counted
+        a = lib.ones(3, requires_grad=True)
+        y = a * 2
+        total = y.sum()
+        y.add_(1)
+        b = lib.ones(3, requires_grad=True)
+        w = b * 2 + b
+        w.data.mul_(0)
+        (total + w.sum()).backward()
+        return {"a.grad": a.grad, "b.grad": b.grad}
+    run_both(unaffected)
+
+
+def test_module_conversion_keeps_parameters_as_the_same_leaves():
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    parameters = list(model.parameters())
+    optimizer = mj.optim.SGD(model.parameters(), lr=0.1)
+    model.double()
+    assert all(p is q for p, q in zip(model.parameters(), parameters))
+    assert all(p.dtype == "float64" and p.is_leaf and p.requires_grad for p in parameters)
+    before = [p.numpy().copy() for p in parameters]
+    loss = model(mj.ones(5, 3, dtype="float64")).sum()
+    loss.backward()
+    assert all(p.grad.dtype == "float64" for p in parameters)
+    optimizer.step()
+    assert all(not np.array_equal(p.numpy(), old) for p, old in zip(parameters[:2], before[:2]))
+    model.float()
+    assert all(p.dtype == "float32" and p.is_leaf for p in model.parameters())
+
+
+@pytest.mark.parametrize("name, states", [("SGD", 0), ("Adam", 2), ("AdamW", 2)])
+def test_optimizers_update_the_parameter_objects_in_place(name, states):
+    model = nn.Linear(8, 8)
+    weight = model.weight
+    optimizer = getattr(mj.optim, name)(model.parameters(), lr=0.01)
+    data = mj.randn(4, 8)
+    for _ in range(3):
+        optimizer.zero_grad()
+        model(data).sum().backward()
+        optimizer.step()
+    assert model.weight is weight and weight.is_leaf and weight.requires_grad
+    mj.sync(weight)
+    mj.reset_stats()
+    optimizer.zero_grad()
+    model(data).sum().backward()
+    optimizer.step()
+    # A step allocates the gradients, the new values and new optimizer state (8x8 weight + 8 bias in float32 is
+    # 288 bytes each) and the activations ([4, 8] and the loss, under 280 bytes), never another copy of them.
+    parameter_bytes = 288
+    assert mj.stats()["bytes_allocated"] <= (2 + states) * parameter_bytes + 280
