@@ -142,8 +142,9 @@ void Var::derive() {
   seen_version_ = group_->version;
 }
 
-VarPtr Var::make_view(const VarPtr& base, ViewStep step, std::vector<int64_t> strides, int64_t offset) {
-  NodePtr node = apply_view_step(base->node(), step);
+VarPtr Var::make_view(const VarPtr& base, ViewStep step, std::vector<int64_t> strides, int64_t offset,
+                      NodePtr node) {
+  if (!node) node = apply_view_step(base->node(), step);
   AliasGroup& shared = base->group();
   auto view = std::make_shared<Var>(std::move(node));
   view->group_ = base->group_;
@@ -156,7 +157,7 @@ VarPtr Var::make_view(const VarPtr& base, ViewStep step, std::vector<int64_t> st
   return view;
 }
 
-VarPtr Var::view_of(const VarPtr& base, ViewStep step) {
+VarPtr Var::view_of(const VarPtr& base, ViewStep step, NodePtr built) {
   base->node();  // current strides and value
   std::vector<int64_t> base_strides = base->strides();
   std::vector<int64_t> strides(step.shape.size(), 0);
@@ -170,28 +171,35 @@ VarPtr Var::view_of(const VarPtr& base, ViewStep step) {
   } else {
     strides = std::move(base_strides);
   }
-  return make_view(base, std::move(step), std::move(strides), offset);
+  return make_view(base, std::move(step), std::move(strides), offset, std::move(built));
 }
 
 VarPtr Var::view_of(const VarPtr& base, const std::function<NodePtr(const NodePtr&)>& build) {
   const NodePtr& base_node = base->node();
-  // A stand-in without storage or inputs: the builders never fold a View into it, so what they return over it
-  // is exactly one step (or the stand-in itself, for an identity).
-  auto stand_in = std::make_shared<Node>(NodeKind::Data, base_node->dtype, base_node->shape);
-  NodePtr built = build(stand_in);
+  // Usually the builder's node reads the base's node directly and is the step itself. When the builders fold
+  // it into a view the base's node already is, the step is learnt on a stand-in without storage or inputs,
+  // which nothing folds into.
+  NodePtr built = build(base_node);
+  NodePtr input = base_node;
+  bool one_step = built == base_node || (built->inputs.size() == 1 && built->inputs[0] == base_node &&
+                                         (built->kind == NodeKind::View || built->kind == NodeKind::Reshape));
+  if (!one_step) {
+    input = std::make_shared<Node>(NodeKind::Data, base_node->dtype, base_node->shape);
+    built = build(input);
+  }
   ViewStep step;
-  if (built == stand_in) {
+  if (built == input) {
     step.shape = base_node->shape;
     for (int dim = 0; dim < int(step.shape.size()); ++dim) step.dimensions.push_back({dim, 1, 0});
-  } else if (built->kind == NodeKind::View && built->inputs.size() == 1 && built->inputs[0] == stand_in) {
+  } else if (built->kind == NodeKind::View && built->inputs.size() == 1 && built->inputs[0] == input) {
     step.shape = built->shape;
     step.dimensions = built->view;
-  } else if (built->kind == NodeKind::Reshape && built->inputs.size() == 1 && built->inputs[0] == stand_in) {
+  } else if (built->kind == NodeKind::Reshape && built->inputs.size() == 1 && built->inputs[0] == input) {
     return reshaped(base, built->shape, false);
   } else {
     throw std::logic_error("internal error: a view builder made a " + built->op_name() + " node, not a view");
   }
-  return view_of(base, std::move(step));
+  return view_of(base, std::move(step), one_step ? built : nullptr);
 }
 
 VarPtr Var::reshaped(const VarPtr& base, Shape shape, bool must_be_view) {
@@ -204,7 +212,9 @@ VarPtr Var::reshaped(const VarPtr& base, Shape shape, bool must_be_view) {
           "two contiguous subspaces). Use .reshape(...) instead.");
     return std::make_shared<Var>(std::move(node));  // PyTorch copies here: writes to it stay its own
   }
-  return make_view(base, ViewStep{ViewStep::Kind::Reshape, node->shape, {}}, std::move(*strides), base->storage_offset_);
+  Shape view_shape = node->shape;
+  return make_view(base, ViewStep{ViewStep::Kind::Reshape, std::move(view_shape), {}}, std::move(*strides),
+                   base->storage_offset_, std::move(node));
 }
 
 VarPtr Var::detached_alias(const VarPtr& base) {

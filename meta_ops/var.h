@@ -49,8 +49,9 @@ class Var {
   // A view of `base` built by `build` (permute, transpose, broadcast...): the step is learnt by building it on a
   // stand-in for the base, so any composition of View and Reshape nodes the meta-ops make is captured.
   static VarPtr view_of(const VarPtr& base, const std::function<NodePtr(const NodePtr&)>& build);
-  // A view of `base` from a known step (basic slicing builds its mapping itself).
-  static VarPtr view_of(const VarPtr& base, ViewStep step);
+  // A view of `base` from a known step (basic slicing builds its mapping itself); `built`, when given, is the
+  // step applied to the base's current node already.
+  static VarPtr view_of(const VarPtr& base, ViewStep step, NodePtr built = nullptr);
   // reshape(): a view when the strides allow one (PyTorch's rule), else a new Var holding a reshaped copy.
   static VarPtr reshaped(const VarPtr& base, Shape shape, bool must_be_view);
   // detach() and .data: the same values, shared (writes through either are seen by the other), no history.
@@ -80,7 +81,8 @@ class Var {
   bool is_contiguous() const;
 
  private:
-  static VarPtr make_view(const VarPtr& base, ViewStep step, std::vector<int64_t> strides, int64_t offset);
+  static VarPtr make_view(const VarPtr& base, ViewStep step, std::vector<int64_t> strides, int64_t offset,
+                          NodePtr node = nullptr);
   void derive();
   AliasGroup& group();
 
