@@ -338,6 +338,36 @@ std::vector<Node*> contractions_inside(const LoweredKernel& lowered, const NodeP
   return found;
 }
 
+// No kernel inlines a chain of more than kMaximumFusedDepth ops: where a chain reaches it, the value is stored
+// and the rest of the chain reads it from memory. Lowering and rendering walk a kernel's expression
+// recursively, so a lazily built chain of 20,000 additions fused whole overflowed the stack; kernels this long
+// gain nothing from more fusion. Runs once before the fixpoint, in creation order (inputs first).
+constexpr int kMaximumFusedDepth = 1000;
+
+template <typename AddRoot>
+void store_every_deep_value(const std::unordered_map<Node*, NodePtr>& pending_nodes, AddRoot&& add_root,
+                            const std::unordered_set<Node*>& materialized) {
+  if (pending_nodes.size() < size_t(kMaximumFusedDepth)) return;
+  std::vector<Node*> order;
+  order.reserve(pending_nodes.size());
+  for (const auto& entry : pending_nodes) order.push_back(entry.first);
+  std::sort(order.begin(), order.end(), [](const Node* a, const Node* b) { return a->id < b->id; });
+  std::unordered_map<Node*, int> depth;  // ops inlined along the longest chain ending at a node
+  depth.reserve(order.size());
+  for (Node* node : order) {
+    int longest = 1;
+    for (const NodePtr& input : node->inputs) {
+      auto found = depth.find(input.get());
+      if (found != depth.end() && !materialized.count(input.get())) longest = std::max(longest, found->second + 1);
+    }
+    if (longest >= kMaximumFusedDepth) {
+      add_root(pending_nodes.at(node));
+      longest = 0;  // its readers read a buffer
+    }
+    depth.emplace(node, longest);
+  }
+}
+
 std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, ContractionBackend backend,
                                         bool render_cpu_source, bool multiple_outputs) {
   std::unordered_set<Node*> materialized;
@@ -370,6 +400,7 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, Con
     if (found == pending_nodes.end()) throw std::logic_error("requested node not found in graph");
     return found->second;
   };
+  store_every_deep_value(pending_nodes, add_root, materialized);
   // Each root's latest lowering, kept while nothing it inlined has been materialised since: the fixpoint adds a
   // few values per round, and lowering every root again each round made the first plan of a 64-step LSTM's
   // training step take 14 s (its step kernels inline long chains until the recompute policy cuts them).
