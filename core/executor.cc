@@ -51,6 +51,32 @@ NodePtr pending_source(const Node& node) {
 void set_graph_runner(GraphRunner* runner) { graph_runner = runner; }
 
 namespace {
+
+// Pending nodes marked store_when_read that the targets' graph reads become targets too (under the sync lock).
+void add_values_to_store(std::vector<NodePtr>* targets) {
+  uint64_t mark = next_walk_mark();
+  std::vector<const NodePtr*> stack;
+  for (const NodePtr& target : *targets) {
+    target->walk_mark = mark;
+    stack.push_back(&target);
+  }
+  std::vector<NodePtr> stored;
+  while (!stack.empty()) {
+    const Node& node = **stack.back();
+    stack.pop_back();
+    for (const NodePtr& input : node.inputs) {
+      if (!input || input->is_computed() || input->walk_mark == mark) continue;
+      input->walk_mark = mark;
+      if (input->store_when_read) stored.push_back(input);
+      stack.push_back(&input);
+    }
+  }
+  targets->insert(targets->end(), stored.begin(), stored.end());
+}
+
+}  // namespace
+
+namespace {
 std::atomic<InterruptCheck> interrupt_check{nullptr};
 }  // namespace
 
@@ -71,6 +97,7 @@ void sync(const std::vector<NodePtr>& targets) {
     if (!target->is_computed()) still_pending.push_back(target);
   if (still_pending.empty()) return;
   if (!graph_runner) throw std::runtime_error("metajit: no graph runner registered (the JIT is not initialised)");
+  add_values_to_store(&still_pending);
   graph_runner->run(still_pending);
   for (const NodePtr& target : still_pending) {
     release_inputs(*target);

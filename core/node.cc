@@ -127,6 +127,7 @@ NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> 
   auto node = std::make_shared<Node>(kind, dtype, std::move(shape));
   node->inputs = std::move(inputs);
   node->requires_grad = grad_mode && is_floating(node->dtype) && node->any_input_requires_grad();
+  node->gradient_history = node->requires_grad;
   node->provenance = current_provenance();
   return node;
 }

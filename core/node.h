@@ -91,17 +91,36 @@ struct Node {
   // Set on a node that stands for a leaf although it is computed from other nodes (detach(), or a parameter's
   // in-place update under no_grad): gradients stop here, as at a leaf, and once computed it drops its inputs.
   bool gradient_leaf = false;
+  // Set when the node required grad because an input did as it was built (PyTorch's non-leaf, one with a
+  // grad_fn). Unlike any_input_requires_grad() it survives the node dropping its inputs once computed.
+  bool gradient_history = false;
+  // A value a Var holds for the long term (a parameter after an in-place update): a sync whose graph reads it
+  // stores it, as a target, instead of inlining it into its readers, so the next update starts from a stored
+  // value rather than from an ever-longer expression (core/executor.cc).
+  bool store_when_read = false;
   // Set by backward() without retain_graph on the nodes it went through (not on leaves): once computed, such a
   // node drops its inputs like any other, so the values only backward needed can be freed (PyTorch frees a
   // graph's saved tensors the same way). A node with this set and no inputs has lost its graph.
   std::atomic<bool> backward_taken{false};
-  NodePtr grad;  // accumulated by backward() on leaves (PyTorch's x.grad)
+  // A leaf's .grad (accumulated by backward(), PyTorch's x.grad). Shared by the nodes a leaf Var held in turn
+  // (an update under no_grad, a write through .data gives the Var a new leaf node): a backward through a graph
+  // recorded before still adds to the same .grad, as PyTorch's tensor identity would.
+  struct GradientSlot {
+    NodePtr grad;
+  };
+  std::shared_ptr<GradientSlot> gradient_slot;
+  NodePtr grad() const { return gradient_slot ? gradient_slot->grad : nullptr; }
+  void set_grad(NodePtr value) {
+    if (!gradient_slot) gradient_slot = std::make_shared<GradientSlot>();
+    gradient_slot->grad = std::move(value);
+  }
   // Set when an in-place op replaced this value in the Var that held it (meta_ops/var.h): the node itself is
   // intact, but PyTorch would have changed the saved tensor, so a gradient rule that reads it refuses, naming
   // the op and the user's line of the modification (PyTorch's version-counter error).
   const char* overwritten_by = nullptr;
   Provenance overwritten_at;
   uint64_t overwritten_from_id = 0;  // nodes with this id or later were recorded by that op itself: exempt
+  std::weak_ptr<Node> shares_value_of;  // a detached Data node sharing a computed node's storage: that node
   // Scratch of the graph walks a sync makes under its lock (core/executor.cc, jit/plan_cache.cc): a walk takes a
   // fresh mark from next_walk_mark() and stamps the nodes it reaches, where a hash set of node pointers cost a
   // heap allocation per node (4834 nodes in a 64-step LSTM's training step, 9700 allocations a sync).

@@ -13,9 +13,20 @@
 namespace metajit {
 namespace {
 
-// A backward() without retain_graph went through `node` and it was computed since, which freed its inputs.
+std::vector<int> saved_values(const Node& node);
+
+// A backward() without retain_graph went through `node`: PyTorch freed the values its gradient saved, so a second
+// backward through it fails when it saved any (sums and views save none); here the node keeps them until it is
+// computed, which frees its inputs.
 void require_graph(const Node& node) {
-  if (node.backward_taken.load(std::memory_order_relaxed) && node.inputs.empty())
+  if (!node.backward_taken.load(std::memory_order_relaxed)) return;
+  if (!node.inputs.empty() && !saved_values(node).empty())
+    throw std::runtime_error(
+        "Trying to backward through the graph a second time (or directly access saved tensors after they have "
+        "already been freed): " + node.op_name() + " " + shape_to_string(node.shape) + " (created at " +
+        node.provenance.to_string() + ") was differentiated by an earlier backward(). Specify retain_graph=True "
+        "if you need to backward through the graph a second time.");
+  if (node.inputs.empty())
     throw std::runtime_error(
         "backward through a graph whose saved values were freed: " + node.op_name() + " " +
         shape_to_string(node.shape) + " (created at " + node.provenance.to_string() +
@@ -73,7 +84,7 @@ std::vector<int> saved_values(const Node& node) {
           return saved;
         }
         case BinaryOp::Divide:
-          return requires(1) ? std::vector<int>{0, 1, -1} : std::vector<int>{1};
+          return requires(1) ? std::vector<int>{0, 1} : std::vector<int>{1};
         case BinaryOp::Power: case BinaryOp::Maximum: case BinaryOp::Minimum:
           return {0, 1};
         default:
@@ -86,12 +97,26 @@ std::vector<int> saved_values(const Node& node) {
   }
 }
 
+// The nodes a saved value shares memory with in PyTorch: what a view or reshape reads, what a detached copy
+// shares its storage with. (Not what a where's condition was compared from: PyTorch's masked_fill saves the
+// mask, not the tensor it came from, so following comparisons raised where PyTorch does not.)
+std::vector<const Node*> sharing_sources(const Node& node) {
+  std::vector<const Node*> sources;
+  if (NodePtr shared = node.shares_value_of.lock()) sources.push_back(shared.get());
+  if ((node.kind == NodeKind::View || node.kind == NodeKind::Reshape) && !node.inputs.empty() && node.inputs[0])
+    sources.push_back(node.inputs[0].get());
+  return sources;
+}
+
 // PyTorch's version-counter check: a value the gradient rule of `node` reads was modified in place since (the
 // node is intact here, but PyTorch's saved tensor would not be). Views share their base's counter.
 void check_saved_values(const Node& node) {
   for (int index : saved_values(node)) {
     const Node* value = index < 0 ? &node : node.inputs[size_t(index)].get();
-    for (const Node* through = value; through;) {
+    std::vector<std::pair<const Node*, int>> stack{{value, 0}};
+    while (!stack.empty()) {
+      auto [through, depth] = stack.back();
+      stack.pop_back();
       if (through->overwritten_by && node.id < through->overwritten_from_id)
         throw std::runtime_error(
             "one of the variables needed for gradient computation has been modified by an inplace operation: the " +
@@ -100,8 +125,8 @@ void check_saved_values(const Node& node) {
             node.provenance.to_string() + ") was changed by " + through->overwritten_by + " at " +
             through->overwritten_at.to_string() + " before backward. Modify a clone() instead, or modify it after "
             "backward().");
-      bool is_view = (through->kind == NodeKind::View || through->kind == NodeKind::Reshape) && !through->inputs.empty();
-      through = is_view ? through->inputs[0].get() : nullptr;
+      if (depth < 8)
+        for (const Node* source : sharing_sources(*through)) stack.push_back({source, depth + 1});
     }
   }
 }

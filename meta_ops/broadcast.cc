@@ -292,6 +292,7 @@ NodePtr detached(const NodePtr& input) {
   if (input->is_computed()) {  // share the value, not the history
     auto node = make_node(NodeKind::Data, input->dtype, input->shape);
     node->storage = input->storage;
+    node->shares_value_of = input;
     return node;
   }
   std::vector<ViewDimension> identity;
@@ -299,6 +300,7 @@ NodePtr detached(const NodePtr& input) {
   auto node = make_node(NodeKind::View, input->dtype, input->shape, {input});
   node->view = std::move(identity);
   node->requires_grad = false;
+  node->gradient_history = false;
   node->gradient_leaf = true;
   return node;
 }

@@ -1,6 +1,7 @@
 // metajit.Var's semantics in C++: rebinding on writes, aliasing views, PyTorch's layout rules (meta_ops/var.h).
 #include "meta_ops/var.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "meta_ops/broadcast.h"
@@ -10,49 +11,157 @@
 namespace metajit {
 namespace {
 
-bool is_leaf_requiring_grad(const Node& node) { return node.requires_grad && !node.any_input_requires_grad(); }
+bool is_leaf_requiring_grad(const Node& node) { return node.requires_grad && !node.gradient_history; }
+std::vector<ViewDimension> identity_dimensions(size_t rank);
 
-// Gradients of a value replaced outside the graph flow on to the replaced value's history (a Custom node whose
-// value is the new one), as PyTorch keeps a tensor's grad_fn across an in-place op under no_grad or via .data.
+// Gradients of a value replaced outside the graph flow on to the replaced value's history, as PyTorch keeps a
+// tensor's grad_fn across an in-place op under no_grad or through a detached alias. A write in grad mode of a
+// value that carries no gradient (fill_, copy_ of a constant) keeps the Var requiring grad, with zero gradient
+// to what it replaced (PyTorch's FillBackward). Both are Custom nodes whose value is the new one.
+// Inputs: the replaced value, then (when `to_new_value`) the new value with its own history.
 class GradientToReplaced : public CustomFunction {
  public:
-  std::vector<NodePtr> backward(const std::vector<NodePtr>& output_grads) override { return {output_grads[0]}; }
-  std::string name() const override { return "an in-place op outside the graph"; }
+  GradientToReplaced(bool passes_gradient, bool to_new_value)
+      : passes_gradient_(passes_gradient), to_new_value_(to_new_value) {}
+  std::vector<NodePtr> backward(const std::vector<NodePtr>& output_grads) override {
+    // A zero gradient, not none: PyTorch still runs the replaced value's backward (and its version checks).
+    const NodePtr& grad = output_grads[0];
+    std::vector<NodePtr> grads{passes_gradient_ ? grad : constant(grad->shape, grad->dtype, 0.0)};
+    if (to_new_value_) grads.push_back(grad);
+    return grads;
+  }
+  std::string name() const override { return "an in-place op"; }
+  bool passes_gradient() const { return passes_gradient_; }
+
+ private:
+  bool passes_gradient_;
+  bool to_new_value_;
 };
 
-// The node a Var holds after a write replaced `old` by `value`: when `old` was a leaf that requires grad (a
-// parameter updated under no_grad, or through .data), the new value stays one, with the gradient gathered so far.
-// When `outside_graph` (no_grad, .data) and `old` was computed from values that require grad, gradients keep
-// flowing to that history.
+// Whether `value` was computed from `old` within a few ops (an update such as old + y, or a partial write
+// where(mask, y, old)), rather than replacing it whole (copy_, fill_, x[:] = y).
+bool reads_within_a_few_ops(const NodePtr& value, const Node* old) {
+  std::vector<std::pair<const Node*, int>> stack{{value.get(), 0}};
+  for (int visited = 0; !stack.empty() && visited < 64; ++visited) {
+    auto [node, depth] = stack.back();
+    stack.pop_back();
+    if (node == old) return true;
+    if (depth < 4)
+      for (const NodePtr& input : node->inputs)
+        if (input) stack.push_back({input.get(), depth + 1});
+  }
+  return false;
+}
+
+// The node a Var holds after a write replaced `old` by `value`. When `old` was a leaf that requires grad (a
+// parameter updated under no_grad, or through .data) the new value stays one, with the gradient gathered so
+// far. When `old` was computed from values that require grad and `value` carries no gradient, it keeps
+// requiring grad: gradients flow on to `old` when the write was outside the graph (`outside_graph`: no_grad,
+// .data, detach()), else stop there.
 NodePtr successor(const NodePtr& old, NodePtr value, bool outside_graph) {
   if (!old || value == old || !old->requires_grad) return value;
-  if (!old->any_input_requires_grad()) {
+  if (!old->gradient_history) {
     NodePtr leaf = detached(value);  // a node of its own: `value` may be another Var's
     leaf->requires_grad = true;
-    leaf->grad = old->grad;
+    leaf->store_when_read = !leaf->is_computed();
+    if (!old->gradient_slot) old->gradient_slot = std::make_shared<Node::GradientSlot>();
+    leaf->gradient_slot = old->gradient_slot;
     return leaf;
   }
-  if (!outside_graph || value->requires_grad) return value;
-  NodePtr kept = make_custom_outputs({value}, {old}, std::make_shared<GradientToReplaced>())[0];
+  if (value->requires_grad && !outside_graph) {
+    if (!reads_within_a_few_ops(value, old.get())) {
+      // Replaced whole by a value with history: gradients go to it, and zeros to what it replaced, whose
+      // backward PyTorch still runs (CopyBackwards).
+      NodePtr kept = make_custom_outputs({stop_gradient(value)}, {old, value},
+                                         std::make_shared<GradientToReplaced>(false, true))[0];
+      kept->requires_grad = true;
+      kept->gradient_history = true;
+      return kept;
+    }
+    return value;
+  }
+  NodePtr kept = make_custom_outputs({stop_gradient(value)}, {old},
+                                     std::make_shared<GradientToReplaced>(outside_graph, false))[0];
   kept->requires_grad = true;
+  kept->gradient_history = true;
   return kept;
 }
 
 NodePtr keep_leaf(const NodePtr& old, NodePtr value) { return successor(old, std::move(value), false); }
 
 void mark_overwritten(Node& node, const std::string& operation, uint64_t first_node_id) {
-  if (node.overwritten_by) return;
-  node.overwritten_by = intern_string(operation);
-  node.overwritten_at = current_provenance();
-  node.overwritten_from_id = first_node_id;
+  for (Node* marked = &node; marked && !marked->overwritten_by;) {
+    marked->overwritten_by = intern_string(operation);
+    marked->overwritten_at = current_provenance();
+    marked->overwritten_from_id = first_node_id;
+    // A value changed outside the graph is still the tensor it replaced (the same grad_fn in PyTorch): a write
+    // to it counts for that tensor too.
+    auto* custom = dynamic_cast<const CustomPayload*>(marked->payload.get());
+    bool same_tensor = custom && dynamic_cast<const GradientToReplaced*>(custom->function.get()) &&
+                       static_cast<const GradientToReplaced*>(custom->function.get())->passes_gradient() &&
+                       marked->inputs.size() > 1;
+    marked = same_tensor ? marked->inputs[1].get() : nullptr;
+  }
 }
 
-// `parent` (a step's input) with the elements the step reads replaced by `value`.
-NodePtr write_back(const NodePtr& parent, const ViewStep& step, const NodePtr& value) {
-  switch (step.kind) {
-    case ViewStep::Kind::Affine: return write_through_view(parent, step.shape, step.dimensions, value);
-    case ViewStep::Kind::Reshape: return reshape(value, parent->shape);
-    case ViewStep::Kind::Detach: return value;
+// Runs a scope with grad mode set as given, restoring it after.
+class GradModeScope {
+ public:
+  explicit GradModeScope(bool enabled) : previous_(grad_enabled()) { set_grad_enabled(enabled); }
+  ~GradModeScope() { set_grad_enabled(previous_); }
+
+ private:
+  bool previous_;
+};
+
+std::vector<ViewDimension> identity_dimensions(size_t rank) {
+  std::vector<ViewDimension> dimensions;
+  for (int dim = 0; dim < int(rank); ++dim) dimensions.push_back({dim, 1, 0});
+  return dimensions;
+}
+
+// The View from a step's input to what a second View of its output reads (as meta_ops/broadcast.cc folds them).
+std::vector<ViewDimension> compose(const std::vector<ViewDimension>& first, const std::vector<ViewDimension>& second) {
+  std::vector<ViewDimension> composed;
+  for (const ViewDimension& inner : first) {
+    if (inner.output_dim < 0) {
+      composed.push_back(inner);
+      continue;
+    }
+    const ViewDimension& outer = second[size_t(inner.output_dim)];
+    composed.push_back({outer.output_dim, outer.output_dim < 0 ? 0 : inner.step * outer.step,
+                        inner.offset + inner.step * outer.offset});
+  }
+  return composed;
+}
+
+// `base_value` with the elements that the first `step_count` steps (View and Reshape steps) read replaced by
+// `value`, written back one segment at a time: a run of View steps is one composed View (so a slice of an
+// expanded view writes only its own elements), a reshape is a segment of its own.
+NodePtr write_back_path(const NodePtr& base_value, const std::vector<ViewStep>& steps, size_t step_count,
+                        NodePtr value) {
+  struct Segment {
+    bool affine;
+    std::vector<ViewDimension> dimensions;  // affine: from the segment's input to its output
+    NodePtr input;
+    Shape output_shape;
+  };
+  std::vector<Segment> segments;
+  NodePtr walked = base_value;
+  for (size_t index = 0; index < step_count; ++index) {
+    const ViewStep& step = steps[index];
+    bool affine = step.kind == ViewStep::Kind::Affine;
+    if (affine && !segments.empty() && segments.back().affine)
+      segments.back().dimensions = compose(segments.back().dimensions, step.dimensions);
+    else
+      segments.push_back({affine, affine ? step.dimensions : std::vector<ViewDimension>{}, walked, {}});
+    segments.back().output_shape = step.shape;
+    if (index + 1 < step_count) walked = apply_view_step(walked, step);
+  }
+  for (size_t index = segments.size(); index-- > 0;) {
+    const Segment& segment = segments[index];
+    value = segment.affine ? write_through_view(segment.input, segment.output_shape, segment.dimensions, value)
+                           : reshape(value, segment.input->shape);
   }
   return value;
 }
@@ -100,12 +209,14 @@ std::optional<std::vector<int64_t>> view_strides(const Shape& shape, const std::
 }
 
 NodePtr apply_view_step(const NodePtr& input, const ViewStep& step) {
-  switch (step.kind) {
-    case ViewStep::Kind::Affine: return view(input, step.shape, step.dimensions);
-    case ViewStep::Kind::Reshape: return reshape(input, step.shape);
-    case ViewStep::Kind::Detach: return detached(input);
-  }
-  return input;
+  if (step.kind == ViewStep::Kind::Detach) return detached(input);
+  NodePtr result = step.kind == ViewStep::Kind::Affine ? view(input, step.shape, step.dimensions)
+                                                       : reshape(input, step.shape);
+  if (result != input || !input->requires_grad || !grad_enabled()) return result;
+  // An identity view of a value that requires grad is still a view (not a leaf), as in PyTorch.
+  result = make_node(NodeKind::View, input->dtype, input->shape, {input});
+  result->view = identity_dimensions(input->shape.size());
+  return result;
 }
 
 Var::Var(NodePtr node) : node_(std::move(node)) {}
@@ -115,10 +226,19 @@ AliasGroup& Var::group() {
   return *group_;
 }
 
-bool Var::is_detached_alias() const {
-  for (const ViewStep& step : steps_)
-    if (step.kind == ViewStep::Kind::Detach) return true;
-  return false;
+const NodePtr& AliasGroup::current() {
+  if (!parent) return value;
+  const NodePtr& parent_value = parent->current();
+  if (parent_version_seen == parent->version) return value;
+  GradModeScope scope(made_in_grad_mode);
+  NodePtr derived = parent_value;
+  for (const ViewStep& step : from_parent) derived = apply_view_step(derived, step);
+  // A leaf stays one (x.detach().requires_grad_()); a value with history keeps it, its values changed under it,
+  // as PyTorch keeps a tensor's grad_fn when another alias of its storage is written.
+  value = successor(value, std::move(derived), true);
+  parent_version_seen = parent->version;
+  ++version;
+  return value;
 }
 
 bool Var::is_contiguous() const {
@@ -134,7 +254,53 @@ bool Var::is_contiguous() const {
   return true;
 }
 
+namespace {
+
+// PyTorch's is_non_overlapping_and_dense: the dims, ordered by stride, tile a dense block.
+bool non_overlapping_and_dense(const Shape& shape, std::vector<int64_t> strides) {
+  std::vector<size_t> order;
+  for (size_t dim = 0; dim < shape.size(); ++dim)
+    if (shape[dim] != 1) order.push_back(dim);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
+  int64_t expected = 1;
+  for (size_t dim : order) {
+    if (strides[dim] != expected) return false;
+    expected *= shape[dim];
+  }
+  return true;
+}
+
+}  // namespace
+
+Var::Overlap Var::overlap_with(Var& other) {
+  if (this == &other) return Overlap::Full;
+  node();
+  other.node();
+  auto storage_of = [](std::shared_ptr<AliasGroup> group) {
+    while (group && group->parent) group = group->parent;
+    return group;
+  };
+  if (!group_ || storage_of(group_) != storage_of(other.group_)) return Overlap::None;
+  const Shape& shape = node_->shape;
+  const Shape& other_shape = other.node_->shape;
+  if (shape_numel(shape) == 0 || shape_numel(other_shape) == 0) return Overlap::None;
+  std::vector<int64_t> layout = strides(), other_layout = other.strides();
+  if (!non_overlapping_and_dense(shape, layout) || !non_overlapping_and_dense(other_shape, other_layout))
+    return Overlap::Unknown;
+  int64_t begin = storage_offset_, end = begin + shape_numel(shape);
+  int64_t other_begin = other.storage_offset_, other_end = other_begin + shape_numel(other_shape);
+  if (begin == other_begin && end == other_end) {
+    // The same elements: the same layout is a full overlap (strides of size-1 dims aside), another is partial.
+    bool same_layout = shape.size() == other_shape.size();
+    for (size_t dim = 0; dim < shape.size() && same_layout; ++dim)
+      same_layout = shape[dim] == other_shape[dim] && (shape[dim] == 1 || layout[dim] == other_layout[dim]);
+    return same_layout ? Overlap::Full : Overlap::Partial;
+  }
+  return begin < other_end && other_begin < end ? Overlap::Partial : Overlap::None;
+}
+
 void Var::derive() {
+  GradModeScope scope(made_in_grad_mode_);  // a view made in grad mode stays differentiable when re-derived
   NodePtr value = group_->value;
   for (const ViewStep& step : steps_) value = apply_view_step(value, step);
   // A view the user made a leaf of (x.detach().requires_grad_()) stays one when its base changes.
@@ -153,7 +319,9 @@ VarPtr Var::make_view(const VarPtr& base, ViewStep step, std::vector<int64_t> st
   view->seen_version_ = shared.version;
   view->strides_ = std::move(strides);
   view->storage_offset_ = offset;
-  view->untracked_ = base->untracked_;
+  view->made_in_grad_mode_ = grad_enabled();
+  bool from_leaf = is_leaf_requiring_grad(*base->node_) || base->view_of_leaf_;
+  view->view_of_leaf_ = from_leaf && view->steps_.back().kind != ViewStep::Kind::Detach;
   return view;
 }
 
@@ -199,7 +367,7 @@ VarPtr Var::view_of(const VarPtr& base, const std::function<NodePtr(const NodePt
   } else {
     throw std::logic_error("internal error: a view builder made a " + built->op_name() + " node, not a view");
   }
-  return view_of(base, std::move(step), one_step ? built : nullptr);
+  return view_of(base, std::move(step), one_step && built != base_node ? built : nullptr);
 }
 
 VarPtr Var::reshaped(const VarPtr& base, Shape shape, bool must_be_view) {
@@ -213,21 +381,32 @@ VarPtr Var::reshaped(const VarPtr& base, Shape shape, bool must_be_view) {
     return std::make_shared<Var>(std::move(node));  // PyTorch copies here: writes to it stay its own
   }
   Shape view_shape = node->shape;
+  if (node == base->node_) node = nullptr;  // an identity: make_view makes the view's own node
   return make_view(base, ViewStep{ViewStep::Kind::Reshape, std::move(view_shape), {}}, std::move(*strides),
                    base->storage_offset_, std::move(node));
 }
 
-VarPtr Var::detached_alias(const VarPtr& base) {
-  base->node();
-  return make_view(base, ViewStep{ViewStep::Kind::Detach, base->node_->shape, {}}, base->strides(),
-                   base->storage_offset_);
-}
-
-VarPtr Var::data_alias(const VarPtr& base) {
-  VarPtr alias = detached_alias(base);
-  alias->untracked_ = true;
+VarPtr Var::make_detached_alias(const VarPtr& base, bool shares_versions) {
+  const NodePtr& base_node = base->node();
+  AliasGroup& parent = base->group();
+  auto child = std::make_shared<AliasGroup>();
+  child->parent = base->group_;
+  child->from_parent = base->steps_;
+  child->from_parent.push_back(ViewStep{ViewStep::Kind::Detach, base_node->shape, {}});
+  child->parent_version_seen = parent.version;
+  child->shares_versions = shares_versions;
+  child->made_in_grad_mode = grad_enabled();
+  child->value = detached(base_node);
+  auto alias = std::make_shared<Var>(child->value);
+  alias->group_ = std::move(child);
+  alias->strides_ = base->strides();
+  alias->storage_offset_ = base->storage_offset_;
   return alias;
 }
+
+VarPtr Var::detached_alias(const VarPtr& base) { return make_detached_alias(base, true); }
+
+VarPtr Var::data_alias(const VarPtr& base) { return make_detached_alias(base, false); }
 
 void Var::write(NodePtr value, const std::string& operation, uint64_t first_node_id) {
   if (!first_node_id) first_node_id = next_node_id_value();
@@ -239,27 +418,52 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
     if (is_leaf_requiring_grad(*current))
       throw std::runtime_error("a leaf Variable that requires grad is being used in an in-place operation (" +
                                operation + "); wrap it in `with mj.no_grad():` or write through .data");
-    if (is_view() && !is_detached_alias() && is_leaf_requiring_grad(*group_->value))
+    if (view_of_leaf_)
       throw std::runtime_error("a view of a leaf Variable that requires grad is being used in an in-place operation (" +
                                operation + "); wrap it in `with mj.no_grad():` or write through .data");
   }
+  const Shape& shape = current->shape;
+  std::vector<int64_t> layout = strides();
+  for (size_t dim = 0; dim < shape.size(); ++dim)
+    if (shape[dim] > 1 && layout[dim] == 0)
+      throw std::invalid_argument(
+          "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+          "location (" + operation + " on an expanded view). Please clone() the tensor before performing the "
+          "operation.");
   if (value->dtype != current->dtype) value = cast(value, current->dtype);
-  if (!untracked_) {
-    mark_overwritten(*current, operation, first_node_id);
-    if (group_) mark_overwritten(*group_->value, operation, first_node_id);
+  if (grad_enabled() && value->requires_grad && !value->gradient_history) {
+    // Another Var's leaf (copy_(leaf)): this Var holds a copy of it, a value with history, never that leaf.
+    NodePtr copy = make_node(NodeKind::View, value->dtype, value->shape, {value});
+    copy->view = identity_dimensions(value->shape.size());
+    value = std::move(copy);
   }
-  bool outside_graph = untracked_ || !grad_enabled();
+  // PyTorch's version counters: a write bumps the counter of what it wrote and of the storage it shares; a
+  // .data alias has a counter of its own.
+  mark_overwritten(*current, operation, first_node_id);
+  for (AliasGroup* group = group_.get(); group; group = group->shares_versions ? group->parent.get() : nullptr)
+    mark_overwritten(*group->value, operation, first_node_id);
+  bool outside_graph = !grad_enabled();
   if (!group_) {
     node_ = successor(current, std::move(value), outside_graph);
     return;
   }
-  // The nodes along the path from the base's value to this Var's, then the writes back up that path.
-  std::vector<NodePtr> path{group_->value};
-  for (size_t step = 0; step + 1 < steps_.size(); ++step) path.push_back(apply_view_step(path.back(), steps_[step]));
-  NodePtr replacement = std::move(value);
-  for (size_t step = steps_.size(); step-- > 0;) replacement = write_back(path[step], steps_[step], replacement);
+  NodePtr written = value;
+  NodePtr replacement = write_back_path(group_->value, steps_, steps_.size(), std::move(value));
   group_->value = successor(group_->value, std::move(replacement), outside_graph);
   ++group_->version;
+  // A detached alias passes the values written, not their history, on to the values it aliases: through the
+  // path from the parent's base to this Var (the Detach step reads the same elements), so only the elements
+  // written move (a slice of an expanded alias writes its own elements).
+  NodePtr carried = stop_gradient(written);
+  std::vector<ViewStep> path = steps_;
+  for (AliasGroup* child = group_.get(); child->parent; child = child->parent.get()) {
+    AliasGroup& parent = *child->parent;
+    path.insert(path.begin(), child->from_parent.begin(), child->from_parent.end() - 1);
+    NodePtr parent_replacement = write_back_path(parent.current(), path, path.size(), carried);
+    parent.value = successor(parent.value, std::move(parent_replacement), true);
+    ++parent.version;
+    child->parent_version_seen = parent.version;
+  }
   derive();
 }
 
@@ -280,7 +484,7 @@ void Var::set_requires_grad(bool requires_grad) {
     throw std::invalid_argument(std::string("only floating-point Vars can require grad, this one is ") +
                                 dtype_name(node_->dtype));
   if (!requires_grad) {
-    if (node_->any_input_requires_grad())
+    if (node_->gradient_history)
       throw std::runtime_error("you can only change requires_grad flags of leaf variables. If you want to use a "
                                "computed variable in a subgraph that doesn't require differentiation use "
                                "var_no_grad = var.detach().");
@@ -291,6 +495,7 @@ void Var::set_requires_grad(bool requires_grad) {
   bool base_of_group = group_ && steps_.empty();
   if (node_.use_count() > (base_of_group ? 2 : 1)) node_ = detached(node_);
   node_->requires_grad = true;
+  node_->gradient_leaf = true;  // a leaf even when computed from values that require grad (under no_grad)
   if (base_of_group) {
     group_->value = node_;
     seen_version_ = ++group_->version;

@@ -25,10 +25,20 @@ struct ViewStep {
   std::vector<ViewDimension> dimensions; // Affine: one per dimension of the step's input
 };
 
-// What a base and all views of it share (PyTorch's storage): the base's current value and a count of writes.
+// What a base and all views of it share: the base's current value and a count of writes. A detached alias
+// (detach(), .data) is the base of a group of its own, with its own autograd history, whose values follow its
+// parent's: writes to it reach the parent as values only, and a write to the parent re-derives it (PyTorch:
+// one storage, two tensors with separate grad_fns).
 struct AliasGroup {
   NodePtr value;
   uint64_t version = 0;
+  std::shared_ptr<AliasGroup> parent;   // set for a detached alias
+  std::vector<ViewStep> from_parent;    // the parent's base -> this base (ending with the Detach step)
+  uint64_t parent_version_seen = 0;
+  bool shares_versions = true;          // detach(): writes count for the parent's version check; .data: not
+  bool made_in_grad_mode = true;
+  // The value now: re-derived from the parent when the parent was written since.
+  const NodePtr& current();
 };
 
 class Var;
@@ -40,7 +50,10 @@ class Var {
 
   // The value now: re-derived from the base when a write through another alias happened since.
   const NodePtr& node() {
-    if (group_ && seen_version_ != group_->version) derive();
+    if (group_) {
+      if (group_->parent) group_->current();
+      if (seen_version_ != group_->version) derive();
+    }
     return node_;
   }
   DType dtype() { return node()->dtype; }
@@ -73,16 +86,20 @@ class Var {
   void detach_in_place();
 
   bool is_view() const { return !steps_.empty(); }
-  bool is_detached_alias() const;
   // PyTorch's memory layout, in elements of the base: strides, the offset and contiguity decide whether
   // reshape/view/contiguous alias or copy, exactly as they would in PyTorch.
   std::vector<int64_t> strides() const { return strides_.empty() ? contiguous_strides(node_->shape) : strides_; }
   int64_t storage_offset() const { return storage_offset_; }
   bool is_contiguous() const;
+  // PyTorch's memory-overlap status against another Var: whether an in-place op writing this Var may read
+  // `other` (an input of the op). Partial overlap is refused there, as PyTorch refuses it.
+  enum class Overlap { None, Full, Partial, Unknown };
+  Overlap overlap_with(Var& other);
 
  private:
   static VarPtr make_view(const VarPtr& base, ViewStep step, std::vector<int64_t> strides, int64_t offset,
                           NodePtr node = nullptr);
+  static VarPtr make_detached_alias(const VarPtr& base, bool shares_versions);
   void derive();
   AliasGroup& group();
 
@@ -90,7 +107,8 @@ class Var {
   std::shared_ptr<AliasGroup> group_;  // null until the first alias of this value is taken
   std::vector<ViewStep> steps_;        // from the group's base to this Var (empty: the base itself)
   uint64_t seen_version_ = 0;          // group_->version when node_ was derived
-  bool untracked_ = false;             // a .data alias: its writes leave no mark for the version check
+  bool made_in_grad_mode_ = true;      // re-derived nodes are built in the grad mode the view was made in
+  bool view_of_leaf_ = false;          // a view (not through detach) of a leaf that requires grad
   std::vector<int64_t> strides_;  // empty: row-major (every Var that is no view; saves an allocation per op)
   int64_t storage_offset_ = 0;
 };

@@ -321,13 +321,13 @@ PYBIND11_MODULE(_core, module) {
       })
       .def_property("requires_grad", [](const NodePtr& node) { return node->requires_grad; },
                     [](Var& self, bool value) { self.set_requires_grad(value); })
-      .def_property_readonly("is_leaf", [](const NodePtr& node) { return !node->any_input_requires_grad(); })
-      .def_property("grad", [](const NodePtr& node) { return node->grad; },
+      .def_property_readonly("is_leaf", [](const NodePtr& node) { return !node->gradient_history; })
+      .def_property("grad", [](const NodePtr& node) { return node->grad(); },
                     [](const NodePtr& node, const NodePtr& grad) {
                       if (grad && grad->shape != node->shape)
                         throw std::invalid_argument("grad of shape " + shape_to_string(grad->shape) +
                                                     " assigned to a Var of shape " + shape_to_string(node->shape));
-                      node->grad = grad;
+                      node->set_grad(grad);
                     })
       .def("detach", &Var::detached_alias,
            "The same values without gradient history, shared with this Var: gradients do not flow through the "
@@ -348,6 +348,9 @@ PYBIND11_MODULE(_core, module) {
       .def("is_contiguous", &Var::is_contiguous)
       .def("_strides", [](const Var& self) { return py::tuple(py::cast(self.strides())); })
       .def("storage_offset", &Var::storage_offset)
+      .def("_partially_overlaps", [](Var& self, Var& other) { return self.overlap_with(other) == Var::Overlap::Partial; },
+           "Whether this Var and `other` share some but not all of their elements (or share them in another "
+           "layout): PyTorch refuses in-place ops that write one while reading the other.")
       .def("_assign", [](Var& self, const NodePtr& value) {
         // assign(): this Var holds `value` from now on, computed now (optimizer updates, running statistics).
         NodePtr current = self.node();

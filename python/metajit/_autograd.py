@@ -2,12 +2,14 @@
 backward(), .grad, no_grad() and detach(). The gradient rules themselves live in C++ beside each meta-op."""
 import contextlib
 import functools
+import weakref
 
 from . import _core
 from ._core import Var
 
 # Losses that backward() was called on: the next optimizer step computes them in the same fused plan as the
-# update, so reading the loss afterwards costs nothing.
+# update, so reading the loss afterwards costs nothing. Weak references: a loss the program dropped is not
+# computed, and a loop of backward() calls without optimizer steps (manual updates) keeps no graphs alive.
 _pending_outputs = []
 
 
@@ -54,20 +56,23 @@ def backward(self, gradient=None, retain_graph=None):
             leaf.grad = value if leaf.grad is None else leaf.grad + value
     if not retain_graph:
         _core.mark_backward_taken(self)
-    _pending_outputs.append(self)
+    defer_sync(self)
 
 
 def defer_sync(var):
-    """Asks the next optimizer step to compute `var` in its fused plan (running statistics, losses)."""
-    _pending_outputs.append(var)
+    """Asks the next optimizer step to compute `var` in its fused plan (running statistics, losses), if the
+    program still holds it then."""
+    if len(_pending_outputs) >= 64:  # no optimizer steps: forget the Vars that died meanwhile
+        _pending_outputs[:] = [reference for reference in _pending_outputs if reference() is not None]
+    _pending_outputs.append(weakref.ref(var))
     return var
 
 
 def take_pending_outputs():
-    """The Vars backward() ran on since the last call (for the optimizer to sync with its update)."""
-    outputs = list(_pending_outputs)
+    """The live Vars backward() ran on since the last call (for the optimizer to sync with its update)."""
+    outputs = [reference() for reference in _pending_outputs]
     _pending_outputs.clear()
-    return outputs
+    return [output for output in outputs if output is not None]
 
 
 def is_grad_enabled():

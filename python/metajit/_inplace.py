@@ -42,6 +42,15 @@ def write(self, result, operation, first_node_id=0):
     return self
 
 
+def check_no_partial_overlap(self, inputs):
+    """PyTorch's refusal to write a Var while reading another that shares some of its elements."""
+    for value in inputs:
+        if isinstance(value, Var) and self._partially_overlaps(value):
+            raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to tensor "
+                               "refer to a single memory location. Please clone() the tensor before performing the "
+                               "operation.")
+
+
 def _can_cast(source, target):
     """PyTorch's rule for in-place results: no floating value into an integer Var, nothing but bool into bool."""
     if source in _FLOATING and target not in _FLOATING:
@@ -49,9 +58,11 @@ def _can_cast(source, target):
     return target != "bool" or source == "bool"
 
 
-def _from_out_of_place(name, compute):
+def _from_out_of_place(name, compute, checks_overlap=True):
     """An in-place method `name` writing compute(self, *args, **kwargs) into self."""
     def method(self, *args, **kwargs):
+        if checks_overlap:
+            check_no_partial_overlap(self, list(args) + list(kwargs.values()))
         first_node_id = _core.next_node_id()
         return write(self, compute(self, *args, **kwargs), name, first_node_id)
     method.__name__ = name
@@ -61,6 +72,7 @@ def _from_out_of_place(name, compute):
 
 def _augmented(name, operator):
     def method(self, other):
+        check_no_partial_overlap(self, [other])
         first_node_id = _core.next_node_id()
         return write(self, operator(self, other), name, first_node_id)
     method.__name__ = name
@@ -68,7 +80,8 @@ def _augmented(name, operator):
 
 
 def copy_(self, src, non_blocking=False):
-    """Copies src's values (broadcast to self's shape, cast to its dtype) into self."""
+    """Copies src's values (broadcast to self's shape, cast to its dtype) into self. As in PyTorch, src may
+    share elements with self (the result is as if src were read first)."""
     src = _as_var_like(self, src)
     if tuple(src.shape) != tuple(self.shape):
         src = _core.broadcast_to(src, list(self.shape))
@@ -128,15 +141,15 @@ def _install():
         "clamp_": _from_out_of_place("clamp_", lambda self, min=None, max=None: tensor.clamp(self, min, max)),
         "clamp_min_": _from_out_of_place("clamp_min_", lambda self, min: pointwise.clamp_min(self, min)),
         "clamp_max_": _from_out_of_place("clamp_max_", lambda self, max: pointwise.clamp_max(self, max)),
-        "masked_fill_": _from_out_of_place("masked_fill_", lambda self, mask, value: indexing.masked_fill(self, mask, value)),
+        "masked_fill_": _from_out_of_place("masked_fill_", checks_overlap=False, compute=lambda self, mask, value: indexing.masked_fill(self, mask, value)),
         "lerp_": _from_out_of_place("lerp_", lambda self, end, weight: pointwise.lerp(self, end, weight)),
         "addcmul_": _from_out_of_place("addcmul_", lambda self, tensor1, tensor2, value=1:
                                        pointwise.addcmul(self, tensor1, tensor2, value=value)),
         "addcdiv_": _from_out_of_place("addcdiv_", lambda self, tensor1, tensor2, value=1:
                                        pointwise.addcdiv(self, tensor1, tensor2, value=value)),
-        "scatter_": _from_out_of_place("scatter_", lambda self, dim, index, src=None, value=None, reduce=None:
+        "scatter_": _from_out_of_place("scatter_", checks_overlap=False, compute=lambda self, dim, index, src=None, value=None, reduce=None:
                                        tensor.scatter(self, dim, index, src, value=value, reduce=reduce)),
-        "index_put_": _from_out_of_place("index_put_", lambda self, indices, values, accumulate=False:
+        "index_put_": _from_out_of_place("index_put_", checks_overlap=False, compute=lambda self, indices, values, accumulate=False:
                                          indexing.index_put(self, indices, values, accumulate)),
         "maximum_": _from_out_of_place("maximum_", lambda self, other: self.maximum(other)),
         "minimum_": _from_out_of_place("minimum_", lambda self, other: self.minimum(other)),

@@ -251,7 +251,7 @@ def test_a_value_saved_for_backward_then_modified_makes_backward_fail_naming_the
 
 
 def test_module_conversion_keeps_parameters_as_the_same_leaves():
-    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))  # every parameter gets a gradient
     parameters = list(model.parameters())
     optimizer = mj.optim.SGD(model.parameters(), lr=0.1)
     model.double()
@@ -262,7 +262,7 @@ def test_module_conversion_keeps_parameters_as_the_same_leaves():
     loss.backward()
     assert all(p.grad.dtype == "float64" for p in parameters)
     optimizer.step()
-    assert all(not np.array_equal(p.numpy(), old) for p, old in zip(parameters[:2], before[:2]))
+    assert all(not np.array_equal(p.numpy(), old) for p, old in zip(parameters, before))
     model.float()
     assert all(p.dtype == "float32" and p.is_leaf for p in model.parameters())
 
@@ -287,3 +287,28 @@ def test_optimizers_update_the_parameter_objects_in_place(name, states):
     # 288 bytes each) and the activations ([4, 8] and the loss, under 280 bytes), never another copy of them.
     parameter_bytes = 288
     assert mj.stats()["bytes_allocated"] <= (2 + states) * parameter_bytes + 280
+
+
+def test_a_manual_update_loop_keeps_no_graphs_alive():
+    """The classic loop without an optimizer: backward(), then p -= lr * p.grad under no_grad. Each step's graph
+    must go (backward() used to keep every loss for a next optimizer step that never came)."""
+    import gc
+    model = nn.Linear(16, 4)
+    data = mj.randn(8, 16)
+
+    def step():
+        loss = (model(data) ** 2).mean()
+        loss.backward()
+        with mj.no_grad():
+            for parameter in model.parameters():
+                parameter -= 0.01 * parameter.grad
+                parameter.grad = None
+        return loss.item()
+
+    losses = [step() for _ in range(20)]
+    gc.collect()
+    live = mj.stats()["vars_live"]
+    losses += [step() for _ in range(200)]
+    gc.collect()
+    assert mj.stats()["vars_live"] <= live + 16
+    assert losses[-1] < losses[0]

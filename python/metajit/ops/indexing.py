@@ -380,10 +380,31 @@ def masked_fill(input, mask, value):
 
 
 def setitem(self, key, value):
-    """x[key] = value: writes index_put(x, key, value) into x (and so into every Var sharing its values), then
-    computes it, so a loop of writes never builds one ever-deeper expression."""
+    """x[key] = value, as PyTorch: a key of integers, slices, None and ... names a view of x, and value (broadcast
+    to it, cast to x's dtype) is copied into that view, so x and every view sharing its values see it; other
+    keys write index_put(x, key, value) into x. The new value is computed now, so a loop of writes never builds
+    one ever-deeper expression."""
     first_node_id = _core.next_node_id()
-    self._write(index_put(self, key if isinstance(key, tuple) else (key,), value), "setitem", first_node_id)
+    target = _core.basic_view(self, key)
+    if target is None:
+        parsed = _Key(self.shape, key)
+        if not parsed.advanced:
+            shape, mapping = parsed.view_mapping()
+            target = _core.view(self, shape, mapping)
+    if target is None:
+        self._write(index_put(self, key if isinstance(key, tuple) else (key,), value), "setitem", first_node_id)
+    else:
+        if not isinstance(value, Var):
+            value = full([], value, self.dtype) if isinstance(value, (bool, int, float)) else array(value)
+        if tuple(value.shape) != tuple(target.shape):
+            try:
+                value = _core.broadcast_to(value, list(target.shape))
+            except ValueError:
+                raise ValueError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast to "
+                                 f"indexing result of shape {list(target.shape)}") from None
+        if value.dtype != target.dtype:
+            value = _core.cast(value, target.dtype)
+        target._write(value, "setitem", first_node_id)
     self.sync()
 
 
