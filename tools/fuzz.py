@@ -5,8 +5,12 @@
     python tools/fuzz.py --seconds 600 --start-seed 100000 --gradients  # gradient cases only
     python tools/fuzz.py --seconds 600 --start-seed 100000 --all        # a value and a gradient case per seed
     python tools/fuzz.py --seed 123456 [--gradients] [--show-program]   # rerun one seed, print its reproducer
+    python tools/fuzz.py --seconds 60 --mutation                        # programs that mutate tensors, vs PyTorch
+    python tools/fuzz.py --seed 123 --mutation --show-program           # rerun one of those
 
-Cases come from tests/python/graph_fuzzer.py; a case is a pure function of its seed. Progress goes to stdout
+Cases come from tests/python/graph_fuzzer.py (against numpy and finite differences) and, with --mutation, from
+tests/python/mutation_fuzzer.py (in-place ops, views, detach, .data, no_grad and backward, against PyTorch, which
+must be installed); a case is a pure function of its seed. Progress goes to stdout
 every few seconds; each failure prints its seed and a minimal, self-contained reproducer. The exit status is 1 if
 any case failed. Constructs listed in graph_fuzzer.KNOWN_BUGS are skipped unless --include-known-bugs is given.
 
@@ -41,6 +45,8 @@ def parse_arguments():
     parser.add_argument("--seed", type=int, action="append", help="run only this seed (repeatable), in process")
     parser.add_argument("--gradients", action="store_true", help="gradient cases instead of value cases")
     parser.add_argument("--all", action="store_true", help="a value and a gradient case for each seed")
+    parser.add_argument("--mutation", action="store_true",
+                        help="programs that mutate tensors (tests/python/mutation_fuzzer.py), compared with PyTorch")
     parser.add_argument("--include-known-bugs", action="store_true",
                         help="also generate the constructs listed in graph_fuzzer.KNOWN_BUGS")
     parser.add_argument("--max-failures", type=int, default=50, help="stop after this many failing cases")
@@ -58,14 +64,38 @@ def parse_arguments():
 
 
 def modes_of(args):
+    if args.mutation:
+        return ["mutation"]
     return ["value", "grad"] if args.all else ["grad"] if args.gradients else ["value"]
 
 
 def rerun_hint(seed, mode):
-    return f"python tools/fuzz.py --seed {seed}" + (" --gradients" if mode == "grad" else "")
+    return f"python tools/fuzz.py --seed {seed}" + {"grad": " --gradients", "mutation": " --mutation"}.get(mode, "")
 
 
-def run_one(graph_fuzzer, seed, mode, exclude, case_timeout, status):
+def fuzzer_of(mode):
+    """The module that generates and runs cases of `mode` (imported late: it imports metajit)."""
+    if mode == "mutation":
+        import mutation_fuzzer
+        return mutation_fuzzer
+    import graph_fuzzer
+    return graph_fuzzer
+
+
+def excluded(args, mode):
+    """Known-bug constructs the generator leaves out (graph_fuzzer.KNOWN_BUGS; the mutation fuzzer has none)."""
+    if args.include_known_bugs or mode == "mutation":
+        return []
+    return fuzzer_of(mode).KNOWN_BUGS
+
+
+def program_text(mode, seed, exclude):
+    fuzzer = fuzzer_of(mode)
+    program = fuzzer.generate(seed) if mode == "mutation" else fuzzer.generate(seed, mode, exclude)
+    return fuzzer.gradient_function_source(program) if mode == "grad" else program.source()
+
+
+def run_one(fuzzer, seed, mode, exclude, case_timeout, status):
     """Runs a case under a watchdog; returns its failures."""
     if status is not None:
         os.pwrite(status, f"{seed} {mode}\n".ljust(64).encode(), 0)
@@ -78,11 +108,13 @@ def run_one(graph_fuzzer, seed, mode, exclude, case_timeout, status):
     watchdog.start()
     faulthandler.dump_traceback_later(case_timeout * 2, exit=True)
     try:
-        return graph_fuzzer.run_case(seed, mode, exclude)
+        return fuzzer.run_case(seed, mode, exclude)
     except Exception as error:  # noqa: BLE001  (a fuzzer error is reported like a failure)
         import traceback
-        return [graph_fuzzer.Failure(seed, mode, None, "fuzzer error: " + "".join(
-            traceback.format_exception(type(error), error, error.__traceback__)))]
+        text = "fuzzer error: " + "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        if mode == "mutation":
+            return [fuzzer.Failure(seed, "fuzzer error", text)]
+        return [fuzzer.Failure(seed, mode, None, text)]
     finally:
         watchdog.cancel()
         faulthandler.cancel_dump_traceback_later()
@@ -96,8 +128,6 @@ def print_failure(failure):
 
 def worker(args):
     """Runs seeds from --start-seed until --count seeds, the deadline or --max-failures; prints a summary line."""
-    import graph_fuzzer
-    exclude = [] if args.include_known_bugs else graph_fuzzer.KNOWN_BUGS
     status = os.open(args.status_file, os.O_WRONLY | os.O_CREAT, 0o600) if args.status_file else None
     started = args.started_at if args.started_at is not None else time.time()
     deadline = started + args.seconds
@@ -107,7 +137,7 @@ def worker(args):
     while seed < args.start_seed + args.count and time.time() < deadline and \
             args.base_failures + len(failing) < args.max_failures:
         for mode in modes_of(args):
-            found = run_one(graph_fuzzer, seed, mode, exclude, args.case_timeout, status)
+            found = run_one(fuzzer_of(mode), seed, mode, excluded(args, mode), args.case_timeout, status)
             cases += 1
             if found:
                 failing.append(f"{seed}:{mode}")
@@ -123,20 +153,17 @@ def worker(args):
 
 def run_seeds(args):
     """--seed N: in process, with the reproducer (and optionally the program) printed."""
-    import graph_fuzzer
-    exclude = [] if args.include_known_bugs else graph_fuzzer.KNOWN_BUGS
     failures = 0
     for seed in args.seed:
         for mode in modes_of(args):
-            found = run_one(graph_fuzzer, seed, mode, exclude, args.case_timeout, None)
+            found = run_one(fuzzer_of(mode), seed, mode, excluded(args, mode), args.case_timeout, None)
             if found:
                 failures += 1
                 print_failure(found[0])
             else:
                 print(f"seed {seed} ({mode} mode): passed")
             if args.show_program:
-                program = graph_fuzzer.generate(seed, mode, exclude)
-                print(graph_fuzzer.gradient_function_source(program) if mode == "grad" else program.source())
+                print(program_text(mode, seed, excluded(args, mode)))
     return 1 if failures else 0
 
 
@@ -155,7 +182,8 @@ def parent(args):
                    str(count), "--seconds", str(args.seconds), "--started-at", repr(started), "--status-file",
                    status_path, "--base-cases", str(cases), "--base-failures", str(len(failing)), "--max-failures",
                    str(args.max_failures), "--case-timeout", str(args.case_timeout), "--progress", str(args.progress)]
-        command += ["--all"] if args.all else ["--gradients"] if args.gradients else []
+        command += ["--mutation"] if args.mutation else ["--all"] if args.all else \
+            ["--gradients"] if args.gradients else []
         command += ["--include-known-bugs"] if args.include_known_bugs else []
         if os.path.exists(status_path):
             os.remove(status_path)
@@ -183,11 +211,9 @@ def parent(args):
         print(f"FAILURE seed {crashed_seed} ({crashed_mode} mode): the worker process died (exit status {code}) "
               f"while running it -- rerun: {rerun_hint(crashed_seed, crashed_mode)}", flush=True)
         try:
-            import graph_fuzzer
-            program = graph_fuzzer.generate(crashed_seed, crashed_mode,
-                                            [] if args.include_known_bugs else graph_fuzzer.KNOWN_BUGS)
+            text = program_text(crashed_mode, crashed_seed, excluded(args, crashed_mode))
             print("--- program ---")
-            print(graph_fuzzer.gradient_function_source(program) if crashed_mode == "grad" else program.source())
+            print(text)
         except Exception as error:  # noqa: BLE001
             print(f"(could not regenerate the program: {error})")
         failing.append(f"{crashed_seed}:{crashed_mode}")
@@ -196,7 +222,8 @@ def parent(args):
     shutil.rmtree(status_directory, ignore_errors=True)
     elapsed = time.time() - started
     print(f"done: {cases} cases (seeds {args.start_seed}..{seed - 1}) in {elapsed:.0f} s, {len(failing)} failing" +
-          (": " + ", ".join(item.replace(":value", "").replace(":grad", " (gradients)") for item in failing)
+          (": " + ", ".join(item.replace(":value", "").replace(":grad", " (gradients)").replace(":mutation", "")
+                            for item in failing)
            if failing else ""), flush=True)
     return 1 if failing else 0
 
