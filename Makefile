@@ -12,7 +12,7 @@
 #                environment (.bench-frameworks/) that tools/install_bench_frameworks.sh sets up
 #   make test-asan   build the C++ code with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/) and run
 #                the C++ tests (LeakSanitizer on) and a Python subset against it
-#   make fuzz    differential fuzzing against numpy for FUZZ_SECONDS
+#   make fuzz    differential fuzzing against numpy, then mutating programs against PyTorch, for FUZZ_SECONDS each
 #   make soak    the steady-state training test for SOAK_STEPS steps (make test runs 200)
 #   make setup   install missing deps and build
 #   make build   (re)build only (configures first if the build dir is not configured yet)
@@ -99,11 +99,15 @@ bench-training: setup
 bench-cuda: setup
 	$(PY_ENV) $(PYTHON) bench/cuda_benchmark.py --profile
 
-# Differential fuzzing against numpy for as long as asked (FUZZ_SECONDS); make test runs a bounded set.
+# Differential fuzzing for as long as asked (FUZZ_SECONDS each): meta-op graphs against numpy, then mutating
+# programs against PyTorch; make test runs a bounded set of both. Both runs happen even if the first fails.
 FUZZ_SECONDS ?= 600
 FUZZ_SEED ?= 100000
 fuzz: setup
-	$(PY_ENV) $(PYTHON) tools/fuzz.py --seconds $(FUZZ_SECONDS) --start-seed $(FUZZ_SEED) --all
+	@status=0; \
+	$(PY_ENV) $(PYTHON) tools/fuzz.py --seconds $(FUZZ_SECONDS) --start-seed $(FUZZ_SEED) --all || status=1; \
+	$(PY_ENV) $(PYTHON) tools/fuzz.py --mutation --seconds $(FUZZ_SECONDS) --start-seed $(FUZZ_SEED) || status=1; \
+	exit $$status
 
 # A long training loop: no kernel compiled after step 1, live Vars and allocator bytes identical every step, RSS
 # flat (tests/python/test_training_steady_state.py with more steps).
