@@ -86,7 +86,18 @@ void check_interrupt() {
   if (InterruptCheck check = interrupt_check.load(std::memory_order_relaxed)) check();
 }
 
+namespace {
+thread_local bool syncing = false;
+}  // namespace
+
+bool inside_sync() { return syncing; }
+
 void sync(const std::vector<NodePtr>& targets) {
+  struct Scope {
+    bool previous = syncing;
+    Scope() { syncing = true; }
+    ~Scope() { syncing = previous; }
+  } scope;
   std::vector<NodePtr> pending;
   for (const NodePtr& target : targets)
     if (target && !target->is_computed()) pending.push_back(target);

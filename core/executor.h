@@ -38,6 +38,8 @@ void publish_storage(Node& node, StoragePtr storage);
 StoragePtr take_storage(Node& node);
 // The first input of a pending node, or null once the node is computed; safe against a concurrent sync.
 NodePtr pending_source(const Node& node);
+// Whether the calling thread is inside sync() (where nodes must not start another sync).
+bool inside_sync();
 // Makes every target computed. Thread-safe: concurrent syncs are serialised. On return each target holds a
 // Storage and has dropped its inputs. Errors propagate as exceptions and leave the targets uncomputed.
 void sync(const std::vector<NodePtr>& targets);

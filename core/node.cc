@@ -1,12 +1,14 @@
 // Node lifetime bookkeeping (the live-node gauge behind mj.stats()["vars_live"]) and small shape helpers.
 #include "core/node.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_set>
 
+#include "core/executor.h"
 #include "core/stats.h"
 
 namespace metajit {
@@ -124,8 +126,19 @@ NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> 
     if (extent > 0 && __builtin_mul_overflow(bytes, extent, &bytes))
       throw std::invalid_argument("shape " + shape_to_string(shape) + " is too large: its size in bytes (" +
                                   dtype_name(dtype) + ") does not fit in 64 bits");
+  uint32_t depth = 0;
+  for (const NodePtr& input : inputs)
+    if (input && !input->is_computed()) depth = std::max(depth, input->pending_depth);
+  if (depth >= kMaximumPendingDepth && !inside_sync()) {
+    std::vector<NodePtr> pending;
+    for (const NodePtr& input : inputs)
+      if (input && !input->is_computed()) pending.push_back(input);
+    sync(pending);
+    depth = 0;
+  }
   auto node = std::make_shared<Node>(kind, dtype, std::move(shape));
   node->inputs = std::move(inputs);
+  node->pending_depth = depth + 1;
   node->requires_grad = grad_mode && is_floating(node->dtype) && node->any_input_requires_grad();
   node->gradient_history = node->requires_grad;
   node->provenance = current_provenance();

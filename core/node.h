@@ -126,6 +126,9 @@ struct Node {
   // heap allocation per node (4834 nodes in a 64-step LSTM's training step, 9700 allocations a sync).
   mutable uint64_t walk_mark = 0;
   mutable int32_t walk_position = -1;  // jit/plan_cache.cc: the node's position in the graph signature
+  // Ops on the longest chain of pending nodes ending here (at most: an input computed since still counts).
+  // make_node computes a chain by itself once it reaches kMaximumPendingDepth (see there).
+  uint32_t pending_depth = 1;
 
   bool is_computed() const { return storage != nullptr; }
   bool any_input_requires_grad() const;  // false for a gradient_leaf: its inputs carry no gradient
@@ -140,6 +143,11 @@ uint64_t next_node_id_value();
 
 // A mark no node carries yet, for one walk under the sync lock (Node::walk_mark).
 uint64_t next_walk_mark();
+
+// A lazily built chain this many ops deep is computed when the next op is recorded on it, before that op is
+// (a prefix runs by itself, as in Jittor): planning a whole million-op chain at once cost a minute and gigabytes
+// where prefixes of this size plan in about 0.1 s each. Values are unchanged; only when they are computed.
+constexpr uint32_t kMaximumPendingDepth = 10000;
 
 NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> inputs = {});
 // A computed leaf holding a fresh uninitialised buffer of the right size.

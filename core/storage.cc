@@ -103,7 +103,10 @@ void* take_host_block(size_t bytes, bool mapped) {
     }
   }
   void* block = allocate_block(rounded, mapped);
-  if (!block) throw AllocationError("cannot allocate " + std::to_string(bytes) + " bytes");
+  if (!block)
+    throw AllocationError("cannot allocate " + std::to_string(bytes) + " bytes (" +
+                          std::to_string(int64_t(stats().bytes_allocated.load())) + " bytes in use by metajit, " +
+                          std::to_string(int64_t(stats().bytes_cached.load())) + " cached)");
   note_allocated(rounded);
   return block;
 }

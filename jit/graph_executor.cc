@@ -136,7 +136,8 @@ StoragePtr allocate_result(const Node& output, DType dtype, const Shape& shape, 
     return on_device ? std::make_shared<Storage>(bytes, Storage::OnDevice{}) : std::make_shared<Storage>(bytes);
   } catch (const std::bad_alloc& error) {
     throw AllocationError(std::string(error.what()) + " for the result of " + output.op_name() + " " +
-                          shape_to_string(shape) + " created at " + output.provenance.to_string());
+                          dtype_name(dtype) + " " + shape_to_string(shape) + " created at " +
+                          output.provenance.to_string());
   }
 }
 
