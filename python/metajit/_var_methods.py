@@ -52,6 +52,51 @@ def _reduction(op):
     return method
 
 
+def _extreme(op):
+    """x.max() / x.min() as PyTorch's: no dim gives the 0-d extreme; an int dim gives the named tuple (values,
+    indices) (indices: the first extreme along dim, NaN counting as one; computed only if read, like any lazy
+    value); a Var gives the elementwise maximum / minimum. Several dims at once: x.amax(dims) / x.amin(dims)."""
+    name = {"max": "max", "min": "min"}[op]
+
+    def method(self, dim=None, keepdim=False):
+        from .ops.tensor import argmax, argmin
+        if dim is None:
+            if keepdim:
+                raise TypeError(f"{name}(): keepdim needs a dim (use amax/amin over all dims to keep them)")
+            return _core.reduce(self, op, None, False)
+        if isinstance(dim, Var):
+            return _core.binary("maximum" if op == "max" else "minimum", self, dim)
+        if isinstance(dim, (list, tuple)):
+            raise TypeError(f"{name}() takes one dim and returns (values, indices), as in PyTorch; got {dim!r}: "
+                            f"use a{name}({list(dim)!r}) for the {name} over several dims")
+        values = _core.reduce(self, op, [dim], keepdim)
+        indices = (argmax if op == "max" else argmin)(self, dim, keepdim)
+        return (_MaxResult if op == "max" else _MinResult)(values, indices)
+    method.__name__ = name
+    method.__doc__ = _extreme.__doc__
+    return method
+
+
+def _named_result(name):
+    import collections
+    result = collections.namedtuple(name, ["values", "indices"])
+    result.__module__ = "metajit.return_types"
+    return result
+
+
+_MaxResult = _named_result("max")
+_MinResult = _named_result("min")
+
+
+def _reduce_over(op, name):
+    def method(self, dim=(), keepdim=False):
+        dims = None if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0) else dim
+        return _core.reduce(self, op, dims, keepdim)
+    method.__name__ = name
+    method.__doc__ = f"The {op} over `dim` (int or sequence; () or None for every dim), values only."
+    return method
+
+
 def mean(self, dim=None, keepdim=False):
     total = _core.reduce(self, "add", dim, keepdim)
     count = 1
@@ -293,8 +338,8 @@ def __iter__(self):
 
 for _name, _function in {
     "reshape": reshape, "view": view, "stride": stride, "permute": permute, "transpose": transpose, "broadcast_to": broadcast_to,
-    "astype": astype, "sum": _reduction("add"), "prod": _reduction("mul"), "max": _reduction("max"),
-    "min": _reduction("min"), "mean": mean, "__getitem__": getitem, "__setitem__": setitem,
+    "astype": astype, "sum": _reduction("add"), "prod": _reduction("mul"), "max": _extreme("max"),
+    "min": _extreme("min"), "amax": _reduce_over("max", "amax"), "amin": _reduce_over("min", "amin"), "mean": mean, "__getitem__": getitem, "__setitem__": setitem,
     "__array__": __array__,
     "__bool__": _scalar(bool), "__float__": _scalar(float), "__int__": _scalar(int), "maximum": maximum,
     "minimum": minimum, "__iter__": __iter__,

@@ -1504,7 +1504,7 @@ class Generator:
         dims = self.random_dims(ref.ndim)
         keepdim = self.coin(0.4)
         spelling = self.integer(0, 2)
-        method = {"and": None, "or": None}.get(op, op)
+        method = {"and": None, "or": None, "max": "amax", "min": "amin"}.get(op, op)  # x.max(dims): PyTorch's tuple
         if method and spelling < 2:
             if dims is None and not keepdim and spelling == 0:
                 code = lambda out: f"{out} = {x}.{method}()"  # noqa: E731

@@ -30,7 +30,7 @@ a = mj.array(rng.standard_normal((50, 40)).astype(np.float32))
 b = mj.array(rng.standard_normal((50, 40)).astype(np.float32))
 fused = ((a * b + 1.0).exp() - a).relu()
 row_sums = (a * b).sum(1)
-softmax = (a - a.max(-1, keepdim=True)).exp()
+softmax = (a - a.amax(-1, keepdim=True)).exp()
 softmax = softmax / softmax.sum(-1, keepdim=True)
 mj.sync(fused, row_sums, softmax)
 print(json.dumps({"stats": mj.stats(), "fused": fused.numpy().tolist(), "row_sums": row_sums.numpy().tolist(),

@@ -66,3 +66,29 @@ def test_count_nonzero(rng):
     np.testing.assert_array_equal(mj.count_nonzero(mj.array(data)).numpy(), np.count_nonzero(data))
     np.testing.assert_array_equal(mj.array(data).count_nonzero((0,)).numpy(), np.count_nonzero(data, axis=0))
     assert mj.count_nonzero(mj.array(data), 1).dtype == "int64"
+
+
+def test_max_and_min_follow_pytorch_return_types():
+    """x.max(dim) is PyTorch's named tuple (values, indices): `_, predicted = logits.max(1)` takes the indices,
+    as ported training loops expect (it used to be the values alone, so unpacking two rows went unnoticed)."""
+    torch = pytest.importorskip("torch")
+    data = np.array([[1.0, 5.0, 5.0, -2.0], [7.0, 0.0, 7.0, np.nan], [0.5, -1.0, 3.0, 2.0]], dtype=np.float32)
+    x, t = mj.array(data), torch.tensor(data)
+    for op in ("max", "min"):
+        for dim in (0, 1, -1):
+            for keepdim in (False, True):
+                values, indices = getattr(x, op)(dim, keepdim=keepdim)
+                expected = getattr(t, op)(dim, keepdim=keepdim)
+                np.testing.assert_array_equal(values.numpy(), expected.values.numpy())
+                np.testing.assert_array_equal(indices.numpy(), expected.indices.numpy())
+                named = getattr(mj, op)(x, dim, keepdim)
+                np.testing.assert_array_equal(named.indices.numpy(), expected.indices.numpy())
+        np.testing.assert_array_equal(getattr(x, op)().numpy(), getattr(t, op)().numpy())
+        other = mj.array(data[::-1].copy())
+        np.testing.assert_array_equal(getattr(mj, op)(x, other).numpy(),
+                                      getattr(torch, op)(t, torch.tensor(data[::-1].copy())).numpy())
+    logits = mj.array(np.array([[0.1, 0.9], [0.8, 0.2]], np.float32))
+    _, predicted = logits.max(1)
+    np.testing.assert_array_equal(predicted.numpy(), [1, 0])
+    with pytest.raises(TypeError, match="amax"):
+        x.max((0, 1))

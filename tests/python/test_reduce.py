@@ -18,7 +18,8 @@ DIMS = [None, 0, 1, -1, 2, (0, 2), (-1, 0), (0, 1, 2), [1]]
 @pytest.mark.parametrize("name", list(REDUCTIONS))
 def test_reductions_match_numpy(name, dim, keepdim, rng):
     data = rng.uniform(0.5, 1.5, size=(3, 4, 5)).astype(np.float32)
-    result = getattr(mj.array(data), name)(dim, keepdim=keepdim)
+    method = {"max": "amax", "min": "amin"}.get(name, name)  # x.max(dim) is (values, indices), as in PyTorch
+    result = getattr(mj.array(data), method)(dim, keepdim=keepdim)
     axis = tuple(dim) if isinstance(dim, list) else dim
     expected = REDUCTIONS[name](data.astype(np.float64), axis=axis, keepdims=keepdim).astype(np.float32)
     assert result.dtype == "float32"
@@ -35,9 +36,9 @@ def test_reduction_dtypes_follow_pytorch(dtype, expected_sum_dtype, rng):
     total = x.sum(1)
     assert total.dtype == expected_sum_dtype
     assert_close(total, data.astype(np.float64).sum(1).astype(expected_sum_dtype), rtol=1e-3)
-    assert x.max(1).dtype == dtype
-    assert_close(x.max(1), data.max(1), rtol=0)
-    assert_close(x.min(0), data.min(0), rtol=0)
+    assert x.amax(1).dtype == dtype
+    assert_close(x.amax(1), data.max(1), rtol=0)
+    assert_close(x.amin(0), data.min(0), rtol=0)
     mean = x.mean(1)
     assert mean.dtype == (dtype if dtype in ("float16", "float64") else "float32")
     assert_close(mean, data.astype(np.float64).mean(1), rtol=1e-3)
@@ -73,16 +74,16 @@ def test_large_sum_accuracy(rng):
 
 def test_max_min_with_nan_and_inf():
     data = np.array([[1.0, np.nan, 3.0], [-np.inf, 0.0, 2.0], [np.inf, -1.0, 5.0]], dtype=np.float32)
-    assert_close(mj.array(data).max(1), data.max(1), equal_nan=True)
-    assert_close(mj.array(data).min(0), data.min(0), equal_nan=True)
+    assert_close(mj.array(data).amax(1), data.max(1), equal_nan=True)
+    assert_close(mj.array(data).amin(0), data.min(0), equal_nan=True)
 
 
 def test_reduction_of_reduction_and_of_views(rng):
     data = rng.standard_normal((6, 7, 8)).astype(np.float32)
     x = mj.array(data)
-    assert_close(x.sum(2).max(0), data.sum(2).max(0), rtol=1e-5, atol=1e-6)
+    assert_close(x.sum(2).amax(0), data.sum(2).max(0), rtol=1e-5, atol=1e-6)
     assert_close(x.T.sum(0), data.T.sum(0), rtol=1e-5, atol=1e-6)
-    assert_close(x[::2, 1:].min((0, 1)), data[::2, 1:].min((0, 1)), rtol=0)
+    assert_close(x[::2, 1:].amin((0, 1)), data[::2, 1:].min((0, 1)), rtol=0)
     assert_close((x - x.mean(-1, keepdim=True)).sum(-1), np.zeros((6, 7)), atol=1e-5)
 
 
@@ -90,7 +91,7 @@ def test_reduction_over_empty_dims_gives_identity():
     empty = np.zeros((3, 0), dtype=np.float32)
     assert_close(mj.array(empty).sum(1), np.zeros(3, np.float32))
     assert_close(mj.array(empty).prod(1), np.ones(3, np.float32))
-    assert_close(mj.array(empty).max(1), np.full(3, -np.inf, np.float32))
+    assert_close(mj.array(empty).amax(1), np.full(3, -np.inf, np.float32))
     assert_close(mj.array(empty).sum(0), np.zeros(0, np.float32))
 
 
@@ -177,18 +178,18 @@ def test_reduction_of_broadcast_and_reductions_feeding_broadcasts(rng):
     matrix = rng.standard_normal((5, 4)).astype(np.float32)
     assert_close(mj.array(row).broadcast_to(5, 4).sum(0), row.astype(np.float64) * 5, rtol=1e-5)
     x = mj.array(matrix)
-    normalised = x / x.sum(1, keepdim=True) * x.max(0, keepdim=True)
+    normalised = x / x.sum(1, keepdim=True) * x.amax(0, keepdim=True)
     assert_close(normalised, matrix / matrix.sum(1, keepdims=True) * matrix.max(0, keepdims=True), rtol=1e-5)
     assert_close(x.sum(0) + x.sum(1).sum(), matrix.sum(0) + matrix.sum(), rtol=1e-5, atol=1e-5)
 
 
 def test_integer_max_min_extremes():
     data = np.array([[-5, -9, -2], [np.iinfo(np.int64).min, -1, -3]], dtype=np.int64)
-    assert_close(mj.array(data).max(1), data.max(1))
+    assert_close(mj.array(data).amax(1), data.max(1))
     assert_close(mj.array(data).min(), data.min())
     small = np.array([[200, 3, 255], [0, 17, 9]], dtype=np.uint8)
-    assert_close(mj.array(small).min(1), small.min(1), dtype="uint8")
-    assert_close(mj.array(small).max(0), small.max(0), dtype="uint8")
+    assert_close(mj.array(small).amin(1), small.min(1), dtype="uint8")
+    assert_close(mj.array(small).amax(0), small.max(0), dtype="uint8")
     assert_close(mj.array(small).sum(1), small.astype(np.int64).sum(1), dtype="int64")
 
 
@@ -198,7 +199,7 @@ def test_full_reductions_of_large_tensors(size, rng):
     x = mj.array(data)
     assert_close(x.sum(), data.astype(np.float64).sum(), rtol=1e-4, atol=1e-3)
     assert_close(x.max(), data.max(), rtol=0)
-    assert_close(x.min(keepdim=True), data.min(keepdims=True), rtol=0)
+    assert_close(x.amin(keepdim=True), data.min(keepdims=True), rtol=0)
     assert_close(x.reshape(1, -1).mean(1, keepdim=True), data.astype(np.float64).mean().reshape(1, 1), atol=1e-6)
     assert_close(mj.reduce(x > -0.999999, "and"), (data > -0.999999).all())
     assert_close(mj.reduce(x > 0.999999, "or"), (data > 0.999999).any())
@@ -267,12 +268,12 @@ def test_column_max_min_and_argmax_match_numpy(shape, dims, rng):
     data.flat[rng.choice(data.size, 3, replace=False)] = [np.nan, np.inf, -np.inf]
     x = mj.array(data)
     for name in ("max", "min"):
-        result = getattr(x, name)(list(dims))
+        result = getattr(x, "a" + name)(list(dims))
         assert any("_columns[" in kernel.source for kernel in mj.inspect(result, device="cpu"))
         np.testing.assert_array_equal(result.numpy(), getattr(np, name)(data, axis=dims))
     integers = rng.integers(-1000, 1000, shape)
-    np.testing.assert_array_equal(mj.array(integers).max(list(dims)).numpy(), integers.max(axis=dims))
-    np.testing.assert_array_equal(mj.array(integers).min(list(dims)).numpy(), integers.min(axis=dims))
+    np.testing.assert_array_equal(mj.array(integers).amax(list(dims)).numpy(), integers.max(axis=dims))
+    np.testing.assert_array_equal(mj.array(integers).amin(list(dims)).numpy(), integers.min(axis=dims))
     if len(dims) == 1:
         clean = rng.standard_normal(shape).astype(np.float32)
         clean[(0,) * len(shape)] = clean.max()  # a tie: the first position wins

@@ -28,7 +28,7 @@ def elementwise_graph(data, step):
 
 def reduction_graph(data, step):
     x = mj.array(data)
-    shifted = (x - x.max(-1, keepdim=True)).exp()
+    shifted = (x - x.amax(-1, keepdim=True)).exp()
     reference = np.exp(data.astype(np.float64) - data.max(-1, keepdims=True))
     return (shifted / shifted.sum(-1, keepdim=True)) * (step + 1), \
         reference / reference.sum(-1, keepdims=True) * (step + 1)

@@ -55,7 +55,7 @@ def test_element_loop_operations_on_vectors(rng):
     x = (rng.standard_normal((5, 70)) * 3).astype(np.float32)
     x[0, 3] = np.nan
     v = mj.array(x)
-    m = v - v.max(-1, keepdim=True)
+    m = v - v.amax(-1, keepdim=True)
     result = (m.sigmoid() + m.relu() * 0.5 - (-m).abs() + m.exp() * (v > 0) + mj.maximum(m, v) / 3.0
               - mj.minimum(m, v * 2.0) + mj.where((v < 1.0) & (v > -1.0), m ** 2, -m)
               + mj.where(~((v > 2.0) | (v < -2.0)) ^ (v > 0), 1.0, 0.0))
@@ -77,7 +77,7 @@ def test_generated_row_kernels_compile_with_gcc_too(tmp_path, rng):
     compiler = shutil.which("g++")
     assert compiler, "g++ is needed for this check"
     v = mj.array(rng.standard_normal((4, 300)).astype(np.float32))
-    m = v - v.max(-1, keepdim=True)
+    m = v - v.amax(-1, keepdim=True)
     query, key = mj.arange(0, 4, 1, "int64").reshape([4, 1]), mj.arange(0, 300, 1, "int64").reshape([1, 300])
     causal = F.softmax(mj.where(key <= query, v, float("-inf")), dim=-1)
     positions = (mj.arange(0.5, 300.5, 1.0, "float32") * v).exp()
@@ -125,7 +125,7 @@ def test_row_max_keeps_positive_zero_and_nan(rng):
     x[0, ::3] = 0.0
     x[1, 5] = np.nan
     x[2, 69] = -1.0
-    result = (mj.array(x) - mj.array(x).max(-1, keepdim=True)).numpy()
+    result = (mj.array(x) - mj.array(x).amax(-1, keepdim=True)).numpy()
     with np.errstate(invalid="ignore"):
         expected = x - x.max(-1, keepdims=True)
     np.testing.assert_array_equal(np.isnan(result), np.isnan(expected))
@@ -137,7 +137,7 @@ def test_two_outputs_sharing_the_terms(rng):
     # Both outputs read the row's exp terms: they may only live in the output stored last.
     x = rng.standard_normal((8, 300)).astype(np.float32)
     v = mj.array(x)
-    shifted = (v - v.max(-1, keepdim=True)).exp()
+    shifted = (v - v.amax(-1, keepdim=True)).exp()
     total = shifted.sum(-1, keepdim=True)
     first, second = shifted / total, shifted * total
     mj.sync(first, second)
@@ -157,7 +157,7 @@ def test_reduction_kernels_run_on_vectors(rng, length):
     x[2, -1] = 0.0
     x[3, 0] = -np.inf
     v = mj.array(x)
-    sums, maxima, minima = (v.exp() * 0.5).sum(-1), v.max(-1), v.min(-1)
+    sums, maxima, minima = (v.exp() * 0.5).sum(-1), v.amax(-1), v.amin(-1)
     if length >= 64:  # (inspect before the values are computed)
         source = kernel_sources(sums, maxima)
         assert "mj_float_vector sum_" in source and "mj_exp_lanes(" in source and "mj_float_vector max_" in source
@@ -175,7 +175,7 @@ def test_rows_that_stay_scalar_are_still_right(rng):
     assert "mj_float_vector" not in kernel_sources(F.softmax(mj.array(x), dim=-1))
     integers = rng.integers(-50, 50, (4, 40)).astype(np.int32)
     v = mj.array(integers)
-    assert_close(v - v.max(-1, keepdim=True), integers - integers.max(-1, keepdims=True))
+    assert_close(v - v.amax(-1, keepdim=True), integers - integers.max(-1, keepdims=True))
 
 
 @pytest.mark.parametrize("shape", [(2,), (15,), (17,), (1000,), (3, 300), (2, 5, 257)])
@@ -210,7 +210,7 @@ def test_every_partial_vector_length(rng, length):
     # 16-lane vectors and a bit, with the row's neighbours checked for stray writes by a second output.
     x = (rng.standard_normal((3, length)) * 4).astype(np.float32)
     v = mj.array(x)
-    shifted = v - v.max(-1, keepdim=True)
+    shifted = v - v.amax(-1, keepdim=True)
     flat = mj.array(x.reshape(-1)).exp() * 0.5
     x64 = x.astype(np.float64)
     assert_close(shifted.exp() + shifted, np.exp(x64 - x64.max(-1, keepdims=True)) + (x64 - x64.max(-1, keepdims=True)),
@@ -592,7 +592,7 @@ def test_tanh_kernels_match_numpy_at_special_and_threshold_values(rng):
     assert np.isnan(result[~finite]).all()
     np.testing.assert_array_equal(np.signbit(result[:2]), [False, True])
     rows = mj.array(data[:1000].reshape(10, 100))  # inside a row kernel's vector loop too
-    in_rows = (rows - rows.max(-1, keepdim=True)).tanh().sum(-1).numpy()
+    in_rows = (rows - rows.amax(-1, keepdim=True)).tanh().sum(-1).numpy()
     d64 = data[:1000].reshape(10, 100).astype(np.float64)
     np.testing.assert_allclose(in_rows, np.tanh(d64 - d64.max(-1, keepdims=True)).sum(-1), rtol=1e-5)
 

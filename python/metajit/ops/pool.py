@@ -85,7 +85,7 @@ def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_i
     kernel, stride, padding, dilation, sizes = _window_arguments(input, kernel_size, stride, padding, dilation,
                                                                  ceil_mode, spatial, function)
     windows = _windows(input, kernel, stride, padding, dilation, sizes, _lowest(input.dtype))
-    output = windows.max(_kernel_dims(spatial))
+    output = windows.amax(_kernel_dims(spatial))
     if not return_indices:
         return _unbatch(output, unbatched)
     indices = _maximum_indices(input, windows, output,
@@ -110,7 +110,7 @@ def _maximum_indices(input, windows, output, window_view):
         maxima = output.reshape(list(output.shape) + [1] * spatial)
         is_maximum = (windows == maxima) | (windows != windows)  # a NaN is the maximum, as in PyTorch
         outside = _core.constant([], "int64", count)
-        return _core.where(is_maximum, window_view(positions, count), outside).min(_kernel_dims(spatial))
+        return _core.where(is_maximum, window_view(positions, count), outside).amin(_kernel_dims(spatial))
 
 
 def _window_counts(extent, size, kernel, stride, padding, include_padding):
@@ -248,7 +248,7 @@ def _adaptive_max_pool(input, output_size, return_indices, spatial, function):
     input, unbatched = _batched(input, spatial, function)
     sizes = _adaptive_sizes(input, output_size, spatial, function)
     windows, _ = _adaptive_windows(input, sizes, _lowest(input.dtype))
-    output = windows.max(_kernel_dims(spatial))
+    output = windows.amax(_kernel_dims(spatial))
     if not return_indices:
         return _unbatch(output, unbatched)
     indices = _maximum_indices(input, windows, output,

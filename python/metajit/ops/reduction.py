@@ -1,8 +1,8 @@
 """Reductions as functions with PyTorch's names (mj.sum(x, 1) as x.sum(1)), and the ones only PyTorch's
 namespace has: amax / amin (values only, several dims at once) and all / any (truth of every / some element).
 
-mj.max and mj.min are not defined: PyTorch's return (values, indices) for a dim and an elementwise maximum for two
-tensors, while x.max(dim) here returns values only; mj.amax / mj.maximum say which one is meant.
+mj.max / mj.min (and x.max / x.min) follow PyTorch: the 0-d extreme, (values, indices) for one dim, or the
+elementwise maximum / minimum of two tensors.
 """
 import math
 
@@ -10,7 +10,7 @@ from .. import _core, _dtype_name, where
 from .._core import Var
 from .tensor import _as_var, _normalize_dims
 
-__all__ = ["sum", "mean", "prod", "amax", "amin", "all", "any", "count_nonzero", "norm"]
+__all__ = ["sum", "mean", "prod", "amax", "amin", "max", "min", "all", "any", "count_nonzero", "norm"]
 
 
 def _dims(name, input, dim):
@@ -120,3 +120,15 @@ Var.amax = amax
 Var.amin = amin
 Var.all = all
 Var.any = any
+
+
+def max(input, dim=None, keepdim=False):  # noqa: A001 (PyTorch's name)
+    """torch.max: max(x) the largest element, max(x, dim) the named tuple (values, indices), max(x, other)
+    the elementwise maximum."""
+    return _as_var(input).max(dim, keepdim)
+
+
+def min(input, dim=None, keepdim=False):  # noqa: A001 (PyTorch's name)
+    """torch.min: min(x) the smallest element, min(x, dim) the named tuple (values, indices), min(x, other)
+    the elementwise minimum."""
+    return _as_var(input).min(dim, keepdim)
