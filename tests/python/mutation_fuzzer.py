@@ -123,15 +123,7 @@ def shadow(statements):
 
 
 # ============================================================================================== generator
-def _numel(shape):
-    return int(np.prod(shape)) if len(shape) else 1
-
-
-def _broadcasts_to(shape, target):
-    try:
-        return np.broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
-    except ValueError:
-        return False
+from graph_fuzzer import _broadcasts_to, _numel  # noqa: E402  (shape helpers shared with the meta-op fuzzer)
 
 
 def _holds(predicate, tensor):
