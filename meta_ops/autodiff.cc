@@ -111,7 +111,15 @@ std::vector<const Node*> sharing_sources(const Node& node) {
 // PyTorch's version-counter check: a value the gradient rule of `node` reads was modified in place since (the
 // node is intact here, but PyTorch's saved tensor would not be). Views share their base's counter.
 void check_saved_values(const Node& node) {
-  for (int index : saved_values(node)) {
+  std::vector<int> saved = saved_values(node);
+  // where(x < low, low, x), a clamp: PyTorch's clamp saves x, the value the condition compares and the where
+  // passes on. (A masked_fill's where passes on another tensor than its mask compares: PyTorch saved the mask.)
+  if (node.kind == NodeKind::Where && node.inputs.size() == 3 && node.inputs[0]->kind == NodeKind::Binary &&
+      BinaryOp(node.inputs[0]->op_code) >= BinaryOp::Less && BinaryOp(node.inputs[0]->op_code) <= BinaryOp::NotEqual)
+    for (const NodePtr& compared : node.inputs[0]->inputs)
+      for (int branch : {1, 2})
+        if (compared == node.inputs[size_t(branch)]) saved.push_back(branch);
+  for (int index : saved) {
     const Node* value = index < 0 ? &node : node.inputs[size_t(index)].get();
     std::vector<std::pair<const Node*, int>> stack{{value, 0}};
     while (!stack.empty()) {

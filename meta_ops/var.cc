@@ -290,11 +290,8 @@ Var::Overlap Var::overlap_with(Var& other) {
   int64_t begin = storage_offset_, end = begin + shape_numel(shape);
   int64_t other_begin = other.storage_offset_, other_end = other_begin + shape_numel(other_shape);
   if (begin == other_begin && end == other_end) {
-    // The same elements: the same layout is a full overlap (strides of size-1 dims aside), another is partial.
-    bool same_layout = shape.size() == other_shape.size();
-    for (size_t dim = 0; dim < shape.size() && same_layout; ++dim)
-      same_layout = shape[dim] == other_shape[dim] && (shape[dim] == 1 || layout[dim] == other_layout[dim]);
-    return same_layout ? Overlap::Full : Overlap::Partial;
+    // The same elements: the same layout (strides compared as PyTorch does) is a full overlap, another partial.
+    return layout == other_layout ? Overlap::Full : Overlap::Partial;
   }
   return begin < other_end && other_begin < end ? Overlap::Partial : Overlap::None;
 }
@@ -336,6 +333,14 @@ VarPtr Var::view_of(const VarPtr& base, ViewStep step, NodePtr built) {
       offset += dimension.offset * base_strides[dim];
       if (dimension.output_dim >= 0) strides[dimension.output_dim] += dimension.step * base_strides[dim];
     }
+    // A size-1 dim no input dim walks (unsqueeze, expand to 1) takes the stride PyTorch gives it: that of the
+    // next dim times its extent, so overlap checks compare layouts as PyTorch does.
+    std::vector<bool> walked(step.shape.size(), false);
+    for (const ViewDimension& dimension : step.dimensions)
+      if (dimension.output_dim >= 0) walked[size_t(dimension.output_dim)] = true;
+    for (size_t dim = step.shape.size(); dim-- > 0;)
+      if (!walked[dim] && step.shape[dim] == 1)
+        strides[dim] = dim + 1 < step.shape.size() ? strides[dim + 1] * std::max<int64_t>(step.shape[dim + 1], 1) : 1;
   } else {
     strides = std::move(base_strides);
   }
@@ -414,14 +419,7 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
   if (value->shape != current->shape)
     throw std::invalid_argument(operation + ": the new value has shape " + shape_to_string(value->shape) +
                                 " but the Var written has shape " + shape_to_string(current->shape));
-  if (grad_enabled()) {
-    if (is_leaf_requiring_grad(*current))
-      throw std::runtime_error("a leaf Variable that requires grad is being used in an in-place operation (" +
-                               operation + "); wrap it in `with mj.no_grad():` or write through .data");
-    if (view_of_leaf_)
-      throw std::runtime_error("a view of a leaf Variable that requires grad is being used in an in-place operation (" +
-                               operation + "); wrap it in `with mj.no_grad():` or write through .data");
-  }
+  check_writable(operation);
   const Shape& shape = current->shape;
   std::vector<int64_t> layout = strides();
   for (size_t dim = 0; dim < shape.size(); ++dim)
@@ -465,6 +463,16 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
     child->parent_version_seen = parent.version;
   }
   derive();
+}
+
+void Var::check_writable(const std::string& operation) {
+  if (!grad_enabled()) return;
+  if (is_leaf_requiring_grad(*node()))
+    throw std::runtime_error("a leaf Variable that requires grad is being used in an in-place operation (" +
+                             operation + "); wrap it in `with mj.no_grad():` or write through .data");
+  if (view_of_leaf_)
+    throw std::runtime_error("a view of a leaf Variable that requires grad is being used in an in-place operation (" +
+                             operation + "); wrap it in `with mj.no_grad():` or write through .data");
 }
 
 void Var::set_data(NodePtr value) {

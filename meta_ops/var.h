@@ -78,6 +78,9 @@ class Var {
   // backward that needs them refuses, as PyTorch's version counters do.
   // `first_node_id` (next_node_id_value() before the op recorded `value`) exempts the op's own reads.
   void write(NodePtr value, const std::string& operation, uint64_t first_node_id = 0);
+  // Throws PyTorch's error when an in-place op may not write this Var now (a leaf that requires grad, or a view
+  // of one, in grad mode).
+  void check_writable(const std::string& operation);
   // p.data = value: a new value of any shape and dtype; views taken before keep the old one.
   void set_data(NodePtr value);
   // requires_grad_(): only leaves; turning it on gives the Var a node of its own first when others share it.

@@ -344,6 +344,7 @@ PYBIND11_MODULE(_core, module) {
            "In-place update: this Var and every alias of it now hold `value` (this Var's shape). first_node_id: "
            "_core.next_node_id() before the op recorded `value` (its own reads of the old value are exempt from "
            "the version check).")
+      .def("_check_writable", &Var::check_writable)
       .def_property_readonly("_is_view", &Var::is_view)
       .def("is_contiguous", &Var::is_contiguous)
       .def("_strides", [](const Var& self) { return py::tuple(py::cast(self.strides())); })

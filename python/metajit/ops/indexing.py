@@ -396,12 +396,16 @@ def setitem(self, key, value):
     else:
         if not isinstance(value, Var):
             value = full([], value, self.dtype) if isinstance(value, (bool, int, float)) else array(value)
+        checked = value.ndim > 0  # PyTorch fills from a 0-d value, unchecked
         if tuple(value.shape) != tuple(target.shape):
             try:
                 value = _core.broadcast_to(value, list(target.shape))
             except ValueError:
                 raise ValueError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast to "
                                  f"indexing result of shape {list(target.shape)}") from None
+        if checked:  # against the value as broadcast, as PyTorch copies it
+            from .._inplace import check_no_partial_overlap
+            check_no_partial_overlap(target, [value])
         if value.dtype != target.dtype:
             value = _core.cast(value, target.dtype)
         target._write(value, "setitem", first_node_id)
