@@ -87,10 +87,16 @@ NodePtr successor(const NodePtr& old, NodePtr value, bool outside_graph) {
   return kept;
 }
 
-NodePtr keep_leaf(const NodePtr& old, NodePtr value) { return successor(old, std::move(value), false); }
+// A re-derived node of a Var the user made a leaf of stays that leaf (sharing its .grad); others are `value`.
+NodePtr keep_leaf(const NodePtr& old, NodePtr value) {
+  if (!old || value == old || !is_leaf_requiring_grad(*old)) return value;
+  return successor(old, std::move(value), false);
+}
 
 void mark_overwritten(Node& node, const std::string& operation, uint64_t first_node_id) {
-  for (Node* marked = &node; marked && !marked->overwritten_by;) {
+  // The latest write counts: an op recorded after one write and before the next read the value the next write
+  // changed (PyTorch's version counter moved on).
+  for (Node* marked = &node; marked && marked->overwritten_from_id < first_node_id;) {
     marked->overwritten_by = intern_string(operation);
     marked->overwritten_at = current_provenance();
     marked->overwritten_from_id = first_node_id;
@@ -317,6 +323,7 @@ VarPtr Var::make_view(const VarPtr& base, ViewStep step, std::vector<int64_t> st
   view->strides_ = std::move(strides);
   view->storage_offset_ = offset;
   view->made_in_grad_mode_ = grad_enabled();
+  view->no_grad_view_of_grad_value_ = (!grad_enabled() && base->node_->requires_grad) || base->no_grad_view_of_grad_value_;
   bool from_leaf = is_leaf_requiring_grad(*base->node_) || base->view_of_leaf_;
   view->view_of_leaf_ = from_leaf && view->steps_.back().kind != ViewStep::Kind::Detach;
   return view;
@@ -429,6 +436,8 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
           "location (" + operation + " on an expanded view). Please clone() the tensor before performing the "
           "operation.");
   if (value->dtype != current->dtype) value = cast(value, current->dtype);
+  // Under no_grad a write records no history: x.copy_(y) of a y that requires grad leaves x as it was.
+  if (!grad_enabled() && value->requires_grad) value = stop_gradient(value);
   if (grad_enabled() && value->requires_grad && !value->gradient_history) {
     // Another Var's leaf (copy_(leaf)): this Var holds a copy of it, a value with history, never that leaf.
     NodePtr copy = make_node(NodeKind::View, value->dtype, value->shape, {value});
@@ -473,6 +482,12 @@ void Var::check_writable(const std::string& operation) {
   if (view_of_leaf_)
     throw std::runtime_error("a view of a leaf Variable that requires grad is being used in an in-place operation (" +
                              operation + "); wrap it in `with mj.no_grad():` or write through .data");
+  if (no_grad_view_of_grad_value_)
+    throw std::runtime_error("A view was created in no_grad mode and is being modified inplace with grad mode "
+                             "enabled (" + operation + "). Given that this use case is ambiguous and error-prone, it "
+                             "is forbidden. You can clarify your code by moving both the view and the inplace either "
+                             "both inside the no_grad block (if you don't want the inplace to be tracked) or both "
+                             "outside (if you want the inplace to be tracked).");
 }
 
 void Var::set_data(NodePtr value) {

@@ -112,6 +112,7 @@ class Var {
   uint64_t seen_version_ = 0;          // group_->version when node_ was derived
   bool made_in_grad_mode_ = true;      // re-derived nodes are built in the grad mode the view was made in
   bool view_of_leaf_ = false;          // a view (not through detach) of a leaf that requires grad
+  bool no_grad_view_of_grad_value_ = false;  // made under no_grad from a value that requires grad
   std::vector<int64_t> strides_;  // empty: row-major (every Var that is no view; saves an allocation per op)
   int64_t storage_offset_ = 0;
 };

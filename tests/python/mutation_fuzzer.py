@@ -420,6 +420,14 @@ class Generator:
         key = self.random_key(shape)
         slot = np.zeros(shape)[eval(f"np.s_[{key}]")].shape  # basic indexing: numpy's shape is PyTorch's
         value = self.scalar() if self.rng.random() < 0.4 else self.partner(slot)
+        written = self.namespace[target.split(".")[0]]
+        source = self.namespace.get(value)
+        if isinstance(source, torch.Tensor) and source.untyped_storage().data_ptr() == \
+                written.untyped_storage().data_ptr():
+            # A value sharing memory with what it overwrites: where PyTorch's overlap check cannot tell (a
+            # broadcast column copied over its own matrix), its result depends on its copy order. metajit reads
+            # the value first (docs/mutation.md). Write a number instead.
+            value = self.scalar()
         return f"{target}[{key}] = {value}", "setitem"
 
     def op_setitem(self):
