@@ -141,7 +141,8 @@ std::vector<ViewDimension> compose(const std::vector<ViewDimension>& first, cons
   return composed;
 }
 
-// `base_value` with the elements that the first `step_count` steps (View and Reshape steps) read replaced by
+// `base_value` with the elements that the first `step_count` steps (View and Reshape steps: a Detach step only
+// ever ends a child group's path from its parent and is never among them) read replaced by
 // `value`, written back one segment at a time: a run of View steps is one composed View (so a slice of an
 // expanded view writes only its own elements), a reshape is a segment of its own.
 NodePtr write_back_path(const NodePtr& base_value, const std::vector<ViewStep>& steps, size_t step_count,
@@ -156,6 +157,7 @@ NodePtr write_back_path(const NodePtr& base_value, const std::vector<ViewStep>& 
   NodePtr walked = base_value;
   for (size_t index = 0; index < step_count; ++index) {
     const ViewStep& step = steps[index];
+    if (step.kind == ViewStep::Kind::Detach) throw std::logic_error("internal error: a Detach step inside a path");
     bool affine = step.kind == ViewStep::Kind::Affine;
     if (affine && !segments.empty() && segments.back().affine)
       segments.back().dimensions = compose(segments.back().dimensions, step.dimensions);
@@ -469,7 +471,9 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
     NodePtr parent_replacement = write_back_path(parent.current(), path, path.size(), carried);
     parent.value = successor(parent.value, std::move(parent_replacement), true);
     ++parent.version;
-    child->parent_version_seen = parent.version;
+    // A child without history re-derives from the parent, whose values now show the write everywhere it
+    // aliases (a detached expand written at one position shows it at every position that shares it).
+    child->parent_version_seen = child->value->requires_grad ? parent.version : parent.version - 1;
   }
   derive();
 }

@@ -215,6 +215,14 @@ class Generator:
         shape = tuple(1 if self.rng.random() < 0.3 else extent for extent in target_shape[len(target_shape) - rank:])
         return self.literal(shape)
 
+    def shares_memory(self, target, operand):
+        """Whether the tensor named `operand` shares memory with the one named by `target` (a name or a `.data`):
+        an in-place op reading it then gives PyTorch's result in its own copy order wherever PyTorch's overlap
+        check cannot tell (a column broadcast over its own matrix); metajit reads operands first."""
+        written, source = self.namespace.get(target.split(".")[0]), self.namespace.get(operand)
+        return isinstance(source, torch.Tensor) and isinstance(written, torch.Tensor) and \
+            source.untyped_storage().data_ptr() == written.untyped_storage().data_ptr()
+
     def operand(self, target_shape, exact=True):
         """A scalar or a tensor operand."""
         return self.scalar() if self.rng.random() < 0.35 else self.partner(target_shape, exact)
@@ -378,6 +386,8 @@ class Generator:
             method = "neg_"
         if method in ("add_", "sub_", "mul_"):
             argument = self.operand(shape)
+            if self.shares_memory(target, argument) and argument != target.split(".")[0]:
+                argument = self.scalar()
             if argument == target.split(".")[0]:
                 # x.mul_(x) on a view whose base a write made require grad: PyTorch 2.13 calls such a view a leaf
                 # and refuses (its grad_fn is regenerated lazily), while x.mul_(2) works. Out of scope here.
@@ -411,6 +421,8 @@ class Generator:
             return None
         op = self.rng.choice(["+=", "-=", "*=", "/="])
         argument = self.scalar(nonzero=True) if op == "/=" else self.operand(self.shape_of(target))
+        if self.shares_memory(target, argument) and argument != target:
+            argument = self.scalar()
         return f"{target} {op} {argument}", f"augmented:{op}"
 
     def setitem_text(self, target):
@@ -420,13 +432,7 @@ class Generator:
         key = self.random_key(shape)
         slot = np.zeros(shape)[eval(f"np.s_[{key}]")].shape  # basic indexing: numpy's shape is PyTorch's
         value = self.scalar() if self.rng.random() < 0.4 else self.partner(slot)
-        written = self.namespace[target.split(".")[0]]
-        source = self.namespace.get(value)
-        if isinstance(source, torch.Tensor) and source.untyped_storage().data_ptr() == \
-                written.untyped_storage().data_ptr():
-            # A value sharing memory with what it overwrites: where PyTorch's overlap check cannot tell (a
-            # broadcast column copied over its own matrix), its result depends on its copy order. metajit reads
-            # the value first (docs/mutation.md). Write a number instead.
+        if self.shares_memory(target, value):  # see shares_memory: write a number instead
             value = self.scalar()
         return f"{target}[{key}] = {value}", "setitem"
 
