@@ -405,6 +405,8 @@ class Generator:
             argument = self.scalar()
         elif method == "copy_":
             argument = self.partner(shape)
+            if self.shares_memory(target, argument) and argument != target.split(".")[0]:
+                argument = self.scalar()  # see shares_memory
         elif method == "masked_fill_":
             argument = f"{self.partner(shape)} > {self.scalar()}, {self.scalar()}"
         else:
