@@ -119,7 +119,10 @@ struct Node {
   // the op and the user's line of the modification (PyTorch's version-counter error).
   const char* overwritten_by = nullptr;
   Provenance overwritten_at;
-  uint64_t overwritten_from_id = 0;  // nodes with this id or later were recorded by that op itself: exempt
+  uint64_t overwritten_from_id = 0;  // nodes with this id or later were recorded after the latest write began
+  // Id ranges [first, end) of the in-place ops that replaced this value: their own reads of it are saved as
+  // PyTorch saves an in-place op's original self (a copy), so no later write touches them.
+  std::vector<std::pair<uint64_t, uint64_t>> read_by_in_place_ops;
   std::weak_ptr<Node> shares_value_of;  // a detached Data node sharing a computed node's storage: that node
   // Scratch of the graph walks a sync makes under its lock (core/executor.cc, jit/plan_cache.cc): a walk takes a
   // fresh mark from next_walk_mark() and stamps the nodes it reaches, where a hash set of node pointers cost a

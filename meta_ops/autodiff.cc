@@ -125,7 +125,10 @@ void check_saved_values(const Node& node) {
     while (!stack.empty()) {
       auto [through, depth] = stack.back();
       stack.pop_back();
-      if (through->overwritten_by && node.id < through->overwritten_from_id)
+      bool saved_as_a_copy = false;  // by the in-place op that replaced it (PyTorch's original self)
+      for (const auto& [first, end] : through->read_by_in_place_ops)
+        saved_as_a_copy = saved_as_a_copy || (node.id >= first && node.id < end);
+      if (through->overwritten_by && node.id < through->overwritten_from_id && !saved_as_a_copy)
         throw std::runtime_error(
             "one of the variables needed for gradient computation has been modified by an inplace operation: the " +
             std::string(dtype_name(value->dtype)) + " " + shape_to_string(value->shape) + " " +

@@ -100,6 +100,7 @@ void mark_overwritten(Node& node, const std::string& operation, uint64_t first_n
     marked->overwritten_by = intern_string(operation);
     marked->overwritten_at = current_provenance();
     marked->overwritten_from_id = first_node_id;
+    marked->read_by_in_place_ops.push_back({first_node_id, next_node_id_value()});
     // A value changed outside the graph is still the tensor it replaced (the same grad_fn in PyTorch): a write
     // to it counts for that tensor too.
     auto* custom = dynamic_cast<const CustomPayload*>(marked->payload.get());

@@ -410,6 +410,13 @@ PYBIND11_MODULE(_core, module) {
   module.def("array", [](py::handle value) { return as_node(value); });
   // A Var of its own holding the same node: no alias of the argument's values (a contiguous() that PyTorch copies).
   module.def("next_node_id", &next_node_id_value);
+  // A new node holding `node`'s value, differentiable to it: what copy_ and x[k] = v write, so the written Var
+  // never shares a node with the Var it copied (a later write to one must not count as a write to the other).
+  module.def("_copy_node", [](const NodePtr& node) {
+    NodePtr copy = make_node(NodeKind::View, node->dtype, node->shape, {node});
+    for (int dim = 0; dim < int(node->shape.size()); ++dim) copy->view.push_back({dim, 1, 0});
+    return copy;
+  });
   module.def("_unaliased", [](const NodePtr& node) { return node; });
   module.def("unary", [](const std::string& name, const NodePtr& input) { return unary(unary_op_from_name(name), input); });
   module.def("binary", [](const std::string& name, py::handle left, py::handle right) -> py::object {

@@ -91,7 +91,7 @@ def copy_(self, src, non_blocking=False):
         src = _core.broadcast_to(src, list(self.shape))
     if src.dtype != self.dtype:
         src = _core.cast(src, self.dtype)
-    self._write(src, "copy_")
+    self._write(_core._copy_node(src), "copy_")
     return self
 
 

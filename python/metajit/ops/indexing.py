@@ -408,7 +408,7 @@ def setitem(self, key, value):
             check_no_partial_overlap(target, [value])
         if value.dtype != target.dtype:
             value = _core.cast(value, target.dtype)
-        target._write(value, "setitem", first_node_id)
+        target._write(_core._copy_node(value), "setitem", first_node_id)
     self.sync()
 
 
