@@ -70,7 +70,10 @@ void* CudaContext::allocate(size_t bytes) {
     size_t free = 0, total = 0;
     api_.memory_information(&free, &total);
     throw AllocationError("cannot allocate " + std::to_string(bytes) + " bytes on the GPU (" + device_.name + ": " +
-                          std::to_string(free >> 20) + " MiB free of " + std::to_string(total >> 20) + " MiB)");
+                          std::to_string(free >> 20) + " MiB free of " + std::to_string(total >> 20) + " MiB; " +
+                          std::to_string(int64_t(stats().device_bytes_allocated.load())) +
+                          " bytes in use by metajit, " +
+                          std::to_string(int64_t(stats().device_bytes_cached.load())) + " cached)");
   }
   check(status, "cuMemAlloc");
   stats().device_bytes_allocated += int64_t(rounded);

@@ -198,7 +198,10 @@ class EmulatedDeviceMemory : public DeviceMemory {
   void* allocate(size_t bytes) override {
     size_t rounded = allocation_size_class(std::max<size_t>(bytes, 256));
     void* block = std::aligned_alloc(256, rounded);
-    if (!block) throw AllocationError("cannot allocate " + std::to_string(bytes) + " bytes of emulated GPU memory");
+    if (!block)
+      throw AllocationError("cannot allocate " + std::to_string(bytes) + " bytes of emulated GPU memory (" +
+                            std::to_string(int64_t(stats().device_bytes_allocated.load())) +
+                            " bytes in use by metajit)");
     stats().device_bytes_allocated += int64_t(rounded);
     return block;
   }

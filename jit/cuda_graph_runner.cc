@@ -15,6 +15,7 @@
 #include "jit/cuda_emulator.h"
 #include "jit/graph_executor.h"
 #include "jit/kernel_cache.h"
+#include "jit/launch_offsets.h"
 #include "jit/plan_cache.h"
 #include "meta_ops/code.h"
 
@@ -44,10 +45,19 @@ std::string describe_cuda_compile_error(const PlannedKernel& kernel, const Node&
          numbered_lines(kernel.cuda.source);
 }
 
+// "mul [8, 33] created at model.py:5": what a missing kernel computes, for its error.
+std::string describe_kernel_output(const Node& output) {
+  return output.op_name() + " " + shape_to_string(output.shape) + " created at " + output.provenance.to_string();
+}
+
 // Runs every launch of `kernel` over `buffers` (device pointers, in the kernel's parameter order).
 void run_launches(const PlannedKernel& kernel, const Node& output, const std::vector<void*>& buffers) {
   if (execution_ == CudaExecution::Emulator) {
-    emulate_cuda_kernel(kernel.cuda, buffers, kEmulatedBlocks);
+    try {
+      emulate_cuda_kernel(kernel.cuda, buffers, kEmulatedBlocks);
+    } catch (const MissingKernelError& error) {
+      throw MissingKernelError(std::string(error.what()) + "; it computes " + describe_kernel_output(output));
+    }
     return;
   }
   CudaContext& context = CudaContext::instance();
@@ -63,8 +73,7 @@ void run_launches(const PlannedKernel& kernel, const Node& output, const std::ve
       } catch (const CompileError& error) {
         throw CompileError(describe_cuda_compile_error(kernel, output, error.what()));
       } catch (const MissingKernelError& error) {
-        throw MissingKernelError(std::string(error.what()) + "; it computes " + output.op_name() + " " +
-                                 shape_to_string(output.shape) + " created at " + output.provenance.to_string());
+        throw MissingKernelError(std::string(error.what()) + "; it computes " + describe_kernel_output(output));
       }
       function = context.load_function(kernel.cuda_key, binary.binary, launch.entry);
     }
@@ -129,7 +138,12 @@ void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vecto
     buffers[0] = storage->device_data();
     if (temporary) buffers.push_back(temporary->device_data());
   }
-  if (!kernel.library || kernel.epilogue) run_launches(kernel, *output, buffers);
+  if (!kernel.library || kernel.epilogue) {
+    for (size_t index = 0; index < kernel.buffer_offsets.size(); ++index)
+      buffers[index] = static_cast<char*>(buffers[index]) +
+                       kernel.buffer_offsets[index] * int64_t(dtype_size(kernel.lowered.kernel.buffers[index].dtype));
+    run_launches(kernel, *output, buffers);
+  }
   publish_storage(*output, std::move(storage));
   for (size_t index = 0; index < siblings.size(); ++index)
     publish_storage(*siblings[index], std::move(sibling_storages[index]));
@@ -152,8 +166,11 @@ void render_for_cuda(std::vector<PlannedKernel>& kernels, const CudaTarget& targ
       kernel.cuda = render_code_cuda_kernel(op, output->inputs);
     } else if (kernel.library && !kernel.epilogue) {
       continue;  // the library call is all of it
-    } else {
-      kernel.cuda = render_cuda(kernel.lowered.kernel);
+    } else {  // position-independent, as on the CPU: x[0]'s kernel serves x[t] with its offset added at launch
+      IrKernel position_independent = kernel.lowered.kernel;
+      kernel.buffer_offsets = move_constant_offsets_to_launch(position_independent);
+      kernel.cuda = render_cuda(position_independent);
+      kernel.cuda.header_comment += describe_launch_offsets(position_independent, kernel.buffer_offsets);
     }
     if (with_keys) kernel.cuda_key = CudaBinaryCache::instance().key_for(kernel.cuda.source, target);
   }

@@ -220,7 +220,7 @@ def test_cache_cli_info_list_show_verify_clear(tmp_path):
     assert len(keys) >= 3
     assert any("code op created at <string>" in line for line in listing.stdout.splitlines())
     shown = cli(tmp_path, "show", keys[0][:10])
-    assert shown.returncode == 0 and 'extern "C" void metajit_kernel' in shown.stdout
+    assert shown.returncode == 0 and "metajit_kernel(" in shown.stdout  # C++ or CUDA source
     assert cli(tmp_path, "show", "zzzz").returncode == 1
     assert cli(tmp_path, "verify").returncode == 0
     # Corrupt one entry on disk: verify discards it and says so.

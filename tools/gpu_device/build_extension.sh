@@ -14,7 +14,7 @@ resource=/usr/lib/llvm-14/lib/clang/$(cat "$runtime/clang/version")
 if [ ! -d "$resource/include" ]; then mkdir -p "$resource" && cp -r "$runtime/clang/include" "$resource/include"; fi
 suffix=$($PYTHON -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 objects=$(mktemp -d)
-includes="-I. $($PYTHON -m pybind11 --includes)"
+includes="-I. -I.device/include $($PYTHON -m pybind11 --includes)"
 ls python/bindings/*.cc | xargs -P8 -I{} sh -c \
   "g++ -O2 -std=gnu++17 -fPIC -fvisibility=hidden $includes -c {} -o $objects/\$(basename {} .cc).o"
 libraries=$(ls "$runtime"/lib/*.so*)
