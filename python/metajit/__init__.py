@@ -280,7 +280,7 @@ for _name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
     if _name not in __all__:  # relu, sigmoid and tanh are also in the operator library's list
         __all__.append(_name)
 for _name in ("add", "sub", "mul", "div", "floor_div", "mod", "pow", "maximum", "minimum", "less", "less_equal",
-              "greater", "greater_equal", "equal", "not_equal", "logical_and", "logical_or", "logical_xor",
+              "greater", "greater_equal", "not_equal", "logical_and", "logical_or", "logical_xor",
               "bitwise_and", "bitwise_or", "bitwise_xor"):
     globals()[_name] = _make_binary(_name)
     __all__.append(_name)
@@ -288,3 +288,34 @@ for _name in ("add", "sub", "mul", "div", "floor_div", "mod", "pow", "maximum", 
 
 def cast(x, dtype):
     return _core.cast(x, _dtype_name(dtype))
+
+
+def equal(input, other):
+    """True when both have the same shape and equal elements, as torch.equal (a Python bool; mj.eq is the
+    elementwise comparison)."""
+    if not isinstance(other, Var) or not isinstance(input, Var):
+        raise TypeError("equal: expected two Vars")
+    return tuple(input.shape) == tuple(other.shape) and bool((input == other).all().item())
+
+
+__all__.append("equal")
+
+
+from . import _torch_tensor  # noqa: E402,F401  (x.size(), x.device, x.type(), f"{x:.3f}", ...)
+from . import autograd  # noqa: E402,F401
+from ._device import accepting_device as _accepting_device  # noqa: E402
+for _name in ("full", "zeros", "ones", "zeros_like", "ones_like", "full_like", "linspace", "arange", "rand", "randn",
+              "randint", "empty", "empty_like", "eye", "as_tensor", "rand_like", "randn_like", "randperm", "normal"):
+    globals()[_name] = _accepting_device(globals()[_name])
+tensor = _accepting_device(_torch_names.tensor)
+from ._absent import absent_name as _absent_name  # noqa: E402
+
+# PyTorch's dtype names that are Python builtins here: mj.float is float32 (as torch.float), mj.int int32,
+# mj.bool bool; defined through __getattr__ so that this package's own code keeps Python's float, int and bool.
+_BUILTIN_DTYPE_NAMES = {"float": "float32", "int": "int32", "bool": "bool"}
+
+
+def __getattr__(name):
+    if name in _BUILTIN_DTYPE_NAMES:
+        return _BUILTIN_DTYPE_NAMES[name]
+    raise _absent_name(name)

@@ -197,19 +197,16 @@ def where(self, condition, other):
     return choose(condition, self, other)
 
 
-def _device_name(device):
-    text = str(device)
-    return text.split(":")[0]
-
-
-def to(self, *args, dtype=None, device=None, **ignored):
-    """x.to(dtype), x.to("cpu"), x.to("cuda"), x.to(other) (its dtype), x.to(device, dtype). A device moves the
-    value like x.cpu() / x.cuda() (see those); a dtype casts."""
+def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
+    """x.to(dtype), x.to("cpu"), x.to("cuda"), x.to(mj.device(...)), x.to(other) (its dtype), x.to(device,
+    dtype). A dtype casts. A device moves the value like x.cuda(), or x.cpu() when the GPU holds it (a value
+    already on the host stays lazy: moving it to the CPU has nothing to do)."""
     from . import _DTYPE_NAMES, _dtype_name
+    from ._device import checked, device as device_type
     for argument in args:
         if isinstance(argument, Var):
             dtype = argument.dtype
-        elif isinstance(argument, str) and argument not in _DTYPE_NAMES:
+        elif isinstance(argument, (device_type, int)) or (isinstance(argument, str) and argument not in _DTYPE_NAMES):
             device = argument
         else:
             dtype = argument
@@ -217,13 +214,14 @@ def to(self, *args, dtype=None, device=None, **ignored):
     if dtype is not None:
         name = _dtype_name(dtype)
         result = self if self.dtype == name else _core.cast(self, name)
+    device = checked(device, "to")
     if device is not None:
-        if _device_name(device) == "cuda":
+        if device.type == "cuda":
             result = result.cuda()
-        elif _device_name(device) == "cpu":
+        elif _core.value_on_device(result):
             result = result.cpu()
-        else:
-            raise ValueError(f"to: unknown device {device!r}; metajit's devices are 'cpu' and 'cuda'")
+    if copy and result is self:
+        result = self.clone()
     return result
 
 
@@ -359,5 +357,4 @@ for _name, _function in {
 }.items():
     setattr(Var, _name, _function)
 Var.T = property(lambda self: _core.permute(self, list(range(self.ndim))[::-1]))
-Var.size = property(lambda self: self.numel())
 Var.__array_priority__ = 1000  # numpy defers to Var's reflected operators

@@ -151,3 +151,53 @@ def emulate(*vars, max_blocks=4):
     for data, dtype, shape in _core.emulate_cuda(list(vars), int(max_blocks)):
         results.append(np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape).copy())
     return results
+
+
+# PyTorch's torch.cuda names that training programs call. metajit has one GPU context (the first device), and
+# its random numbers come from one generator shared with the CPU (mj.manual_seed), so the seeding calls seed it.
+def manual_seed(seed):
+    """Seeds metajit's one random generator (the same one mj.manual_seed seeds), as torch.cuda.manual_seed."""
+    _core.seed(int(seed))
+
+
+manual_seed_all = manual_seed
+
+
+def current_device():
+    """The index of the GPU kernels run on: always 0 (metajit uses the first GPU)."""
+    require_gpu("mj.cuda.current_device()")
+    return 0
+
+
+def set_device(device):
+    """Accepts the first GPU only (metajit drives one GPU per process; several GPUs are several processes)."""
+    from ._device import device as device_type
+    index = device if isinstance(device, int) else device_type(device).index or 0
+    if index != 0:
+        raise ValueError(f"mj.cuda.set_device({device!r}): metajit uses the first GPU of each process; "
+                         "select another with CUDA_VISIBLE_DEVICES")
+
+
+def get_device_name(device=None):
+    require_gpu("mj.cuda.get_device_name()")
+    return status()["devices"][0]["name"]
+
+
+def is_initialized():
+    return _core.cuda_execution() == "gpu"
+
+
+def empty_cache():
+    """Returns the GPU memory cached by metajit's allocator (and the host's) to the system."""
+    _core.gc()
+
+
+def memory_allocated(device=None):
+    """Bytes of GPU memory held by live values."""
+    return int(_core.stats()["device_bytes_allocated"])
+
+
+def memory_reserved(device=None):
+    """Bytes of GPU memory held by live values and the allocator's cache."""
+    statistics = _core.stats()
+    return int(statistics["device_bytes_allocated"] + statistics["device_bytes_cached"])

@@ -267,19 +267,31 @@ class Module:
                     module._buffers[name] = function(buffer)
         return self
 
-    def to(self, dtype=None):
-        """Converts floating-point parameters (in place) and buffers to `dtype` (see the module docstring).
-        A device ('cpu', 'cuda') moves their values instead, like cpu() / cuda()."""
-        from .. import _dtype_name
-        if isinstance(dtype, str) and dtype.split(":")[0] in ("cpu", "cuda"):
-            return self.cuda() if dtype.split(":")[0] == "cuda" else self.cpu()
-        if dtype is None:
-            return self
-        name = _dtype_name(dtype)
-        if not name.startswith("float"):
-            raise TypeError(f"Module.to only accepts floating-point dtypes, got {name}")
-        return self._convert(lambda var: var.astype(name) if var.dtype.startswith("float") and var.dtype != name
-                             else var)
+    def to(self, *args, device=None, dtype=None, non_blocking=False, memory_format=None):
+        """PyTorch's forms: to(dtype), to(device), to(device, dtype), to(tensor) (its dtype), and the keywords.
+        A dtype converts floating-point parameters (in place) and buffers (see the module docstring); a device
+        ('cpu', 'cuda', mj.device(...)) moves their values, like cpu() / cuda()."""
+        from .. import _DTYPE_NAMES, _dtype_name
+        from .._core import Var
+        from .._device import checked, device as device_type
+        for argument in args:
+            if isinstance(argument, Var):
+                dtype = argument.dtype
+            elif isinstance(argument, device_type) or isinstance(argument, int) or \
+                    (isinstance(argument, str) and argument not in _DTYPE_NAMES):
+                device = argument
+            else:
+                dtype = argument
+        if dtype is not None:
+            name = _dtype_name(dtype)
+            if not name.startswith("float"):
+                raise TypeError(f"Module.to only accepts floating-point dtypes, got {name}")
+            self._convert(lambda var: var.astype(name) if var.dtype.startswith("float") and var.dtype != name
+                          else var)
+        device = checked(device, "Module.to")
+        if device is not None:
+            return self.cuda() if device.type == "cuda" else self.cpu()
+        return self
 
     def float(self):
         return self.to("float32")

@@ -56,7 +56,7 @@ def _classify(item):
         if item.dtype in _INTEGER_DTYPES:
             return "array", item
         raise IndexError(f"tensors used as indices must be long, int, byte or bool tensors, got {item.dtype}")
-    if isinstance(item, (list, tuple, np.ndarray)):
+    if isinstance(item, (list, tuple, range, np.ndarray)):
         array = np.asarray(item)
         if array.size == 0 and array.dtype.kind == "f":
             array = array.astype(np.int64)
