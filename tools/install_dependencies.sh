@@ -77,6 +77,7 @@ PY_PACKAGES=(
   # on CI machines (/opt/wheels), elsewhere on PyPI.
   "torch=torch==2.13.0"
   "matplotlib=matplotlib"  # the demo's training-curve plot
+  "safetensors=safetensors"  # mj.load reads .safetensors files through it (docs/checkpoints.md)
 )
 
 # One interpreter start for all checks: find_spec locates a package without importing it.

@@ -88,3 +88,36 @@ def test_unsupported_values_and_bad_files(tmp_path):
     np.savez(missing, __metajit__=np.frombuffer(json.dumps(document).encode(), dtype=np.uint8))
     with pytest.raises(ValueError, match="missing array entry 'a9'"):
         mj.load(missing)
+
+
+def test_vars_pickle_with_dtype_requires_grad_and_parameter_marker():
+    import pickle
+    weight = nn.Parameter(mj.array(np.arange(6, dtype=np.float32).reshape(2, 3)))
+    frozen = mj.array(np.array([1.5, -2.0], dtype=np.float16))
+    counts = mj.array(np.array([3, 4], dtype=np.int64))
+    tied = {"a": weight, "b": weight, "frozen": frozen, "counts": counts}
+    loaded = pickle.loads(pickle.dumps(tied))
+    assert loaded["a"] is loaded["b"]  # shared Vars stay shared (weight tying)
+    assert isinstance(loaded["a"], nn.Parameter) and loaded["a"].requires_grad
+    np.testing.assert_array_equal(loaded["a"].numpy(), weight.numpy())
+    assert loaded["frozen"].dtype == "float16" and not loaded["frozen"].requires_grad
+    assert not isinstance(loaded["frozen"], nn.Parameter)
+    np.testing.assert_array_equal(loaded["counts"].numpy(), [3, 4])
+    assert loaded["counts"].dtype == "int64"
+
+
+def test_whole_model_saves_and_loads_only_when_trusted(tmp_path):
+    import pickle
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2)).eval()
+    path = tmp_path / "model.mj"
+    mj.save({"model": model, "epoch": 2}, path)
+    with pytest.raises(pickle.UnpicklingError, match="pickled nn.Module.*weights_only=False"):
+        mj.load(path)
+    loaded = mj.load(path, weights_only=False)
+    assert loaded["epoch"] == 2
+    copy = loaded["model"]
+    assert isinstance(copy, nn.Sequential) and copy is not model
+    assert [name for name, _ in copy.named_parameters()] == [name for name, _ in model.named_parameters()]
+    assert all(isinstance(parameter, nn.Parameter) for parameter in copy.parameters())
+    inputs = mj.array(np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32))
+    np.testing.assert_array_equal(copy(inputs).numpy(), model(inputs).numpy())
