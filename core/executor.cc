@@ -92,6 +92,12 @@ thread_local bool syncing = false;
 
 bool inside_sync() { return syncing; }
 
+namespace {
+std::atomic<uint64_t> syncs_run{0};
+}  // namespace
+
+uint64_t sync_epoch() { return syncs_run.load(std::memory_order_relaxed); }
+
 void sync(const std::vector<NodePtr>& targets) {
   struct Scope {
     bool previous = syncing;
@@ -102,6 +108,7 @@ void sync(const std::vector<NodePtr>& targets) {
   for (const NodePtr& target : targets)
     if (target && !target->is_computed()) pending.push_back(target);
   if (pending.empty()) return;
+  syncs_run.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(sync_mutex());
   std::vector<NodePtr> still_pending;
   for (const NodePtr& target : pending)  // another thread may have computed it meanwhile

@@ -43,5 +43,8 @@ bool inside_sync();
 // Makes every target computed. Thread-safe: concurrent syncs are serialised. On return each target holds a
 // Storage and has dropped its inputs. Errors propagate as exceptions and leave the targets uncomputed.
 void sync(const std::vector<NodePtr>& targets);
+// How many syncs have run kernels so far: the operations recorded between two syncs are one "step" for rules
+// that compare one step with the next (meta_ops/scalar_sites.h).
+uint64_t sync_epoch();
 
 }  // namespace metajit

@@ -50,6 +50,7 @@ std::map<std::string, double> stats_snapshot() {
       {"device_bytes_cached", double(counters.device_bytes_cached)},
       {"host_to_device_copies", double(counters.host_to_device_copies)},
       {"device_to_host_copies", double(counters.device_to_host_copies)},
+      {"dynamic_scalar_sites", double(counters.dynamic_scalar_sites)},
   };
 }
 

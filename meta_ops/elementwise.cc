@@ -3,11 +3,13 @@
 #include "meta_ops/elementwise.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
 #include "meta_ops/broadcast.h"
 #include "meta_ops/reduce.h"
+#include "meta_ops/scalar_sites.h"
 
 namespace metajit {
 namespace {
@@ -156,20 +158,38 @@ NodePtr binary(BinaryOp op, const NodePtr& left, const NodePtr& right) {
   return make_binary(op, left, right, operands);
 }
 
+// The key of a scalar operand's place for scalar_site_is_dynamic: the op, the operand's side and the tensor's
+// dtype, so one line's `x * 2` and `2 ** x` are different places.
+namespace {
+int scalar_site_code(BinaryOp op, const NodePtr& tensor, bool scalar_on_left) {
+  return (int(op) << 8) | (int(tensor->dtype) << 1) | int(scalar_on_left);
+}
+}  // namespace
+
 NodePtr binary_with_scalar(BinaryOp op, const NodePtr& tensor, double scalar, bool scalar_is_float,
-                           bool scalar_on_left) {
+                           bool scalar_on_left, uint64_t site) {
   DType operands = scalar_operand_dtype(op, tensor, scalar_is_float);
   if (!scalar_is_float && !is_floating(operands) && scalar != std::floor(scalar))
     throw std::invalid_argument("integer scalar expected");
   // The scalar is made directly in the computation dtype: int8_tensor / 300 must not wrap 300 to int8 first.
-  NodePtr scalar_node = constant(tensor->shape, common_dtype(op, operands), scalar);
+  uint64_t bits = 0;
+  std::memcpy(&bits, &scalar, sizeof(bits));
+  NodePtr scalar_node =
+      scalar_site_is_dynamic(site, scalar_site_code(op, tensor, scalar_on_left), bits, binary_op_name(op))
+          ? scalar_argument(tensor->shape, common_dtype(op, operands), scalar, 0, /*integer=*/false)
+          : constant(tensor->shape, common_dtype(op, operands), scalar);
   return scalar_on_left ? make_binary(op, scalar_node, tensor, operands)
                         : make_binary(op, tensor, scalar_node, operands);
 }
 
-NodePtr binary_with_integer_scalar(BinaryOp op, const NodePtr& tensor, int64_t scalar, bool scalar_on_left) {
+NodePtr binary_with_integer_scalar(BinaryOp op, const NodePtr& tensor, int64_t scalar, bool scalar_on_left,
+                                   uint64_t site) {
   DType operands = scalar_operand_dtype(op, tensor, /*scalar_is_float=*/false);
-  NodePtr scalar_node = integer_constant(tensor->shape, common_dtype(op, operands), scalar);
+  NodePtr scalar_node =
+      scalar_site_is_dynamic(site, scalar_site_code(op, tensor, scalar_on_left), uint64_t(scalar),
+                             binary_op_name(op))
+          ? scalar_argument(tensor->shape, common_dtype(op, operands), double(scalar), scalar, /*integer=*/true)
+          : integer_constant(tensor->shape, common_dtype(op, operands), scalar);
   return scalar_on_left ? make_binary(op, scalar_node, tensor, operands)
                         : make_binary(op, tensor, scalar_node, operands);
 }

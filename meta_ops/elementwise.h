@@ -32,11 +32,14 @@ Shape broadcast_shapes(const Shape& left, const Shape& right);
 
 NodePtr unary(UnaryOp op, const NodePtr& input);
 NodePtr binary(BinaryOp op, const NodePtr& left, const NodePtr& right);
-// A Python scalar operand: it decides the promotion category only (PyTorch rule), never the width.
+// A Python scalar operand: it decides the promotion category only (PyTorch rule), never the width. `site`
+// names the place in the user's program that passed it (0: unknown): a constant in the kernel until that place
+// passes another value, an input buffer from then on (meta_ops/scalar_sites.h).
 NodePtr binary_with_scalar(BinaryOp op, const NodePtr& tensor, double scalar, bool scalar_is_float,
-                           bool scalar_on_left);
+                           bool scalar_on_left, uint64_t site = 0);
 // The same for an integer scalar, kept exact when the operation happens in an integer dtype.
-NodePtr binary_with_integer_scalar(BinaryOp op, const NodePtr& tensor, int64_t scalar, bool scalar_on_left);
+NodePtr binary_with_integer_scalar(BinaryOp op, const NodePtr& tensor, int64_t scalar, bool scalar_on_left,
+                                   uint64_t site = 0);
 NodePtr where(const NodePtr& condition, const NodePtr& if_true, const NodePtr& if_false);
 NodePtr cast(const NodePtr& input, DType dtype);
 NodePtr constant(const Shape& shape, DType dtype, double value);

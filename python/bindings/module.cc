@@ -209,6 +209,22 @@ bool exact_integer(py::handle value, int64_t* result, bool* overflow) {
   return true;
 }
 
+// The place in Python code that passes a scalar operand (meta_ops/scalar_sites.h): the calling frame's code
+// object and instruction offset, so two operators on one line are two places.
+uint64_t python_call_site() {
+  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+  if (!frame) return 0;
+  PyCodeObject* code = PyFrame_GetCode(frame);  // a new reference
+  uint64_t site = uint64_t(reinterpret_cast<uintptr_t>(code));
+  Py_DECREF(code);
+#if PY_VERSION_HEX >= 0x030B0000
+  int offset = PyFrame_GetLasti(frame);
+#else
+  int offset = PyFrame_GetLineNumber(frame);
+#endif
+  return site * 1000003u + uint64_t(offset) + 1;
+}
+
 py::object binary_dispatch(BinaryOp op, const NodePtr& self, py::handle other, bool reflected) {
   // numpy scalars (np.float32(2), np.int64(3), np.bool_(True)) act as the Python numbers they hold, as in PyTorch;
   // left to numpy, `x + np.float32(2)` would turn x into an ndarray and `np.float32(2) * x` would fail.
@@ -223,10 +239,10 @@ py::object binary_dispatch(BinaryOp op, const NodePtr& self, py::handle other, b
     bool overflow = false;
     if (exact_integer(other, &integer, &overflow) && !(overflow && is_floating(self->dtype))) {
       if (overflow) throw py::value_error("the integer " + std::string(py::str(other)) + " does not fit in int64");
-      return py::cast(binary_with_integer_scalar(op, self, integer, reflected));
+      return py::cast(binary_with_integer_scalar(op, self, integer, reflected, python_call_site()));
     }
     bool is_float = PyFloat_Check(other.ptr());
-    return py::cast(binary_with_scalar(op, self, other.cast<double>(), is_float, reflected));
+    return py::cast(binary_with_scalar(op, self, other.cast<double>(), is_float, reflected, python_call_site()));
   }
   if (py::isinstance<Var>(other) || py::isinstance<py::array>(other)) {
     NodePtr operand = as_node(other);
