@@ -107,6 +107,9 @@ struct Node {
   // recorded before still adds to the same .grad, as PyTorch's tensor identity would.
   struct GradientSlot {
     NodePtr grad;
+    // The Var handle last given out as this gradient (meta_ops/var.h), so `p.grad` is one Var whose in-place
+    // changes (p.grad.mul_(0.5)) are the gradient's. Opaque here: core does not know Vars.
+    std::weak_ptr<void> handle;
   };
   std::shared_ptr<GradientSlot> gradient_slot;
   NodePtr grad() const { return gradient_slot ? gradient_slot->grad : nullptr; }

@@ -231,8 +231,42 @@ NodePtr apply_view_step(const NodePtr& input, const ViewStep& step) {
 Var::Var(NodePtr node) : node_(std::move(node)) {}
 
 AliasGroup& Var::group() {
-  if (!group_) group_ = std::make_shared<AliasGroup>(AliasGroup{node_, 0});
+  if (!group_) {
+    group_ = std::make_shared<AliasGroup>(AliasGroup{node_, 0});
+    group_->gradient_of = gradient_of_;
+  }
   return *group_;
+}
+
+namespace {
+// A write replaced `before` with `after` in a Var or alias group that is a leaf's gradient: the gradient
+// follows, unless it was replaced since (zero_grad, another backward), which leaves this handle on its own.
+void carry_to_gradient(const std::weak_ptr<Node::GradientSlot>& owner, const NodePtr& before,
+                       const NodePtr& after) {
+  if (auto slot = owner.lock(); slot && slot->grad == before) slot->grad = after;
+}
+}  // namespace
+
+VarPtr Var::gradient_of(const NodePtr& owner) {
+  if (!owner->gradient_slot || !owner->gradient_slot->grad) return nullptr;
+  const std::shared_ptr<Node::GradientSlot>& slot = owner->gradient_slot;
+  if (auto cached = std::static_pointer_cast<Var>(slot->handle.lock()); cached && cached->node() == slot->grad)
+    return cached;
+  auto handle = std::make_shared<Var>(slot->grad);
+  handle->gradient_of_ = slot;
+  slot->handle = handle;
+  return handle;
+}
+
+void Var::set_gradient(const NodePtr& owner, const VarPtr& value) {
+  if (!value) {
+    owner->set_grad(nullptr);
+    return;
+  }
+  owner->set_grad(value->node());
+  value->gradient_of_ = owner->gradient_slot;
+  if (value->group_ && value->steps_.empty()) value->group_->gradient_of = owner->gradient_slot;
+  owner->gradient_slot->handle = value;
 }
 
 const NodePtr& AliasGroup::current() {
@@ -455,11 +489,14 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
   bool outside_graph = !grad_enabled();
   if (!group_) {
     node_ = successor(current, std::move(value), outside_graph);
+    carry_to_gradient(gradient_of_, current, node_);
     return;
   }
   NodePtr written = value;
   NodePtr replacement = write_back_path(group_->value, steps_, steps_.size(), std::move(value));
+  NodePtr before = group_->value;
   group_->value = successor(group_->value, std::move(replacement), outside_graph);
+  carry_to_gradient(group_->gradient_of, before, group_->value);
   ++group_->version;
   // A detached alias passes the values written, not their history, on to the values it aliases: through the
   // path from the parent's base to this Var (the Detach step reads the same elements), so only the elements
@@ -470,13 +507,16 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
     AliasGroup& parent = *child->parent;
     path.insert(path.begin(), child->from_parent.begin(), child->from_parent.end() - 1);
     NodePtr parent_replacement = write_back_path(parent.current(), path, path.size(), carried);
+    NodePtr parent_before = parent.value;
     parent.value = successor(parent.value, std::move(parent_replacement), true);
+    carry_to_gradient(parent.gradient_of, parent_before, parent.value);
     ++parent.version;
     // A child without history re-derives from the parent, whose values now show the write everywhere it
     // aliases (a detached expand written at one position shows it at every position that shares it).
     child->parent_version_seen = child->value->requires_grad ? parent.version : parent.version - 1;
   }
   derive();
+  carry_to_gradient(gradient_of_, current, node_);  // a view that was assigned as a gradient itself
 }
 
 void Var::check_writable(const std::string& operation) {

@@ -37,6 +37,8 @@ struct AliasGroup {
   uint64_t parent_version_seen = 0;
   bool shares_versions = true;          // detach(): writes count for the parent's version check; .data: not
   bool made_in_grad_mode = true;
+  // Set when this group's base is a leaf's .grad: writes to the group carry on to the leaf's gradient.
+  std::weak_ptr<Node::GradientSlot> gradient_of;
   // The value now: re-derived from the parent when the parent was written since.
   const NodePtr& current();
 };
@@ -88,6 +90,13 @@ class Var {
   // detach_(): this Var becomes a leaf holding the same value.
   void detach_in_place();
 
+  // x.grad as a Var: the same handle each time while the gradient is unchanged, and one whose in-place writes
+  // (and writes through its views and .data) become the gradient, as in PyTorch where p.grad is a tensor
+  // like any other. Null when there is no gradient.
+  static VarPtr gradient_of(const NodePtr& owner);
+  // x.grad = value: `value` becomes that handle.
+  static void set_gradient(const NodePtr& owner, const VarPtr& value);
+
   bool is_view() const { return !steps_.empty(); }
   // PyTorch's memory layout, in elements of the base: strides, the offset and contiguity decide whether
   // reshape/view/contiguous alias or copy, exactly as they would in PyTorch.
@@ -107,6 +116,7 @@ class Var {
   AliasGroup& group();
 
   NodePtr node_;
+  std::weak_ptr<Node::GradientSlot> gradient_of_;  // set when this Var is a leaf's .grad (see gradient_of)
   std::shared_ptr<AliasGroup> group_;  // null until the first alias of this value is taken
   std::vector<ViewStep> steps_;        // from the group's base to this Var (empty: the base itself)
   uint64_t seen_version_ = 0;          // group_->version when node_ was derived

@@ -338,12 +338,12 @@ PYBIND11_MODULE(_core, module) {
       .def_property("requires_grad", [](const NodePtr& node) { return node->requires_grad; },
                     [](Var& self, bool value) { self.set_requires_grad(value); })
       .def_property_readonly("is_leaf", [](const NodePtr& node) { return !node->gradient_history; })
-      .def_property("grad", [](const NodePtr& node) { return node->grad(); },
-                    [](const NodePtr& node, const NodePtr& grad) {
-                      if (grad && grad->shape != node->shape)
-                        throw std::invalid_argument("grad of shape " + shape_to_string(grad->shape) +
+      .def_property("grad", [](const NodePtr& node) { return Var::gradient_of(node); },
+                    [](const NodePtr& node, const VarPtr& grad) {
+                      if (grad && grad->shape() != node->shape)
+                        throw std::invalid_argument("grad of shape " + shape_to_string(grad->shape()) +
                                                     " assigned to a Var of shape " + shape_to_string(node->shape));
-                      node->set_grad(grad);
+                      Var::set_gradient(node, grad);
                     })
       .def("detach", &Var::detached_alias,
            "The same values without gradient history, shared with this Var: gradients do not flow through the "

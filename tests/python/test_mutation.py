@@ -312,3 +312,28 @@ def test_a_manual_update_loop_keeps_no_graphs_alive():
     gc.collect()
     assert mj.stats()["vars_live"] <= live + 16
     assert losses[-1] < losses[0]
+
+
+def test_in_place_changes_of_grad_are_the_gradient():
+    """p.grad is a tensor like any other: clipping it in place, writing a slice of it or through .data, or
+    assigning a tensor and then changing that tensor, all change what the optimizer steps with."""
+    def program(lib):
+        weight = lib.tensor([[1.0, -2.0, 3.0], [0.5, 0.25, -1.0]], requires_grad=True)
+        bias = lib.tensor([0.1, -0.2], requires_grad=True)
+        inputs = lib.tensor([[1.0, 2.0, 3.0], [-1.0, 0.5, 2.0]])
+        ((inputs @ weight.T + bias) ** 2).sum().backward()
+        first = weight.grad
+        with lib.no_grad():
+            weight.grad.mul_(0.5)
+            weight.grad[1] = 0.0
+            weight.grad.data.clamp_(-4.0, 4.0)
+            bias.grad.zero_()
+        same_handle = weight.grad is first
+        replacement = lib.ones(2)
+        bias.grad = replacement
+        replacement += 2.0
+        with lib.no_grad():
+            weight -= 0.1 * weight.grad
+            bias -= 0.1 * bias.grad
+        return {"weight": weight, "bias": bias, "first": first, "same": lib.tensor(float(same_handle))}
+    run_both(program)
