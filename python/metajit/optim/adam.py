@@ -1,22 +1,28 @@
-"""Adam and AdamW (torch.optim.Adam / AdamW update rules, including amsgrad)."""
+"""Adam and AdamW (torch.optim.Adam / AdamW update rules, including amsgrad and decoupled weight decay).
+
+The update is built lazily for the base class's fused step; it must not read values back to the host."""
 import math
 
 from .optimizer import Optimizer, _zeros_buffer
 
 
 class Adam(Optimizer):
-    """Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, maximize=False).
+    """Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *, foreach=None,
+    maximize=False, capturable=False, differentiable=False, fused=None, decoupled_weight_decay=False).
 
-    Per step t: g = grad + weight_decay * p (L2 penalty; AdamW decays the weights instead);
-    m = b1 * m + (1 - b1) * g; v = b2 * v + (1 - b2) * g^2; v_hat = max(v_hat, v) with amsgrad;
-    p = p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)."""
+    Per step t: g = grad + weight_decay * p (L2 penalty; with decoupled_weight_decay, as in AdamW, the weights
+    are decayed instead: p = p * (1 - lr * weight_decay)); m = b1 * m + (1 - b1) * g;
+    v = b2 * v + (1 - b2) * g^2; v_hat = max(v_hat, v) with amsgrad;
+    p = p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+    foreach, capturable, differentiable and fused are accepted for PyTorch compatibility and change nothing."""
 
-    _decoupled_weight_decay = False
-
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
-                 maximize=False):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+                 decoupled_weight_decay=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize))
+                                      amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable, fused=fused,
+                                      decoupled_weight_decay=decoupled_weight_decay))
 
     def _check_group(self, group):
         super()._check_group(group)
@@ -44,7 +50,7 @@ class Adam(Optimizer):
         if group["maximize"]:
             grad = -grad
         if weight_decay != 0:
-            if self._decoupled_weight_decay:
+            if group.get("decoupled_weight_decay", False):
                 param = param * scalar("decay", 1.0 - lr * weight_decay)
             else:
                 grad = grad + scalar("weight_decay", weight_decay) * param
@@ -65,11 +71,12 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    """AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, maximize=False):
-    Adam with decoupled weight decay, p = p * (1 - lr * weight_decay) before the Adam update."""
+    """AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *, maximize=False,
+    foreach=None, capturable=False, differentiable=False, fused=None): Adam with decoupled weight decay,
+    p = p * (1 - lr * weight_decay) before the Adam update."""
 
-    _decoupled_weight_decay = True
-
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
-                 maximize=False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)

@@ -12,6 +12,8 @@ untouched (docs/mutation.md). Passing it to mj._autograd.defer_sync(var) compute
 
 Hyper-parameters and step-dependent factors (learning rate, bias corrections) enter the kernels as 0-d Var
 inputs rather than constants, so changing the learning rate or counting steps compiles no new kernels.
+Subclasses must not read values back to the host inside _update (that would split the fused plan) nor put
+hyper-parameters into kernels as constants.
 """
 import numpy as np
 
@@ -88,6 +90,11 @@ class Optimizer:
             raise ValueError("a parameter group needs a 'params' entry")
         params = group["params"]
         params = [params] if isinstance(params, Var) else list(params)
+        if params and all(isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)
+                          for entry in params):
+            # PyTorch also takes named_parameters(): the names are kept in the group (and its state dict).
+            group["param_names"] = [name for name, _ in params]
+            params = [param for _, param in params]
         for index, param in enumerate(params):
             if not isinstance(param, Var):
                 raise TypeError(f"optimizer can only optimize metajit Vars, but parameter {index} of the group is "
@@ -185,7 +192,6 @@ class Optimizer:
 
     def load_state_dict(self, state_dict):
         """Restores options and per-parameter state saved by state_dict() (values may be Vars or numpy arrays)."""
-        from .. import array
         if "state" not in state_dict or "param_groups" not in state_dict:
             raise ValueError("optimizer state dict needs 'state' and 'param_groups' entries")
         saved_groups = state_dict["param_groups"]
@@ -205,24 +211,30 @@ class Optimizer:
             if index not in params_by_index:
                 raise ValueError(f"loaded state refers to parameter {index}, which no parameter group contains")
             param = params_by_index[index]
-            restored = {}
-            for name, value in values.items():
-                if isinstance(value, (Var, np.ndarray)) and tuple(value.shape) != ():
-                    value = value if isinstance(value, Var) else array(value)
-                    if tuple(value.shape) != tuple(param.shape):
-                        raise ValueError(f"state '{name}' of parameter {index} has shape {tuple(value.shape)}, the "
-                                         f"parameter has shape {tuple(param.shape)}")
-                    value = value.astype(param.dtype) if value.dtype != param.dtype else value
-                elif isinstance(value, (Var, np.ndarray, np.generic)):
-                    value = np.asarray(value).item()  # 0-d values such as PyTorch's step counter
-                    if name == "step":
-                        value = int(value)
-                restored[name] = value
-            self.state[param] = restored
+            self.state[param] = self._restore_state(param, index, values)
         for saved, group in zip(saved_groups, self.param_groups):
             for name, value in saved.items():
                 if name != "params":
                     group[name] = tuple(value) if isinstance(value, list) and name == "betas" else value
+
+    def _restore_state(self, param, index, values):
+        """One parameter's loaded state: arrays shaped like the parameter become Vars of its dtype, 0-d values
+        (PyTorch's step counter, NAdam's mu_product) become Python numbers."""
+        from .. import array
+        restored = {}
+        for name, value in values.items():
+            if isinstance(value, (Var, np.ndarray)) and tuple(value.shape) != ():
+                value = value if isinstance(value, Var) else array(value)
+                if tuple(value.shape) != tuple(param.shape):
+                    raise ValueError(f"state '{name}' of parameter {index} has shape {tuple(value.shape)}, the "
+                                     f"parameter has shape {tuple(param.shape)}")
+                value = value.astype(param.dtype) if value.dtype != param.dtype else value
+            elif isinstance(value, (Var, np.ndarray, np.generic)):
+                value = np.asarray(value).item()
+                if name == "step":
+                    value = int(value)
+            restored[name] = value
+        return restored
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]
@@ -258,5 +270,38 @@ class _ScalarCache:
 def _zeros_buffer(param):
     """A computed zero array shaped like `param`: a computed buffer (unlike a lazy constant) makes the first
     step use the same kernel as every later one."""
+    return _filled_buffer(param, 0.0)
+
+
+def _filled_buffer(param, value):
+    """A computed array shaped like `param` holding `value` everywhere (see _zeros_buffer)."""
     from .. import array
-    return array(np.zeros(tuple(param.shape), dtype=param.dtype))
+    return array(np.full(tuple(param.shape), value, dtype=param.dtype))
+
+
+def _check_non_negative(group, *names):
+    """Raises PyTorch's ValueError for an option of `group` that is below zero."""
+    for name in names:
+        if group[name] < 0:
+            raise ValueError(f"Invalid {name} value: {group[name]}")
+
+
+def _check_epsilon(group):
+    if group["eps"] < 0:
+        raise ValueError(f"Invalid epsilon value: {group['eps']}")
+
+
+def _check_betas(group):
+    """Both betas must lie in [0, 1) (PyTorch's messages)."""
+    for index, beta in enumerate(group["betas"]):
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {index}: {beta}")
+
+
+def _penalized_gradient(group, param, grad, scalar):
+    """The gradient the update follows: negated with maximize, plus the L2 penalty weight_decay * p."""
+    if group["maximize"]:
+        grad = -grad
+    if group["weight_decay"] != 0:
+        grad = grad + scalar("weight_decay", group["weight_decay"]) * param
+    return grad

@@ -1,16 +1,23 @@
-"""SGD with momentum, dampening, Nesterov momentum and weight decay (torch.optim.SGD's update rule)."""
+"""SGD with momentum, dampening, Nesterov momentum and weight decay (torch.optim.SGD's update rule).
+
+The update is built lazily for the base class's fused step; it must not read values back to the host."""
 from .optimizer import Optimizer, _zeros_buffer
 
 
 class SGD(Optimizer):
-    """SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False).
+    """SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *, maximize=False,
+    foreach=None, differentiable=False, fused=None).
 
     Per step: g = grad + weight_decay * p; with momentum, buf = momentum * buf + (1 - dampening) * g (buf = g
-    on the first step), g = g + momentum * buf if nesterov else buf; then p = p - lr * g."""
+    on the first step), g = g + momentum * buf if nesterov else buf; then p = p - lr * g.
+    foreach, differentiable and fused are accepted for PyTorch compatibility and change nothing: every step is
+    one fused plan already."""
 
-    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False):
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
+                 maximize=False, foreach=None, differentiable=False, fused=None):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov, maximize=maximize))
+                                      nesterov=nesterov, maximize=maximize, foreach=foreach,
+                                      differentiable=differentiable, fused=fused))
 
     def _check_group(self, group):
         super()._check_group(group)
