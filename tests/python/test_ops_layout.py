@@ -89,6 +89,13 @@ def test_norm_gradient_and_zero_vector(rng):
         mj.norm(mj.array(np.arange(3)))
 
 
+@pytest.mark.parametrize("p", [2, 1, 3])
+def test_norm_of_values_with_nan_or_inf_is_nan_or_inf_as_numpy(p):
+    data = np.array([[1.0, np.nan, 2.0], [0.0, 0.0, 0.0], [1.0, np.inf, 0.0]], np.float32)
+    np.testing.assert_array_equal(mj.norm(mj.array(data), p, dim=1).numpy(),
+                                  np.linalg.norm(data, ord=p, axis=1).astype(np.float32))
+
+
 def test_linspace_and_full_like():
     np.testing.assert_allclose(mj.linspace(-1, 2, 7).numpy(), np.linspace(-1, 2, 7, dtype=np.float32))
     assert mj.linspace(0, 1, 3, dtype="float64").dtype == "float64"

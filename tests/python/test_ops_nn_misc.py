@@ -62,6 +62,17 @@ def test_dropout2d_drops_whole_channels():
     assert 0 < (per_channel[:, :, 0] == 0).sum() < 8 * 16
 
 
+def test_dropout2d_of_a_3d_input_drops_channels_of_n_c_l_as_pytorch():
+    """PyTorch 2.x reads a 3-D input to dropout2d as (N, C, L) with a warning: one draw per (n, c), constant
+    along L. As unbatched (C, H, W) it would be constant along both H and W instead."""
+    mj.seed(3)
+    with pytest.warns(UserWarning, match="interpreted as shape \\(N, C, L\\)"):
+        output = F.dropout2d(mj.ones(6, 5, 7), p=0.5).numpy()
+    assert ((output == output[:, :, :1]).all(axis=2)).all()
+    assert not (output == output[:, :1, :]).all()  # rows of one n differ: not one draw per (C, H, W) channel
+    assert 0 < (output[:, :, 0] == 0).sum() < 6 * 5
+
+
 def test_dropout_errors():
     with pytest.raises(ValueError, match="between 0 and 1"):
         F.dropout(mj.ones(3), p=1.5)

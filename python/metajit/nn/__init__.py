@@ -1,10 +1,11 @@
 """Neural-network building blocks (PyTorch-style): Module, Parameter, layers, losses and init; functional ops in
-metajit.nn.functional."""
+metajit.nn.functional; gradient clipping and parameter helpers in metajit.nn.utils."""
 from . import functional  # noqa: F401
 from . import init  # noqa: F401
+from . import utils  # noqa: F401
 from .layers import *  # noqa: F401,F403
 from .layers import __all__ as _layer_names
 from .module import Module
 from .parameter import Parameter
 
-__all__ = ["Module", "Parameter", "functional", "init"] + list(_layer_names)
+__all__ = ["Module", "Parameter", "functional", "init", "utils"] + list(_layer_names)

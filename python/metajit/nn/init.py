@@ -5,13 +5,16 @@ initialising a model compiles no kernels (a scale baked into a kernel would make
 and bound).
 """
 import math
+import warnings
 
 import numpy as np
 
 from .._core import Var
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "ones_", "zeros_", "xavier_uniform_",
-           "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_", "eye_"]
+           "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_", "eye_", "dirac_",
+           "orthogonal_", "sparse_", "uniform", "normal", "constant", "eye", "dirac", "xavier_uniform",
+           "xavier_normal", "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse"]
 
 
 def _check(tensor, function):
@@ -158,3 +161,84 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
         return tensor
     gain = calculate_gain(nonlinearity, a)
     return normal_(tensor, 0.0, gain / math.sqrt(_calculate_correct_fan(tensor, mode)))
+
+
+def dirac_(tensor, groups=1):
+    """Fills a 3-, 4- or 5-D convolution weight with the Dirac delta, so the convolution copies its input
+    channels (per group, as many as fit); everything else is zero."""
+    _check(tensor, "dirac_")
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    shape = tuple(tensor.shape)
+    if shape[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    out_channels_per_group = shape[0] // groups
+    values = np.zeros(shape)
+    centre = tuple(extent // 2 for extent in shape[2:])
+    for group in range(groups):
+        for channel in range(min(out_channels_per_group, shape[1])):
+            values[(group * out_channels_per_group + channel, channel) + centre] = 1
+    return _fill(tensor, values)
+
+
+def orthogonal_(tensor, gain=1, generator=None):
+    """Fills with a (semi-)orthogonal matrix times `gain`: the tensor seen as (shape[0], rest) has orthonormal
+    rows (or columns, whichever are fewer), from the QR decomposition of a Gaussian matrix with the signs of R's
+    diagonal folded into Q so the result is uniformly (Haar) distributed. Computed on the host with numpy."""
+    _check(tensor, "orthogonal_")
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    shape = tuple(tensor.shape)
+    if 0 in shape:
+        return tensor
+    rows = shape[0]
+    columns = int(np.prod(shape)) // rows
+    gaussian = _normal_host((rows, columns))
+    # QR needs at least as many rows as columns; a wide matrix is decomposed transposed.
+    wide = rows < columns
+    q, r = np.linalg.qr(gaussian.T if wide else gaussian)
+    q = q * np.sign(np.diag(r))
+    if wide:
+        q = q.T
+    return _fill(tensor, gain * q.reshape(shape))
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """Fills a 2-D tensor with N(0, std^2) samples and then zeroes ceil(sparsity * rows) randomly chosen entries
+    of every column."""
+    _check(tensor, "sparse_")
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, columns = tuple(tensor.shape)
+    zero_count = math.ceil(sparsity * rows)
+    values = std * _normal_host((rows, columns))
+    # A random permutation per column from argsort of uniform draws (the host generator has no permutation).
+    order = np.argsort(_uniform_host((rows, columns)), axis=0)
+    np.put_along_axis(values, order[:zero_count], 0.0, axis=0)
+    return _fill(tensor, values)
+
+
+def _deprecated(new_function):
+    old_name = new_function.__name__[:-1]
+
+    def deprecated_initialiser(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old_name}` is now deprecated in favor of `nn.init.{new_function.__name__}`.",
+                      FutureWarning, stacklevel=2)
+        return new_function(*args, **kwargs)
+    deprecated_initialiser.__name__ = old_name
+    deprecated_initialiser.__doc__ = f"Deprecated alias of {new_function.__name__} (warns, as PyTorch's does)."
+    return deprecated_initialiser
+
+
+# PyTorch's old names without the trailing underscore: they still work there, with a FutureWarning.
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+eye = _deprecated(eye_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)

@@ -1,6 +1,8 @@
 """Dropout: zeroes elements with probability p and scales the kept ones by 1/(1-p), so the expected value is
 unchanged. The mask is drawn with mj.rand (seeded by mj.seed) and applied by elementwise ops, so the gradient is
 the same mask times the same scale. The feature variants (dropout1d/2d/3d) drop whole channels."""
+import warnings
+
 from .. import _core
 from .._core import Var
 
@@ -55,8 +57,18 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
-    """Zeroes whole channels of [N, C, H, W] (or [C, H, W]) with probability p, as
-    torch.nn.functional.dropout2d."""
+    """Zeroes whole channels of [N, C, H, W] with probability p, as torch.nn.functional.dropout2d. A 3-D input
+    is taken as [N, C, L] (channel-wise 1-D dropout) with PyTorch's warning, as PyTorch 2.x does, not as an
+    unbatched [C, H, W]."""
+    if isinstance(input, Var) and input.ndim == 3:
+        _check(input, p, "dropout2d")
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
+                      "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim. "
+                      "To maintain the 1D channel-wise dropout behavior, please switch to using dropout1d "
+                      "instead.", stacklevel=2)
+        if not training or p == 0:
+            return input
+        return _apply_mask(input, p, list(input.shape[:2]) + [1])
     return _feature_dropout(input, p, training, 2, "dropout2d")
 
 

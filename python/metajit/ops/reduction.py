@@ -107,11 +107,11 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     powered = magnitude * magnitude if p == 2 else magnitude ** p
     total = _core.reduce(powered, "add", dims, keepdim)
     # Where the total is 0 the root's derivative is infinite: take the root of 1 there and give 0, so the
-    # gradient is 0 instead of nan.
-    positive = total > 0
-    safe = where(positive, total, 1.0)
+    # gradient is 0 instead of nan. `!= 0` rather than `> 0`: a NaN total must stay NaN, as in PyTorch.
+    nonzero = total != 0
+    safe = where(nonzero, total, 1.0)
     root = safe.sqrt() if p == 2 else safe ** (1.0 / p)
-    return where(positive, root, 0.0)
+    return where(nonzero, root, 0.0)
 
 
 Var.norm = norm

@@ -47,6 +47,10 @@ class _RecurrentBase(Module):
         for parameter in self.parameters():
             init.uniform_(parameter, -bound, bound)
 
+    def flatten_parameters(self):
+        """Does nothing: PyTorch packs the weights into one cuDNN buffer here (a no-op on its CPU path too);
+        metajit's layers read the separate parameters, so ported code may call it freely."""
+
     def _weights(self, layer, suffix):
         get = lambda kind: getattr(self, f"{kind}_l{layer}{suffix}", None)  # noqa: E731
         return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")
