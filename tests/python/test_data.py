@@ -73,10 +73,11 @@ def test_default_collate_of_dicts_numbers_and_strings():
     assert batch["weight"].dtype == "float64"  # Python floats collate to float64, as in PyTorch
     assert batch["name"] == ["s0", "s1", "s2"]
     pair = default_collate([(np.ones(2), 1), (np.zeros(2), 2)])
-    assert isinstance(pair, tuple) and tuple(pair[0].shape) == (2, 2)
+    # Tuples collate to a list of fields, as torch.utils.data.default_collate does.
+    assert isinstance(pair, list) and tuple(pair[0].shape) == (2, 2)
     with pytest.raises(TypeError, match="cannot batch samples of type object"):
         default_collate([object(), object()])
-    with pytest.raises(ValueError, match="different numbers of fields"):
+    with pytest.raises(RuntimeError, match="should be of equal size"):
         default_collate([(1, 2), (1,)])
 
 

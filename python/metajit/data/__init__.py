@@ -1,6 +1,18 @@
-"""Data loading: Dataset, TensorDataset and DataLoader (PyTorch's torch.utils.data interface, yielding
-metajit Vars)."""
-from .dataloader import DataLoader, default_collate
-from .dataset import Dataset, TensorDataset
+"""Data loading with PyTorch's torch.utils.data interface (also importable as metajit.utils.data): datasets,
+samplers, default_collate and a DataLoader that yields metajit Vars and can load in worker processes.
 
-__all__ = ["Dataset", "TensorDataset", "DataLoader", "default_collate"]
+Only re-exports live here. The rule every module in this package keeps: worker processes never run metajit's
+engine; they produce numpy data and the main process makes Vars (docs/data.md)."""
+from .collate import default_collate, default_convert
+from .dataloader import DataLoader
+from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset,
+                      random_split)
+from .generator import Generator
+from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,
+                      WeightedRandomSampler)
+from .worker import WorkerInfo, get_worker_info
+
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "ChainDataset", "Subset",
+           "random_split", "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
+           "WeightedRandomSampler", "BatchSampler", "DataLoader", "default_collate", "default_convert",
+           "get_worker_info", "WorkerInfo", "Generator"]
