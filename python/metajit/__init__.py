@@ -241,6 +241,7 @@ from .ops import *  # noqa: E402,F401,F403
 __all__ += sorted(set(ops.__all__) - set(__all__))
 from . import nn  # noqa: E402,F401
 from . import optim, data, models  # noqa: E402,F401
+from . import utils  # noqa: E402,F401  (mj.utils.data: PyTorch's torch.utils.data import path)
 from .serialization import save, load  # noqa: E402
 from ._code import code  # noqa: E402
 from ._function import Function  # noqa: E402

@@ -84,8 +84,9 @@ def checked(value, what):
     if result.type == "cuda":
         from . import cuda
         cuda.require_gpu(f"{what}(device={str(result)!r})")
-        if result.index is not None and result.index >= cuda.device_count():
-            raise ValueError(f"{what}: {result} does not exist ({cuda.device_count()} GPU(s) found)")
+        count = cuda.device_count()  # 0 under the emulator, which stands in for one GPU
+        if result.index is not None and count and result.index >= count:
+            raise ValueError(f"{what}: {result} does not exist ({count} GPU(s) found)")
     return result
 
 

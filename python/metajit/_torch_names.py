@@ -10,6 +10,7 @@ from ._device import accelerator, backends, device  # noqa: F401
 from ._torch_tensor import Size, tensor_types
 
 Tensor = Var  # isinstance(x, torch.Tensor) and annotations
+from .data.generator import Generator  # noqa: E402  (seeds data loading: random_split, samplers, DataLoader)
 globals().update(tensor_types)  # FloatTensor, LongTensor, ...
 
 __all__ = ["float16", "half", "float32", "float64", "double", "int8", "uint8", "int32", "int64", "long",
@@ -18,7 +19,7 @@ __all__ = ["float16", "half", "float32", "float64", "double", "int8", "uint8", "
            "set_num_threads", "get_num_threads", "set_num_interop_threads", "get_num_interop_threads",
            "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
            "set_float32_matmul_precision", "get_float32_matmul_precision", "compile", "is_floating_point",
-           "isclose", "transpose", "device", "backends", "accelerator"] + list(tensor_types)
+           "isclose", "transpose", "device", "backends", "accelerator", "Generator"] + list(tensor_types)
 
 float16 = half = "float16"
 float32 = "float32"

@@ -1356,7 +1356,8 @@ class Generator:
         elif op in ("maximum", "minimum") and spelling == 1:
             code = lambda out: f"{out} = {a}.{op}({b})"  # noqa: E731
         else:
-            code = lambda out: f"{out} = mj.{op}({a}, {b})"  # noqa: E731
+            function = "eq" if op == "equal" else op  # mj.equal is torch.equal: one bool, not elementwise
+            code = lambda out: f"{out} = mj.{function}({a}, {b})"  # noqa: E731
         grad = self.grad
         return self.add([a, b], code, lambda refs: ref_binary(op, refs[0], refs[1], grad),
                         {"kind": "binary", "op": op})
