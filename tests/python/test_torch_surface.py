@@ -71,7 +71,11 @@ def test_devices_parse_compare_and_are_reported():
         mj.device("mps")
     with pytest.raises(ValueError, match="no device index"):
         mj.device("cuda:x")
-    x = mj.ones(2)
+    x = mj.array(np.ones(2, np.float32))
+    if mj.flags.use_cuda:  # METAJIT_DEVICE=cuda: a value that is not computed yet will be computed on the GPU
+        assert (mj.ones(2) + 1).device == mj.device("cuda", 0) and (mj.ones(2) + 1).get_device() == 0
+    else:
+        assert (mj.ones(2) + 1).device == mj.device("cpu")
     assert x.device == mj.device("cpu") and str(x.device) == str(torch.ones(2).device)
     assert x.get_device() == torch.ones(2).get_device() == -1
 
@@ -87,7 +91,7 @@ def test_device_arguments_on_factories_and_to():
     x = mj.ones(3)
     assert x.to(cpu) is x and x.to("cpu").dtype == "float32"  # nothing to move: still the same lazy value
     assert x.to(cpu, mj.float64).dtype == "float64" and x.to(device=cpu, dtype=mj.long).dtype == "int64"
-    if not mj.cuda.is_available():
+    if not mj.cuda.is_available() and not mj.flags.use_cuda:  # no GPU, and not the emulator standing in for one
         with pytest.raises(mj.CudaUnavailableError):
             mj.zeros(2, device="cuda")
     model = nn.Linear(2, 2)
