@@ -151,3 +151,37 @@ for _name, _function in {
     "mT": property(matrix_transpose),
 }.items():
     setattr(Var, _name, _function)
+
+
+# Memory-placement calls of a data pipeline: a Var's memory is already what they ask for (pageable host memory
+# is what metajit copies from; a forked DataLoader worker shares nothing with the engine).
+def _returns_self(self, *args, **kwargs):
+    return self
+
+
+Var.pin_memory = _returns_self
+Var.share_memory_ = _returns_self
+Var.is_pinned = lambda self: False
+Var.is_shared = lambda self: False
+
+_ABSENT_METHODS = {
+    "retain_grad": "gradients of non-leaf Vars are not kept; use mj.grad(output, [var]) or "
+                   "mj.autograd.grad to get them",
+    "register_hook": "gradient hooks are not supported; use mj.Function for a custom gradient",
+    "grad_fn": "the autograd graph is not exposed as grad_fn objects; x.is_leaf and x.requires_grad are",
+    "data_ptr": "raw pointers are not exposed; values live in the lazy graph until they are computed",
+    "storage": "storages are not exposed; x.numpy() gives the values",
+    "untyped_storage": "storages are not exposed; x.numpy() gives the values",
+    "to_sparse": "sparse tensors are not supported",
+    "backward_hooks": "gradient hooks are not supported",
+}
+
+
+def _missing_attribute(self, name):
+    """Var.__getattr__, only reached when normal lookup fails: a PyTorch Tensor method metajit leaves out says so and why."""
+    if name in _ABSENT_METHODS:
+        raise AttributeError(f"metajit.Var has no '{name}' (PyTorch's Tensor.{name}): {_ABSENT_METHODS[name]}")
+    raise AttributeError(f"'metajit.Var' object has no attribute '{name}'")
+
+
+Var.__getattr__ = _missing_attribute

@@ -192,3 +192,16 @@ def test_absent_pytorch_names_fail_with_a_message_naming_them():
     with pytest.raises(AttributeError, match="docs/pytorch_surface.md"):
         mj.no_such_function
     assert not hasattr(mj, "onnx") and hasattr(mj, "compile")
+
+
+def test_tensor_methods_left_out_say_so_and_placement_calls_are_identities():
+    x = mj.ones(3)
+    with pytest.raises(AttributeError, match=r"Tensor.retain_grad\): gradients of non-leaf Vars are not kept"):
+        x.retain_grad()
+    with pytest.raises(AttributeError, match="'metajit.Var' object has no attribute 'no_such_method'"):
+        x.no_such_method
+    assert not hasattr(x, "register_hook") and hasattr(x, "size")
+    t = torch.ones(3)
+    assert x.pin_memory() is x and x.share_memory_() is x
+    assert x.is_pinned() == t.is_pinned() and x.is_shared() == t.is_shared()
+    np.testing.assert_array_equal(np.asarray(x), np.ones(3, np.float32))  # numpy's attribute probes still work
