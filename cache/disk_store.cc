@@ -239,7 +239,11 @@ std::optional<std::string> DiskStore::load(const std::string& key) {
     }
   }
   ::close(descriptor);
-  if (problem.empty()) return payload;
+  if (problem.empty()) {
+    // Recency for the size limit's least-recently-used order; failure (a read-only folder) only costs that.
+    ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
+    return payload;
+  }
 
   // Delete it unless another writer has already renamed a fresh entry into place since we opened it.
   struct stat current;
@@ -294,7 +298,79 @@ bool DiskStore::store(const std::string& key, const std::string& payload) {
     disable("cannot rename into '" + entry_path(key) + "': " + error_text(rename_error));
     return false;
   }
+  keep_within_limit(kHeaderSize + payload.size());
   return true;
+}
+
+void DiskStore::set_size_limit(uint64_t bytes) { size_limit_.store(bytes, std::memory_order_relaxed); }
+uint64_t DiskStore::size_limit() const { return size_limit_.load(std::memory_order_relaxed); }
+
+namespace {
+struct EntryFile {
+  std::string path;
+  uint64_t bytes;
+  int64_t used_seconds;
+  int64_t used_nanoseconds;
+};
+
+std::vector<EntryFile> entry_files(const std::string& directory) {
+  std::vector<EntryFile> files;
+  for_each_shard_file(directory, [&](const std::string& shard_path, const std::string& file) {
+    if (file[0] == '.' || !ends_with(file, kEntrySuffix)) return;
+    std::string path = shard_path + "/" + file;
+    struct stat status;
+    if (::lstat(path.c_str(), &status) != 0 || !S_ISREG(status.st_mode)) return;
+    files.push_back({std::move(path), uint64_t(status.st_size), int64_t(status.st_mtim.tv_sec),
+                     int64_t(status.st_mtim.tv_nsec)});
+  });
+  return files;
+}
+}  // namespace
+
+uint64_t DiskStore::total_bytes() const {
+  uint64_t total = 0;
+  if (directory_.empty()) return total;
+  for (const EntryFile& file : entry_files(directory_)) total += file.bytes;
+  return total;
+}
+
+DiskStore::PruneResult DiskStore::prune(uint64_t target_bytes) {
+  PruneResult result;
+  if (directory_.empty()) return result;
+  std::vector<EntryFile> files = entry_files(directory_);
+  for (const EntryFile& file : files) result.remaining += file.bytes;
+  result.entries = files.size();
+  std::sort(files.begin(), files.end(), [](const EntryFile& a, const EntryFile& b) {
+    return a.used_seconds != b.used_seconds ? a.used_seconds < b.used_seconds
+                                            : a.used_nanoseconds < b.used_nanoseconds;
+  });
+  for (const EntryFile& file : files) {
+    if (result.remaining <= target_bytes) break;
+    // Another process may have removed it first: the bytes are gone either way.
+    if (::unlink(file.path.c_str()) == 0) {
+      ++result.removed;
+      result.freed += file.bytes;
+    }
+    result.remaining -= file.bytes;
+    --result.entries;
+  }
+  if (result.removed && log_enabled(LogLevel::Info))
+    log_message(LogLevel::Info, "kernel cache " + directory_ + ": removed " + std::to_string(result.removed) +
+                                    " least recently used entries (" + std::to_string(result.freed) +
+                                    " bytes) to stay within its size limit");
+  return result;
+}
+
+void DiskStore::keep_within_limit(uint64_t stored_bytes) {
+  uint64_t limit = size_limit();
+  if (limit == 0) return;
+  std::lock_guard<std::mutex> lock(size_mutex_);
+  // One scan per process, then this process's own stores are added up; other processes' stores are seen at
+  // the next scan, which any store that crosses the limit makes.
+  if (estimated_bytes_ < 0) estimated_bytes_ = int64_t(total_bytes());
+  else estimated_bytes_ += int64_t(stored_bytes);
+  if (uint64_t(estimated_bytes_) <= limit) return;
+  estimated_bytes_ = int64_t(prune(limit / 10 * 9).remaining);
 }
 
 std::vector<std::string> DiskStore::keys() const {

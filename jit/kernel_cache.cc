@@ -2,6 +2,8 @@
 // from a different build) is discarded and rebuilt, never trusted.
 #include "jit/kernel_cache.h"
 
+#include <cerrno>
+
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
@@ -30,6 +32,37 @@ std::string default_directory() {
   return "";
 }
 
+// METAJIT_CACHE_MAX_SIZE: bytes, or with a K/M/G/T suffix (powers of 1024); 0, "none" or "unlimited" lift the
+// limit. Default 2 GiB: a kernel object is 5-50 KB, so that is tens of thousands of kernels.
+constexpr uint64_t kDefaultCacheSizeLimit = uint64_t(2) << 30;
+
+uint64_t cache_size_limit() {
+  const char* value = std::getenv("METAJIT_CACHE_MAX_SIZE");
+  if (!value || !*value) return kDefaultCacheSizeLimit;
+  std::string text = value;
+  if (text == "none" || text == "unlimited") return 0;
+  char* end = nullptr;
+  errno = 0;
+  double number = std::strtod(text.c_str(), &end);
+  std::string suffix = end ? std::string(end) : "";
+  double scale = suffix.empty() || suffix == "B" ? 1.0
+                 : suffix == "K" || suffix == "KB" || suffix == "KiB" ? 1024.0
+                 : suffix == "M" || suffix == "MB" || suffix == "MiB" ? 1024.0 * 1024
+                 : suffix == "G" || suffix == "GB" || suffix == "GiB" ? 1024.0 * 1024 * 1024
+                 : suffix == "T" || suffix == "TB" || suffix == "TiB" ? 1024.0 * 1024 * 1024 * 1024
+                                                                      : -1.0;
+  if (end == text.c_str() || errno != 0 || scale < 0 || !(number >= 0) || number * scale > 1e19)
+    throw std::invalid_argument("METAJIT_CACHE_MAX_SIZE='" + text + "' is not a size; use bytes or a number with "
+                                "K, M, G or T (for example 2G), or 'unlimited'");
+  return uint64_t(number * scale);
+}
+
+std::unique_ptr<DiskStore> make_disk_store(const std::string& directory) {
+  auto store = std::make_unique<DiskStore>(directory);
+  store->set_size_limit(cache_size_limit());
+  return store;
+}
+
 }  // namespace
 
 KernelCache& KernelCache::instance() {
@@ -37,7 +70,7 @@ KernelCache& KernelCache::instance() {
   return *cache;
 }
 
-KernelCache::KernelCache() : compiler_(make_default_compiler()), disk_(std::make_unique<DiskStore>(default_directory())) {
+KernelCache::KernelCache() : compiler_(make_default_compiler()), disk_(make_disk_store(default_directory())) {
   if (const char* policy = std::getenv("METAJIT_COMPILE")) {
     std::string value = policy;
     if (value == "never") compile_allowed_ = false;
@@ -62,7 +95,7 @@ std::string KernelCache::directory() const {
 }
 
 void KernelCache::set_directory(const std::string& directory) {
-  auto store = std::make_unique<DiskStore>(directory);
+  auto store = make_disk_store(directory);
   std::lock_guard<std::mutex> lock(mutex_);
   disk_ = std::move(store);
 }

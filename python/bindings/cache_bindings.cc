@@ -59,4 +59,15 @@ void bind_cache(py::module_& module) {
     return py::bytes(*bytes);
   });
   module.def("disk_clear", [&cache] { cache.disk().clear(); });
+  module.def("disk_size_limit", [&cache] { return cache.disk().size_limit(); });
+  module.def("disk_total_bytes", [&cache] { return cache.disk().total_bytes(); });
+  module.def("disk_prune", [&cache](uint64_t target_bytes) {
+    DiskStore::PruneResult result = cache.disk().prune(target_bytes);
+    py::dict summary;
+    summary["removed"] = result.removed;
+    summary["freed"] = result.freed;
+    summary["entries"] = result.entries;
+    summary["remaining"] = result.remaining;
+    return summary;
+  }, "Removes least recently used entries until the rest take at most target_bytes.");
 }

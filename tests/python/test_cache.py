@@ -367,3 +367,99 @@ def test_a_plan_launching_one_kernel_twice_compiles_it_once(tmp_path, rng):
         assert stats["kernels_compiled"] + stats["kernels_loaded_from_disk"] == 2
     finally:
         mj.flags.cache_dir = previous
+
+
+# Many distinct kernels: one per length, since a kernel's extents are part of its source.
+MANY_KERNELS = """
+import json, sys
+import numpy as np
+import metajit as mj
+values = []
+for k in range({count}):
+    x = mj.array(np.arange(k + 8, dtype=np.float32))
+    values.append(float((x * 3.0 + (k + 2)).numpy()[3]))
+print(json.dumps({{"values": values, "stats": mj.stats()}}))
+"""
+
+
+def run_many_kernels(cache_dir, count, limit, extra_environment=None, wait_for=None):
+    environment = dict(os.environ, METAJIT_CACHE_DIR=str(cache_dir), METAJIT_CACHE_MAX_SIZE=str(limit),
+                       PYTHONPATH=str(PACKAGE_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                       **(extra_environment or {}))
+    program = MANY_KERNELS.format(count=count)
+    if wait_for is not None:
+        program = f"import os, time\nwhile not os.path.exists({str(wait_for)!r}): time.sleep(0.005)\n" + program
+    return subprocess.Popen([sys.executable, "-c", program], env=environment, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def check_many_kernels(process, count):
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr
+    output = json.loads(stdout)
+    assert output["values"] == [9.0 + (k + 2) for k in range(count)]
+    return output["stats"]
+
+
+def test_the_disk_cache_keeps_to_its_size_limit_removing_least_recently_used_entries(tmp_path):
+    """METAJIT_CACHE_MAX_SIZE bounds the folder: once a store takes it past the limit, the least recently used
+    entries go until it is at most 90% of the limit."""
+    cache_dir = tmp_path / "bounded"
+    check_many_kernels(run_many_kernels(cache_dir, 4, "unlimited"), 4)
+    entry_size = max(path.stat().st_size for path in entry_files(cache_dir))
+    limit = 6 * entry_size
+    stats = check_many_kernels(run_many_kernels(cache_dir, 24, limit), 24)
+    assert stats["kernels_compiled"] >= 20
+    sizes = [path.stat().st_size for path in entry_files(cache_dir)]
+    assert sum(sizes) <= limit, (sum(sizes), limit)
+    assert 2 <= len(sizes) < 24
+
+
+def test_a_load_makes_an_entry_recent_and_prune_removes_the_oldest_first(tmp_path):
+    cache_dir = tmp_path / "recency"
+    check_many_kernels(run_many_kernels(cache_dir, 3, "unlimited"), 3)
+    files = entry_files(cache_dir)
+    assert len(files) >= 3
+    for age, path in enumerate(files):  # the first file the oldest
+        os.utime(path, (1_000_000 + age, 1_000_000 + age))
+    keys = [path.stem for path in files]
+    environment = dict(os.environ, METAJIT_CACHE_DIR=str(cache_dir),
+                       PYTHONPATH=str(PACKAGE_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # Loading the oldest entry makes it the most recent: prune then keeps it and removes the next oldest.
+    touch = f"from metajit import _core\nassert _core.disk_load({keys[0]!r}) is not None\n"
+    assert subprocess.run([sys.executable, "-c", touch], env=environment, timeout=60).returncode == 0
+    assert files[0].stat().st_mtime > 2_000_000
+    total = sum(path.stat().st_size for path in files)
+    keep = total - files[1].stat().st_size
+    completed = subprocess.run([sys.executable, "-m", "metajit.cache", "prune", "--max-size", str(keep)],
+                               env=environment, capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    assert "removed 1 least recently used kernels" in completed.stdout
+    assert files[0].exists() and not files[1].exists() and files[2].exists()
+    info = subprocess.run([sys.executable, "-m", "metajit.cache", "info"], env=environment, capture_output=True,
+                          text=True, timeout=60)
+    assert "size limit:     2.0 GiB" in info.stdout
+
+
+def test_processes_sharing_a_small_cache_all_get_their_results(tmp_path):
+    """Three processes compile into one folder whose limit holds a few entries, so each removes entries the
+    others wrote (and may be reading): every one finishes with the right numbers."""
+    cache_dir = tmp_path / "contended"
+    check_many_kernels(run_many_kernels(cache_dir, 1, "unlimited"), 1)
+    limit = 4 * max(path.stat().st_size for path in entry_files(cache_dir))
+    start = tmp_path / "go"
+    processes = [run_many_kernels(cache_dir, 16, limit, wait_for=start) for _ in range(3)]
+    import time
+    time.sleep(1.5)
+    start.write_text("")
+    for process in processes:
+        check_many_kernels(process, 16)
+    assert sum(path.stat().st_size for path in entry_files(cache_dir)) <= limit
+    assert not list(cache_dir.rglob("*.tmp*")), "temporary files left behind"
+
+
+def test_a_malformed_cache_size_limit_is_an_error_naming_it(tmp_path):
+    process = run_many_kernels(tmp_path / "any", 1, "12 parsecs")
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode != 0
+    assert "METAJIT_CACHE_MAX_SIZE='12 parsecs' is not a size" in stderr

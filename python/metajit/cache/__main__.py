@@ -1,10 +1,12 @@
 """python -m metajit.cache: look after the kernel cache and pack deployment bundles.
 
-    info                      where the cache is, how big, what it compiles for
+    info                      where the cache is, how big (and its size limit), what it compiles for
     list                      every cached kernel: key, size, what it computes
     show KEY                  a cached kernel's source (a unique key prefix is enough)
     verify                    check every entry; corrupt ones are discarded (they rebuild on next use)
     clear                     delete every cached kernel
+    prune [--max-size SIZE]   remove least recently used kernels until the cache fits SIZE (default: its limit,
+                              METAJIT_CACHE_MAX_SIZE, 2G unless set)
     pack --output F -- CMD    run CMD (e.g. python train.py) and pack every kernel it used into bundle F
 """
 import argparse
@@ -31,15 +33,39 @@ def _summary(source):
     return "?"
 
 
+def _size_text(size):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
+
+
+def _parse_size(text):
+    """'2G', '500M', '1024' -> bytes (powers of 1024), as METAJIT_CACHE_MAX_SIZE reads them."""
+    scales = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
+              "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30, "T": 1 << 40, "TB": 1 << 40,
+              "TIB": 1 << 40}
+    stripped = text.strip().upper()
+    number = stripped.rstrip("KMGTIB")
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1
+    suffix = stripped[len(number):]
+    if value < 0 or suffix not in scales:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size; use bytes or a number with K, M, G or T (2G)")
+    return int(value * scales[suffix])
+
+
 def command_info(arguments):
     directory = _core.cache_dir()
     keys = _core.disk_keys()
-    total = 0
-    for key in keys:
-        path = os.path.join(directory, key[:2], key + ".mjk")
-        total += os.path.getsize(path) if os.path.exists(path) else 0
+    total = _core.disk_total_bytes()
+    limit = _core.disk_size_limit()
     print(f"directory:      {directory or '(none: memory only)'}{'' if _core.disk_enabled() else ' (disabled)'}")
-    print(f"entries:        {len(keys)} ({total / 1e6:.1f} MB)")
+    print(f"entries:        {len(keys)} ({_size_text(total)})")
+    print(f"size limit:     {_size_text(limit) + ' (METAJIT_CACHE_MAX_SIZE)' if limit else 'none'}; least "
+          "recently used kernels are removed past it")
     print(f"compiler:       {_core.compiler_identity().split(' triple=')[0]}")
     print(f"target:         cpu={_core.host_cpu_name()}")
     print(f"abi version:    {_core.abi_version()}")
@@ -97,6 +123,17 @@ def command_clear(arguments):
     return 0
 
 
+def command_prune(arguments):
+    target = arguments.max_size if arguments.max_size is not None else _core.disk_size_limit()
+    if not target and arguments.max_size is None:
+        print("prune: the cache has no size limit (METAJIT_CACHE_MAX_SIZE is unlimited); give --max-size")
+        return 2
+    result = _core.disk_prune(target)
+    print(f"removed {result['removed']} least recently used kernels ({_size_text(result['freed'])}); "
+          f"{result['entries']} kernels ({_size_text(result['remaining'])}) remain in {_core.cache_dir()}")
+    return 0
+
+
 def command_pack(arguments):
     command = arguments.command
     if command and command[0] == "--":
@@ -136,6 +173,10 @@ def main(argv=None):
     show.set_defaults(run=command_show)
     commands.add_parser("verify", help="check every entry, discard corrupt ones").set_defaults(run=command_verify)
     commands.add_parser("clear", help="delete every cached kernel").set_defaults(run=command_clear)
+    prune = commands.add_parser("prune", help="remove least recently used kernels down to a size")
+    prune.add_argument("--max-size", type=_parse_size, default=None,
+                       help="the size to fit (bytes, or with K/M/G/T); default: the cache's limit")
+    prune.set_defaults(run=command_prune)
     pack = commands.add_parser("pack", help="run a command and pack the kernels it used into a bundle")
     pack.add_argument("--output", "-o", required=True)
     pack.add_argument("command", nargs=argparse.REMAINDER)
