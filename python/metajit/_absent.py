@@ -55,4 +55,5 @@ def absent_name(name, namespace="metajit", torch_namespace="torch"):
     reason = _REASONS.get(name) if namespace == "metajit" else None
     if reason:
         return AbsentNameError(f"{namespace}.{name} (PyTorch's {torch_namespace}.{name}) is not available: {reason}")
-    return AbsentNameError(f"module {namespace!r} has no attribute {name!r} ({_DOCS})")
+    return AbsentNameError(f"module {namespace!r} has no attribute {name!r}: {torch_namespace}.{name} is not "
+                           f"available ({_DOCS})")

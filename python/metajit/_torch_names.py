@@ -2,7 +2,8 @@
 dtype constants (mj.float32 is the dtype name "float32", which every dtype= argument takes and x.dtype
 returns), tensor / as_tensor / from_numpy (copies), manual_seed, empty / empty_like (zero-filled: values are
 never uninitialised here), eye, is_tensor and inference_mode. Python's bool, float and int are not shadowed:
-pass dtype=bool or "bool"."""
+pass dtype=bool or "bool". Also the automatic-mixed-precision names of PyTorch's AMP recipe (mj.autocast,
+mj.amp.autocast, mj.amp.GradScaler): autocast runs only disabled, GradScaler scales exactly as PyTorch's."""
 from . import array, zeros, zeros_like, seed
 from ._autograd import no_grad
 from ._core import Var
@@ -19,7 +20,8 @@ __all__ = ["float16", "half", "float32", "float64", "double", "int8", "uint8", "
            "set_num_threads", "get_num_threads", "set_num_interop_threads", "get_num_interop_threads",
            "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
            "set_float32_matmul_precision", "get_float32_matmul_precision", "compile", "is_floating_point",
-           "isclose", "transpose", "device", "backends", "accelerator", "Generator"] + list(tensor_types)
+           "isclose", "transpose", "device", "backends", "accelerator", "Generator", "autocast",
+           "amp"] + list(tensor_types)
 
 float16 = half = "float16"
 float32 = "float32"
@@ -205,3 +207,8 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 def transpose(input, dim0, dim1):
     return input.transpose(dim0, dim1)
+
+
+from . import amp  # noqa: E402  (torch.amp: autocast, disabled only, and GradScaler)
+from .amp import autocast  # noqa: E402,F401
+

@@ -201,3 +201,12 @@ def memory_reserved(device=None):
     """Bytes of GPU memory held by live values and the allocator's cache."""
     statistics = _core.stats()
     return int(statistics["device_bytes_allocated"] + statistics["device_bytes_cached"])
+
+
+def __getattr__(name):
+    """torch.cuda.amp (the older spelling of torch.amp) is mj.amp; other missing names say what they are."""
+    if name == "amp":
+        from . import amp
+        return amp
+    from ._absent import absent_name
+    raise absent_name(name, "metajit.cuda", "torch.cuda")

@@ -205,3 +205,86 @@ def test_tensor_methods_left_out_say_so_and_placement_calls_are_identities():
     assert x.pin_memory() is x and x.share_memory_() is x
     assert x.is_pinned() == t.is_pinned() and x.is_shared() == t.is_shared()
     np.testing.assert_array_equal(np.asarray(x), np.ones(3, np.float32))  # numpy's attribute probes still work
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, 3.0, float("inf")])
+def test_cdist_matches_pytorch_with_its_gradient(p):
+    rng = np.random.default_rng(3)
+    first = rng.normal(size=(2, 5, 4)).astype(np.float32)
+    second = rng.normal(size=(2, 3, 4)).astype(np.float32)
+    second[:, 0] = first[:, 1]  # a zero distance: its gradient is 0 in both, not NaN
+    x, y = mj.array(first, requires_grad=True), mj.array(second, requires_grad=True)
+    t, u = torch.tensor(first, requires_grad=True), torch.tensor(second, requires_grad=True)
+    ours, theirs = mj.cdist(x, y, p=p), torch.cdist(t, u, p=p, compute_mode="donot_use_mm_for_euclid_dist")
+    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-5, atol=1e-6)
+    weights = rng.normal(size=theirs.shape).astype(np.float32)
+    (ours * mj.array(weights)).sum().backward()
+    (theirs * torch.tensor(weights)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(y.grad.numpy(), u.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_cdist_broadcasts_batch_dims_and_checks_its_arguments():
+    rng = np.random.default_rng(4)
+    first, second = rng.normal(size=(6, 3)).astype(np.float32), rng.normal(size=(2, 4, 3)).astype(np.float32)
+    np.testing.assert_allclose(mj.cdist(mj.array(first), mj.array(second)).numpy(),
+                               torch.cdist(torch.tensor(first), torch.tensor(second)).numpy(), rtol=1e-5, atol=1e-6)
+    assert mj.nn.functional.cdist is mj.cdist
+    with pytest.raises(ValueError, match="same number of columns"):
+        mj.cdist(mj.ones(2, 3), mj.ones(2, 4))
+    with pytest.raises(ValueError, match="compute_mode"):
+        mj.cdist(mj.ones(2, 3), mj.ones(2, 3), compute_mode="fast")
+
+
+def test_autocast_runs_disabled_and_refuses_enabled_by_name():
+    for ours, theirs in [(mj.autocast(device_type="cpu", enabled=False),
+                          torch.autocast(device_type="cpu", enabled=False)),
+                         (mj.amp.autocast("cpu", enabled=False), torch.amp.autocast("cpu", enabled=False))]:
+        with ours, theirs:
+            assert (mj.ones(2, 2) @ mj.ones(2, 2)).dtype == mj.float32
+            assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
+    with pytest.raises(NotImplementedError, match=r"torch\.autocast\) with enabled=True"):
+        mj.autocast(device_type="cpu", dtype=mj.float16)
+    with pytest.raises(ValueError, match="'tpu' is not a metajit device"):
+        mj.autocast(device_type="tpu", enabled=False)
+    from metajit.amp import GradScaler
+    assert GradScaler is mj.amp.GradScaler
+
+
+def _scaled_training(framework, scaler, weights, batches):
+    """A linear model trained with the AMP recipe's scaler calls; returns the scales seen and the final weights."""
+    model = framework.nn.Linear(3, 1)
+    model.load_state_dict(weights)
+    optimizer = framework.optim.SGD(model.parameters(), lr=0.1)
+    scales = []
+    for inputs, targets in batches:
+        optimizer.zero_grad()
+        loss = ((model(framework.tensor(inputs)) - framework.tensor(targets)) ** 2).mean()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        scales.append(scaler.get_scale())
+    return scales, {name: value.detach().numpy() for name, value in model.state_dict().items()}
+
+
+def test_grad_scaler_scales_skips_and_adapts_as_pytorch():
+    rng = np.random.default_rng(5)
+    batches = [(rng.normal(size=(4, 3)).astype(np.float32), rng.normal(size=(4, 1)).astype(np.float32))
+               for _ in range(5)]
+    batches[2] = (batches[2][0], np.full((4, 1), np.inf, np.float32))  # an overflowing step: skipped, scale halved
+    weights = {"weight": rng.normal(size=(1, 3)).astype(np.float32), "bias": np.zeros(1, np.float32)}
+    for enabled in (True, False):
+        ours = _scaled_training(mj, mj.amp.GradScaler(growth_interval=2, enabled=enabled), weights, batches)
+        theirs = _scaled_training(torch, torch.amp.GradScaler("cpu", growth_interval=2, enabled=enabled),
+                                  {k: torch.tensor(v) for k, v in weights.items()}, batches)
+        assert ours[0] == theirs[0]
+        for name in weights:
+            np.testing.assert_allclose(ours[1][name], theirs[1][name], rtol=1e-6)
+    scaler = mj.amp.GradScaler()
+    assert scaler.state_dict()["scale"] == torch.amp.GradScaler("cpu").state_dict()["scale"] == 65536.0
+    model = nn.Linear(2, 1)
+    optimizer = mj.optim.SGD(model.parameters(), lr=0.1)
+    scaler.scale(model(mj.ones(1, 2)).sum()).backward()
+    scaler.unscale_(optimizer)
+    with pytest.raises(RuntimeError, match="already been called"):
+        scaler.unscale_(optimizer)

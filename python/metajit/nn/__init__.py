@@ -9,3 +9,9 @@ from .module import Module
 from .parameter import Parameter
 
 __all__ = ["Module", "Parameter", "functional", "init", "utils"] + list(_layer_names)
+
+
+def __getattr__(name):
+    """A torch.nn name metajit.nn lacks: an AttributeError that names it and points at the supported list."""
+    from .._absent import absent_name
+    raise absent_name(name, "metajit.nn", "torch.nn")

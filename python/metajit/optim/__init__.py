@@ -13,3 +13,9 @@ from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
            "LBFGS", "lr_scheduler"]
+
+
+def __getattr__(name):
+    """A torch.optim name metajit.optim lacks (ASGD, Rprop, SparseAdam, ...): an AttributeError naming it."""
+    from .._absent import absent_name
+    raise absent_name(name, "metajit.optim", "torch.optim")

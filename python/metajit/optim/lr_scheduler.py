@@ -163,8 +163,9 @@ class StepLR(LRScheduler):
     """lr is multiplied by gamma every step_size epochs: initial_lr * gamma ** (epoch // step_size)."""
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
-        if not isinstance(step_size, int) or step_size <= 0:
-            raise ValueError(f"StepLR: step_size must be a positive integer, got {step_size!r}")
+        # PyTorch takes any positive number (the nn.Transformer tutorial passes 1.0): epoch // step_size.
+        if isinstance(step_size, bool) or not isinstance(step_size, (int, float)) or not step_size > 0:
+            raise ValueError(f"StepLR: step_size must be a positive number, got {step_size!r}")
         self.step_size = step_size
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
