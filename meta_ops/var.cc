@@ -361,6 +361,7 @@ VarPtr Var::make_view(const VarPtr& base, ViewStep step, std::vector<int64_t> st
   view->storage_offset_ = offset;
   view->made_in_grad_mode_ = grad_enabled();
   view->no_grad_view_of_grad_value_ = (!grad_enabled() && base->node_->requires_grad) || base->no_grad_view_of_grad_value_;
+  view->no_grad_view_ = !grad_enabled() || base->no_grad_view_;
   bool from_leaf = is_leaf_requiring_grad(*base->node_) || base->view_of_leaf_;
   view->view_of_leaf_ = from_leaf && view->steps_.back().kind != ViewStep::Kind::Detach;
   return view;
@@ -457,6 +458,16 @@ VarPtr Var::detached_alias(const VarPtr& base) { return make_detached_alias(base
 
 VarPtr Var::data_alias(const VarPtr& base) { return make_detached_alias(base, false); }
 
+namespace {
+[[noreturn]] void throw_no_grad_view_error(const std::string& operation) {
+  throw std::runtime_error("A view was created in no_grad mode and is being modified inplace with grad mode enabled (" +
+                           operation + "). Given that this use case is ambiguous and error-prone, it is forbidden. "
+                           "You can clarify your code by moving both the view and the inplace either both inside the "
+                           "no_grad block (if you don't want the inplace to be tracked) or both outside (if you want "
+                           "the inplace to be tracked).");
+}
+}  // namespace
+
 void Var::write(NodePtr value, const std::string& operation, uint64_t first_node_id) {
   if (!first_node_id) first_node_id = next_node_id_value();
   const NodePtr current = node();
@@ -472,6 +483,8 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
           "unsupported operation: more than one element of the written-to tensor refers to a single memory "
           "location (" + operation + " on an expanded view). Please clone() the tensor before performing the "
           "operation.");
+  // PyTorch forbids recording history into a view made under no_grad: the value written requires grad here.
+  if (grad_enabled() && no_grad_view_ && value->requires_grad) throw_no_grad_view_error(operation);
   if (value->dtype != current->dtype) value = cast(value, current->dtype);
   // Under no_grad a write records no history: x.copy_(y) of a y that requires grad leaves x as it was.
   if (!grad_enabled() && value->requires_grad) value = stop_gradient(value);
@@ -519,6 +532,7 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
   carry_to_gradient(gradient_of_, current, node_);  // a view that was assigned as a gradient itself
 }
 
+
 void Var::check_writable(const std::string& operation) {
   if (!grad_enabled()) return;
   if (is_leaf_requiring_grad(*node()))
@@ -527,12 +541,7 @@ void Var::check_writable(const std::string& operation) {
   if (view_of_leaf_)
     throw std::runtime_error("a view of a leaf Variable that requires grad is being used in an in-place operation (" +
                              operation + "); wrap it in `with mj.no_grad():` or write through .data");
-  if (no_grad_view_of_grad_value_)
-    throw std::runtime_error("A view was created in no_grad mode and is being modified inplace with grad mode "
-                             "enabled (" + operation + "). Given that this use case is ambiguous and error-prone, it "
-                             "is forbidden. You can clarify your code by moving both the view and the inplace either "
-                             "both inside the no_grad block (if you don't want the inplace to be tracked) or both "
-                             "outside (if you want the inplace to be tracked).");
+  if (no_grad_view_of_grad_value_) throw_no_grad_view_error(operation);
 }
 
 void Var::set_data(NodePtr value) {

@@ -123,6 +123,7 @@ class Var {
   bool made_in_grad_mode_ = true;      // re-derived nodes are built in the grad mode the view was made in
   bool view_of_leaf_ = false;          // a view (not through detach) of a leaf that requires grad
   bool no_grad_view_of_grad_value_ = false;  // made under no_grad from a value that requires grad
+  bool no_grad_view_ = false;  // made under no_grad (or a view of such a view): PyTorch's NO_GRAD_MODE views
   std::vector<int64_t> strides_;  // empty: row-major (every Var that is no view; saves an allocation per op)
   int64_t storage_offset_ = 0;
 };

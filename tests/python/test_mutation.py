@@ -340,3 +340,25 @@ def test_in_place_changes_of_grad_are_the_gradient():
             bias -= 0.1 * bias.grad
         return {"weight": weight, "bias": bias, "first": first, "same": lib.tensor(float(same_handle))}
     run_both(program)
+
+
+def test_writing_history_into_a_view_made_under_no_grad_is_refused_as_in_pytorch():
+    """A view made under no_grad of a tensor that needs no grad, written in grad mode with a value that
+    requires grad (fuzz seed 2918): PyTorch refuses; writing a value without history there is allowed."""
+    def program(lib):
+        weight = lib.tensor([0.5, 1.5], requires_grad=True)
+        base = lib.tensor([1.0, 2.0, 3.0])
+        with lib.no_grad():
+            view = base[:2]
+            nested = view[1:]
+        nested.add_(1.0)  # no history written: allowed
+        view += weight * 2
+    raises_in_both(program, "A view was created in no_grad mode and is being modified inplace")
+
+    def allowed(lib):
+        base = lib.tensor([1.0, 2.0, 3.0])
+        with lib.no_grad():
+            view = base[:2]
+        view += lib.tensor([1.0, 1.0])
+        return {"base": base}
+    run_both(allowed)
