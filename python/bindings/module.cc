@@ -365,6 +365,7 @@ PYBIND11_MODULE(_core, module) {
       .def("is_contiguous", &Var::is_contiguous)
       .def("_strides", [](const Var& self) { return py::tuple(py::cast(self.strides())); })
       .def("storage_offset", &Var::storage_offset)
+      .def("_fully_overlaps", [](Var& self, Var& other) { return self.overlap_with(other) == Var::Overlap::Full; })
       .def("_partially_overlaps", [](Var& self, Var& other) { return self.overlap_with(other) == Var::Overlap::Partial; },
            "Whether this Var and `other` share some but not all of their elements (or share them in another "
            "layout): PyTorch refuses in-place ops that write one while reading the other.")

@@ -58,12 +58,24 @@ def _can_cast(source, target):
     return target != "bool" or source == "bool"
 
 
+def _first_own_node(self, operands):
+    """The first_node_id that exempts the op's own reads of self's old value: PyTorch saves self's old value for
+    the op's gradient where it needs it, so later writes do not touch it. Not when another operand is self
+    itself (x.mul_(x), x *= x[:]): PyTorch saves that operand, the tensor the op then writes, and its backward
+    refuses; 0 exempts nothing, so metajit's does too."""
+    for value in operands:
+        if isinstance(value, Var) and self._fully_overlaps(value):
+            return 0
+    return _core.next_node_id()
+
+
 def _from_out_of_place(name, compute, checks_overlap=True):
     """An in-place method `name` writing compute(self, *args, **kwargs) into self."""
     def method(self, *args, **kwargs):
+        operands = list(args) + list(kwargs.values())
         if checks_overlap:
-            check_no_partial_overlap(self, list(args) + list(kwargs.values()))
-        first_node_id = _core.next_node_id()
+            check_no_partial_overlap(self, operands)
+        first_node_id = _first_own_node(self, operands)
         return write(self, compute(self, *args, **kwargs), name, first_node_id)
     method.__name__ = name
     method.__doc__ = f"In place: self becomes {name[:-1]}(self, ...) (lazy; every alias of self sees it)."
@@ -73,7 +85,7 @@ def _from_out_of_place(name, compute, checks_overlap=True):
 def _augmented(name, operator):
     def method(self, other):
         check_no_partial_overlap(self, [other])
-        first_node_id = _core.next_node_id()
+        first_node_id = _first_own_node(self, [other])
         return write(self, operator(self, other), name, first_node_id)
     method.__name__ = name
     return method

@@ -362,3 +362,33 @@ def test_writing_history_into_a_view_made_under_no_grad_is_refused_as_in_pytorch
         view += lib.tensor([1.0, 1.0])
         return {"base": base}
     run_both(allowed)
+
+
+IN_PLACE_OPS = {
+    "mul_(x)": lambda x: x.mul_(x), "div_(x)": lambda x: x.div_(x), "x *= x[:]": lambda x: x.__imul__(x[:]),
+    "addcmul_(x, x)": lambda x: x.addcmul_(x, x), "add_(x)": lambda x: x.add_(x), "mul_(2)": lambda x: x.mul_(2),
+    "pow_(2)": lambda x: x.pow_(2), "log_()": lambda x: x.log_(), "abs_()": lambda x: x.abs_(),
+    "exp_()": lambda x: x.exp_(), "sigmoid_()": lambda x: x.sigmoid_(), "relu_()": lambda x: x.relu_(),
+}
+
+
+@pytest.mark.parametrize("operation", sorted(IN_PLACE_OPS))
+@pytest.mark.parametrize("written_after", [False, True])
+def test_an_in_place_op_reading_itself_as_an_operand_saves_what_pytorch_saves(operation, written_after):
+    """x.mul_(x) saves its operand, x itself, which the op then writes: PyTorch's backward refuses, and so must
+    metajit's. An op reading only self (pow_, log_) keeps its own copy of the old value; one whose gradient
+    reads its result (exp_, relu_) refuses only after a later write."""
+    def program(lib):
+        weight = lib.tensor([0.5, 1.5, 2.0], requires_grad=True)
+        x = weight * 2
+        IN_PLACE_OPS[operation](x)
+        if written_after:
+            x.neg_()
+        x.sum().backward()
+        return {"grad": weight.grad}
+    try:
+        program(torch)
+    except RuntimeError:
+        raises_in_both(program, "modified by an inplace operation")
+        return
+    run_both(program)
