@@ -12,6 +12,7 @@
 #                environment (.bench-frameworks/) that tools/install_bench_frameworks.sh sets up
 #   make test-asan   build the C++ code with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/) and run
 #                the C++ tests (LeakSanitizer on) and a Python subset against it
+#   make test-models-full   the model-zoo tests with the full-size VGG-11-BN too (about 6 GB, kept out of make test)
 #   make fuzz    differential fuzzing against numpy, then mutating programs against PyTorch, for FUZZ_SECONDS each
 #   make soak    the steady-state training test for SOAK_STEPS steps (make test runs 200)
 #   make setup   install missing deps and build
@@ -33,7 +34,7 @@ CMAKE_ARGS ?=
 TEST_CACHE_DIR := $(abspath $(BUILD_DIR))/test-kernel-cache
 PY_ENV := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all setup deps configure build test test-asan demo bench bench-run bench-frameworks bench-training bench-cuda fuzz soak \
+.PHONY: all setup deps configure build test test-asan test-models-full demo bench bench-run bench-frameworks bench-training bench-cuda fuzz soak \
 	clean
 
 all: setup
@@ -135,6 +136,9 @@ ASAN_PYTHON_TESTS ?= tests/python/test_elementwise.py tests/python/test_fusion.p
 SANITIZER_REPORTS := $(ASAN_BUILD)/sanitizer-reports
 SANITIZER_OPTIONS := ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=1:allocator_may_return_null=1:log_path=$(SANITIZER_REPORTS)/asan \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(SANITIZER_REPORTS)/ubsan
+test-models-full: setup
+	METAJIT_TEST_FULL_SIZE_MODELS=1 $(PY_ENV) $(PYTHON) -m pytest -q tests/python/test_models_torchvision.py
+
 test-asan: deps
 	$(MAKE) --no-print-directory build BUILD_DIR=$(ASAN_BUILD_DIR) BUILD_TYPE=RelWithDebInfo \
 	  CMAKE_ARGS="-DMETAJIT_SANITIZE=address,undefined -DMETAJIT_PYTHON_OUTPUT_DIR=$(ASAN_BUILD)/python/metajit"
