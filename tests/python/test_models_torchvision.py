@@ -493,16 +493,19 @@ def test_torch_checkpoint_file_loads_with_mj_load(tmp_path):
     assert_close(ours(mj.array(x)).numpy(), theirs(torch.tensor(x)).detach().numpy())
 
 
-def test_checkpoint_without_batch_counters_loads_as_documented(tmp_path):
+def test_checkpoint_without_batch_counters_loads_strictly_as_in_pytorch(tmp_path):
     """torchvision's ImageNet weight files predate BatchNorm's num_batches_tracked buffer. PyTorch fills the
-    counters in; metajit's load_state_dict reports them as missing, so docs/models.md loads such files with
-    strict=False and checks that nothing else is missing or unexpected. This is that recipe."""
+    counters in with zero when a state dict lacks them; so does metajit, with strict=True."""
     theirs, ours = fresh("mobilenet_v2")
     path = tmp_path / "mobilenet_v2-old.pth"
     torch.save({key: value for key, value in theirs.state_dict().items() if "num_batches_tracked" not in key}, path)
-    missing, unexpected = ours.load_state_dict(mj.load(str(path)), strict=False)
-    assert list(unexpected) == []
-    assert all(key.endswith(".num_batches_tracked") for key in missing)
+    state = torch.load(path)
+    theirs.load_state_dict(state, strict=True)
+    missing, unexpected = ours.load_state_dict(mj.load(str(path)), strict=True)
+    assert list(unexpected) == [] and list(missing) == []
+    counters = {key: value for key, value in ours.state_dict().items() if key.endswith("num_batches_tracked")}
+    assert counters and all(int(value.item()) == int(theirs.state_dict()[key].item()) == 0
+                            for key, value in counters.items())
     theirs.eval()
     ours.eval()
     x = images("mobilenet_v2", seed=7)

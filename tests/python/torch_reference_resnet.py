@@ -26,14 +26,14 @@ class TorchResNet(torch.nn.Module):
 
     def __init__(self, layers, num_classes, stem, width=64):
         super().__init__()
+        # torchvision's assignment order (conv1, bn1, relu, maxpool), which is the order of children().
         if stem == "imagenet":
             self.conv1 = torch.nn.Conv2d(3, width, 7, 2, 3, bias=False)
-            self.maxpool = torch.nn.MaxPool2d(3, 2, 1)
         else:
             self.conv1 = torch.nn.Conv2d(3, width, 3, 1, 1, bias=False)
-            self.maxpool = torch.nn.Identity()
         self.bn1 = torch.nn.BatchNorm2d(width)
         self.relu = torch.nn.ReLU(inplace=True)
+        self.maxpool = torch.nn.MaxPool2d(3, 2, 1) if stem == "imagenet" else torch.nn.Identity()
         self.inplanes = width
         self.layer1 = self._make_layer(width, layers[0], 1)
         self.layer2 = self._make_layer(width * 2, layers[1], 2)

@@ -357,7 +357,11 @@ class Module:
             for name, buffer in module._buffers.items():
                 if buffer is not None and name not in module._non_persistent_buffers:
                     targets[base + name] = (module, "_buffers", name, buffer)
-        missing = [key for key in targets if key not in state_dict]
+        # Buffers PyTorch fills in when an older checkpoint lacks them (BatchNorm's num_batches_tracked, absent
+        # from torchvision's ImageNet weights): set to zero, never reported missing.
+        filled = {key for key, (module, store, name, _) in targets.items()
+                  if key not in state_dict and name in getattr(module, "_buffers_zeroed_when_missing", ())}
+        missing = [key for key in targets if key not in state_dict and key not in filled]
         unexpected = [key for key in state_dict if key not in targets]
         errors = []
         if strict:
@@ -367,6 +371,9 @@ class Module:
                 errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{key}"' for key in missing))
         updates = []
         for key, (module, store, name, current) in targets.items():
+            if key in filled:
+                updates.append((module, store, name, current, current * 0))
+                continue
             if key not in state_dict:
                 continue
             value = _as_var(state_dict[key], key)

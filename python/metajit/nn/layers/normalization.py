@@ -16,6 +16,7 @@ __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm"
 
 class _BatchNorm(Module):
     _expected_dims = ()
+    _buffers_zeroed_when_missing = ("num_batches_tracked",)  # as PyTorch loads checkpoints made before it
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
                  dtype=None):
