@@ -3,7 +3,7 @@
 The update is built lazily for the base class's fused step; it must not read values back to the host."""
 import math
 
-from .optimizer import Optimizer, _zeros_buffer
+from .optimizer import Optimizer, _decayed_parameter_and_gradient, _moments, _zeros_buffer
 
 
 class Adam(Optimizer):
@@ -46,18 +46,9 @@ class Adam(Optimizer):
         state["step"] += 1
         step = state["step"]
         beta1, beta2 = group["betas"]
-        lr, weight_decay = group["lr"], group["weight_decay"]
-        if group["maximize"]:
-            grad = -grad
-        if weight_decay != 0:
-            if group.get("decoupled_weight_decay", False):
-                param = param * scalar("decay", 1.0 - lr * weight_decay)
-            else:
-                grad = grad + scalar("weight_decay", weight_decay) * param
-        exp_avg = scalar("beta1", beta1) * state["exp_avg"] + scalar("one_minus_beta1", 1.0 - beta1) * grad
-        exp_avg_sq = scalar("beta2", beta2) * state["exp_avg_sq"] + \
-            scalar("one_minus_beta2", 1.0 - beta2) * grad * grad
-        state["exp_avg"], state["exp_avg_sq"] = exp_avg, exp_avg_sq
+        lr = group["lr"]
+        param, grad = _decayed_parameter_and_gradient(group, param, grad, scalar)
+        exp_avg, exp_avg_sq = _moments(group, state, grad, scalar)
         if group["amsgrad"]:
             if "max_exp_avg_sq" not in state:
                 state["max_exp_avg_sq"] = _zeros_buffer(param)

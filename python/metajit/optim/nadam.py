@@ -3,7 +3,8 @@
 The update is built lazily for the base class's fused step; it must not read values back to the host nor put
 hyper-parameters into kernels as constants. The momentum schedule depends only on the step count, so it is
 computed on the host (mu_product is a Python number in the state) and enters the kernel as 0-d Var inputs."""
-from .optimizer import Optimizer, _check_betas, _check_epsilon, _check_non_negative, _zeros_buffer
+from .optimizer import (Optimizer, _check_betas, _check_epsilon, _check_non_negative,
+                        _decayed_parameter_and_gradient, _moments, _zeros_buffer)
 
 
 class NAdam(Optimizer):
@@ -39,23 +40,14 @@ class NAdam(Optimizer):
         state["step"] += 1
         step = state["step"]
         beta1, beta2 = group["betas"]
-        lr, weight_decay = group["lr"], group["weight_decay"]
-        if group["maximize"]:
-            grad = -grad
-        if weight_decay != 0:
-            if group["decoupled_weight_decay"]:
-                param = param * scalar("decay", 1.0 - lr * weight_decay)
-            else:
-                grad = grad + scalar("weight_decay", weight_decay) * param
+        lr = group["lr"]
+        param, grad = _decayed_parameter_and_gradient(group, param, grad, scalar)
         momentum_decay = group["momentum_decay"]
         mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))
         mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * momentum_decay))
         mu_product = state["mu_product"] * mu
         state["mu_product"] = mu_product
-        exp_avg = scalar("beta1", beta1) * state["exp_avg"] + scalar("one_minus_beta1", 1.0 - beta1) * grad
-        exp_avg_sq = scalar("beta2", beta2) * state["exp_avg_sq"] + \
-            scalar("one_minus_beta2", 1.0 - beta2) * grad * grad
-        state["exp_avg"], state["exp_avg_sq"] = exp_avg, exp_avg_sq
+        exp_avg, exp_avg_sq = _moments(group, state, grad, scalar)
         denominator = (exp_avg_sq / scalar("bias_correction2", 1.0 - beta2 ** step)).sqrt() + \
             scalar("eps", group["eps"])
         gradient_step = lr * (1.0 - mu) / (1.0 - mu_product)

@@ -298,6 +298,29 @@ def _check_betas(group):
             raise ValueError(f"Invalid beta parameter at index {index}: {beta}")
 
 
+def _decayed_parameter_and_gradient(group, param, grad, scalar):
+    """Adam's family: the gradient negated with maximize, and weight decay either decoupled (the parameter
+    shrinks by lr * weight_decay, AdamW) or as the L2 penalty added to the gradient. Returns (param, grad)."""
+    if group["maximize"]:
+        grad = -grad
+    weight_decay = group["weight_decay"]
+    if weight_decay != 0:
+        if group.get("decoupled_weight_decay", False):
+            param = param * scalar("decay", 1.0 - group["lr"] * weight_decay)
+        else:
+            grad = grad + scalar("weight_decay", weight_decay) * param
+    return param, grad
+
+
+def _moments(group, state, grad, scalar):
+    """The first and second moment estimates of Adam's family, stored back into `state`."""
+    beta1, beta2 = group["betas"]
+    state["exp_avg"] = scalar("beta1", beta1) * state["exp_avg"] + scalar("one_minus_beta1", 1.0 - beta1) * grad
+    state["exp_avg_sq"] = scalar("beta2", beta2) * state["exp_avg_sq"] + \
+        scalar("one_minus_beta2", 1.0 - beta2) * grad * grad
+    return state["exp_avg"], state["exp_avg_sq"]
+
+
 def _penalized_gradient(group, param, grad, scalar):
     """The gradient the update follows: negated with maximize, plus the L2 penalty weight_decay * p."""
     if group["maximize"]:

@@ -5,7 +5,8 @@ hyper-parameters into kernels as constants. Whether a step is rectified depends 
 cases are one kernel whose 0-d inputs switch between them, so the switch compiles nothing new."""
 import math
 
-from .optimizer import Optimizer, _check_betas, _check_epsilon, _check_non_negative, _zeros_buffer
+from .optimizer import (Optimizer, _check_betas, _check_epsilon, _check_non_negative,
+                        _decayed_parameter_and_gradient, _moments, _zeros_buffer)
 
 
 class RAdam(Optimizer):
@@ -39,18 +40,9 @@ class RAdam(Optimizer):
         state["step"] += 1
         step = state["step"]
         beta1, beta2 = group["betas"]
-        lr, weight_decay = group["lr"], group["weight_decay"]
-        if group["maximize"]:
-            grad = -grad
-        if weight_decay != 0:
-            if group["decoupled_weight_decay"]:
-                param = param * scalar("decay", 1.0 - lr * weight_decay)
-            else:
-                grad = grad + scalar("weight_decay", weight_decay) * param
-        exp_avg = scalar("beta1", beta1) * state["exp_avg"] + scalar("one_minus_beta1", 1.0 - beta1) * grad
-        exp_avg_sq = scalar("beta2", beta2) * state["exp_avg_sq"] + \
-            scalar("one_minus_beta2", 1.0 - beta2) * grad * grad
-        state["exp_avg"], state["exp_avg_sq"] = exp_avg, exp_avg_sq
+        lr = group["lr"]
+        param, grad = _decayed_parameter_and_gradient(group, param, grad, scalar)
+        exp_avg, exp_avg_sq = _moments(group, state, grad, scalar)
         bias_correction2 = 1.0 - beta2 ** step
         rho_infinity = 2.0 / (1.0 - beta2) - 1.0
         rho = rho_infinity - 2.0 * step * beta2 ** step / bias_correction2
