@@ -15,6 +15,7 @@ from .interpolate import *  # noqa: F401,F403
 from .layout import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
+from .margin_loss import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .pointwise import *  # noqa: F401,F403
 from .pool import *  # noqa: F401,F403
@@ -28,7 +29,7 @@ import importlib as _importlib
 
 # Submodules are looked up by name: the star imports above rebind e.g. `dropout` to the function.
 _MODULES = ["activation", "attention", "conv", "distance", "dropout", "einsum", "embedding", "host", "indexing",
-            "interpolate", "layout", "linalg", "loss", "normalization", "pointwise", "pool", "reduction", "sampling",
-            "sorting", "statistics", "tensor"]
+            "interpolate", "layout", "linalg", "loss", "margin_loss", "normalization", "pointwise", "pool",
+            "reduction", "sampling", "sorting", "statistics", "tensor"]
 __all__ = sorted({name for module in _MODULES
                   for name in _importlib.import_module("metajit.ops." + module).__all__})

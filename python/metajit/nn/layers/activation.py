@@ -5,7 +5,7 @@ from .. import functional as F
 from ..module import Module
 from ._common import check_positive_int, empty_parameter
 
-__all__ = ["ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "ELU", "Softplus", "Softmax",
+__all__ = ["ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "ELU", "Softplus", "Softmax", "Softmax2d",
            "LogSoftmax", "Hardtanh", "Hardsigmoid", "Hardswish", "Mish", "SELU", "CELU", "GLU", "LogSigmoid",
            "Softsign", "PReLU"]
 
@@ -123,6 +123,15 @@ class Softmax(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}"
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of (N, C, H, W) or (C, H, W): at every position, as PyTorch's Softmax2d."""
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected a 3-D or 4-D input, got shape {list(input.shape)}")
+        return F.softmax(input, -3)
 
 
 class LogSoftmax(Softmax):

@@ -1,0 +1,112 @@
+"""Margin, embedding and likelihood losses (metajit/ops/margin_loss.py, nn/layers/margin_loss.py) and Softmax2d
+against PyTorch: values for every reduction and the gradients of every input, float32 at rtol 1e-5."""
+import numpy as np
+import pytest
+
+import metajit as mj
+
+torch = pytest.importorskip("torch")
+
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def compare(make_loss, arrays, requires_grad, reductions=("mean", "sum", "none")):
+    """make_loss(lib, reduction, *tensors) on both libraries: the values, then the gradients of the inputs
+    flagged in requires_grad (of the summed loss)."""
+    for reduction in reductions:
+        ours = [mj.array(a, requires_grad=flag) for a, flag in zip(arrays, requires_grad)]
+        theirs = [torch.tensor(a, requires_grad=flag) for a, flag in zip(arrays, requires_grad)]
+        got = make_loss(mj, reduction, *ours)
+        expected = make_loss(torch, reduction, *theirs)
+        np.testing.assert_allclose(got.numpy(), expected.detach().numpy(), rtol=RTOL, atol=ATOL, err_msg=reduction)
+        got.sum().backward()
+        expected.sum().backward()
+        for index, flag in enumerate(requires_grad):
+            if flag:
+                np.testing.assert_allclose(ours[index].grad.numpy(), theirs[index].grad.numpy(), rtol=RTOL,
+                                           atol=ATOL, err_msg=f"{reduction}: gradient of input {index}")
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(3)
+
+
+def signs(rng, *shape):
+    return np.where(rng.random(shape) < 0.5, -1.0, 1.0).astype(np.float32)
+
+
+def test_margin_ranking_loss(rng):
+    x1, x2 = rng.standard_normal((2, 7)).astype(np.float32)
+    for margin in (0.0, 0.5):
+        compare(lambda lib, reduction, a, b, y: lib.nn.MarginRankingLoss(margin, reduction=reduction)(a, b, y),
+                [x1, x2, signs(rng, 7)], [True, True, False])
+
+
+def test_hinge_embedding_and_soft_margin_losses(rng):
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    y = signs(rng, 4, 5)
+    compare(lambda lib, reduction, a, t: lib.nn.HingeEmbeddingLoss(0.7, reduction=reduction)(a, t), [x, y],
+            [True, False])
+    compare(lambda lib, reduction, a, t: lib.nn.SoftMarginLoss(reduction=reduction)(a, t), [x, y], [True, False])
+
+
+def test_cosine_embedding_loss_of_rows_and_of_one_pair(rng):
+    x1, x2 = rng.standard_normal((2, 6, 4)).astype(np.float32)
+    x2[0] = 0.0  # a zero vector: PyTorch's epsilon keeps its cosine finite
+    for margin in (0.0, 0.3):
+        compare(lambda lib, reduction, a, b, y: lib.nn.CosineEmbeddingLoss(margin, reduction=reduction)(a, b, y),
+                [x1, x2, signs(rng, 6)], [True, True, False])
+    compare(lambda lib, reduction, a, b, y: lib.nn.functional.cosine_embedding_loss(a, b, y, reduction=reduction),
+            [x1[1], x2[1], np.float32(-1.0)], [True, True, False])
+
+
+@pytest.mark.parametrize("p,swap", [(2.0, False), (1.0, True), (3.0, False)])
+def test_triplet_margin_loss(rng, p, swap):
+    anchor, positive, negative = rng.standard_normal((3, 5, 8)).astype(np.float32)
+    compare(lambda lib, reduction, a, b, c: lib.nn.TripletMarginLoss(margin=1.5, p=p, swap=swap,
+                                                                      reduction=reduction)(a, b, c),
+            [anchor, positive, negative], [True, True, True])
+    with pytest.raises(ValueError, match="greater than 0"):
+        mj.nn.TripletMarginLoss(margin=0)
+
+
+@pytest.mark.parametrize("log_input,full", [(True, False), (True, True), (False, False), (False, True)])
+def test_poisson_nll_loss(rng, log_input, full):
+    rates = rng.standard_normal((3, 6)).astype(np.float32)
+    if not log_input:
+        rates = np.abs(rates) + 0.1
+    counts = rng.poisson(2.0, (3, 6)).astype(np.float32)
+    compare(lambda lib, reduction, x, t: lib.nn.PoissonNLLLoss(log_input=log_input, full=full,
+                                                               reduction=reduction)(x, t),
+            [rates, counts], [True, False])
+
+
+@pytest.mark.parametrize("variance_shape", [(4, 3), (4,), (4, 1)])
+def test_gaussian_nll_loss_with_every_variance_shape(rng, variance_shape):
+    mean = rng.standard_normal((4, 3)).astype(np.float32)
+    target = rng.standard_normal((4, 3)).astype(np.float32)
+    variance = (np.abs(rng.standard_normal(variance_shape)) + 0.05).astype(np.float32)
+    variance.flat[0] = 1e-9  # below eps: clamped for the value, not for the gradient
+    for full in (False, True):
+        compare(lambda lib, reduction, x, t, v: lib.nn.GaussianNLLLoss(full=full, reduction=reduction)(x, t, v),
+                [mean, target, variance], [True, False, True])
+    with pytest.raises(ValueError, match="negative"):
+        mj.nn.functional.gaussian_nll_loss(mj.array(mean), mj.array(target), mj.array(-variance))
+
+
+def test_multilabel_soft_margin_loss_with_and_without_class_weights(rng):
+    logits = rng.standard_normal((5, 4)).astype(np.float32)
+    labels = (rng.random((5, 4)) < 0.5).astype(np.float32)
+    weight = rng.random(4).astype(np.float32)
+    compare(lambda lib, reduction, x, t: lib.nn.MultiLabelSoftMarginLoss(reduction=reduction)(x, t),
+            [logits, labels], [True, False])
+    compare(lambda lib, reduction, x, t, w: lib.nn.MultiLabelSoftMarginLoss(weight=w, reduction=reduction)(x, t),
+            [logits, labels, weight], [True, False, False])
+
+
+def test_softmax2d_normalises_the_channels_at_each_position(rng):
+    images = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    compare(lambda lib, reduction, x: lib.nn.Softmax2d()(x) * lib.arange(5, dtype=lib.float32), [images], [True],
+            reductions=("none",))
+    compare(lambda lib, reduction, x: lib.nn.Softmax2d()(x), [images[0]], [True], reductions=("none",))
