@@ -110,3 +110,25 @@ def test_softmax2d_normalises_the_channels_at_each_position(rng):
     compare(lambda lib, reduction, x: lib.nn.Softmax2d()(x) * lib.arange(5, dtype=lib.float32), [images], [True],
             reductions=("none",))
     compare(lambda lib, reduction, x: lib.nn.Softmax2d()(x), [images[0]], [True], reductions=("none",))
+
+
+@pytest.mark.parametrize("leading", [(5,), (2, 3), ()])
+def test_bilinear_layer_matches_pytorch_with_its_weights(rng, leading):
+    torch.manual_seed(0)
+    theirs = torch.nn.Bilinear(4, 3, 6)
+    ours = mj.nn.Bilinear(4, 3, 6)
+    assert ours.weight.shape == tuple(theirs.weight.shape) and ours.bias.shape == tuple(theirs.bias.shape)
+    bound = 1 / np.sqrt(4)
+    assert np.abs(ours.weight.numpy()).max() <= bound and np.abs(ours.weight.numpy()).max() > bound / 2
+    ours.load_state_dict({name: value.detach().numpy() for name, value in theirs.state_dict().items()})
+    first = rng.standard_normal(leading + (4,)).astype(np.float32)
+    second = rng.standard_normal(leading + (3,)).astype(np.float32)
+    compare(lambda lib, reduction, a, b: (ours if lib is mj else theirs)(a, b), [first, second], [True, True],
+            reductions=("none",))
+    x1, x2 = mj.array(first, requires_grad=True), mj.array(second)
+    ours(x1, x2).sum().backward()
+    t1, t2 = torch.tensor(first, requires_grad=True), torch.tensor(second)
+    theirs(t1, t2).sum().backward()
+    np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(ours.bias.grad.numpy(), theirs.bias.grad.numpy(), rtol=RTOL, atol=ATOL)
+    assert "in1_features=4, in2_features=3, out_features=6" in repr(ours)

@@ -7,7 +7,7 @@ place, and the gradients follow from the broadcast and sum rules (broadcast <-> 
 from .. import _core
 from .._core import Var
 
-__all__ = ["matmul", "bmm", "mm", "mv", "dot", "outer", "addmm", "baddbmm", "linear", "cross", "kron"]
+__all__ = ["matmul", "bmm", "mm", "mv", "dot", "outer", "addmm", "baddbmm", "linear", "bilinear", "cross", "kron"]
 
 _FLOAT_DTYPES = ("float16", "float32", "float64")
 
@@ -189,6 +189,27 @@ def kron(input, other):
     interleaved_right = right.reshape([extent for pair in zip([1] * rank, right.shape) for extent in pair])
     product = interleaved_left * interleaved_right
     return product.reshape([a * b for a, b in zip(left.shape, right.shape)])
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """y[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] + bias[o], as torch.nn.functional.bilinear:
+    one matrix product of input1 with the weight's (i, o*j) view, then a row-wise product with input2."""
+    for value, name in ((input1, "input1"), (input2, "input2"), (weight, "weight")):
+        _require_var(value, "bilinear", name)
+    if weight.ndim != 3 or input1.shape[-1] != weight.shape[1] or input2.shape[-1] != weight.shape[2] or \
+            tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]):
+        raise ValueError(f"bilinear: expected input1 (..., {weight.shape[1] if weight.ndim == 3 else 'in1'}), "
+                         f"input2 (..., in2) with the same leading dims and weight (out, in1, in2); got "
+                         f"{list(input1.shape)}, {list(input2.shape)} and {list(weight.shape)}")
+    outputs, first, second = weight.shape
+    leading = list(input1.shape[:-1])
+    rows = input1.reshape(-1, first)
+    mixed = matmul(rows, weight.permute(1, 0, 2).reshape(first, outputs * second)).reshape(-1, outputs, second)
+    output = (mixed * input2.reshape(-1, 1, second)).sum(-1).reshape(leading + [outputs])
+    if bias is not None:
+        _require_var(bias, "bilinear", "bias")
+        output = output + bias
+    return output
 
 
 def linear(input, weight, bias=None):
