@@ -9,6 +9,7 @@ from .distance import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .einsum import *  # noqa: F401,F403
 from .embedding import *  # noqa: F401,F403
+from .embedding_bag import *  # noqa: F401,F403
 from .host import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .interpolate import *  # noqa: F401,F403
@@ -28,8 +29,8 @@ from .tensor import *  # noqa: F401,F403
 import importlib as _importlib
 
 # Submodules are looked up by name: the star imports above rebind e.g. `dropout` to the function.
-_MODULES = ["activation", "attention", "conv", "distance", "dropout", "einsum", "embedding", "host", "indexing",
-            "interpolate", "layout", "linalg", "loss", "margin_loss", "normalization", "pointwise", "pool",
-            "reduction", "sampling", "sorting", "statistics", "tensor"]
+_MODULES = ["activation", "attention", "conv", "distance", "dropout", "einsum", "embedding", "embedding_bag", "host",
+            "indexing", "interpolate", "layout", "linalg", "loss", "margin_loss", "normalization", "pointwise",
+            "pool", "reduction", "sampling", "sorting", "statistics", "tensor"]
 __all__ = sorted({name for module in _MODULES
                   for name in _importlib.import_module("metajit.ops." + module).__all__})

@@ -1,5 +1,6 @@
-"""Margin, embedding and likelihood losses (metajit/ops/margin_loss.py, nn/layers/margin_loss.py) and Softmax2d
-against PyTorch: values for every reduction and the gradients of every input, float32 at rtol 1e-5."""
+"""Layers ported PyTorch programs reach for, against PyTorch: the margin, embedding and likelihood losses
+(metajit/ops/margin_loss.py), Softmax2d, Bilinear and EmbeddingBag (metajit/ops/embedding_bag.py). Values (for
+every reduction) and the gradients of every input, float32 at rtol 1e-5."""
 import numpy as np
 import pytest
 
@@ -132,3 +133,47 @@ def test_bilinear_layer_matches_pytorch_with_its_weights(rng, leading):
     np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(ours.bias.grad.numpy(), theirs.bias.grad.numpy(), rtol=RTOL, atol=ATOL)
     assert "in1_features=4, in2_features=3, out_features=6" in repr(ours)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("layout", ["offsets", "offsets_last", "rows"])
+def test_embedding_bag_matches_pytorch(rng, mode, layout):
+    """Bags from offsets (with an empty bag, and with include_last_offset) or as the rows of a 2-D input, with
+    a padding index; outputs and the table's gradient against PyTorch with the same table."""
+    torch.manual_seed(1)
+    include_last = layout == "offsets_last"
+    theirs = torch.nn.EmbeddingBag(10, 4, mode=mode, padding_idx=2, include_last_offset=include_last)
+    ours = mj.nn.EmbeddingBag(10, 4, mode=mode, padding_idx=2, include_last_offset=include_last)
+    ours.load_state_dict({"weight": theirs.weight.detach().numpy()})
+    np.testing.assert_array_equal(mj.nn.EmbeddingBag(10, 4, padding_idx=2).weight.numpy()[2], np.zeros(4))
+    if layout == "rows":
+        indices = rng.integers(0, 10, (3, 5))
+        indices[1, 0] = 2
+        offsets = None
+    else:
+        indices = rng.integers(0, 10, 9)
+        indices[4] = 2
+        offsets = np.array([0, 3, 3, 7] + ([9] if include_last else []))  # bag 1 is empty
+    got = ours(mj.array(indices), None if offsets is None else mj.array(offsets))
+    expected = theirs(torch.tensor(indices), None if offsets is None else torch.tensor(offsets))
+    np.testing.assert_allclose(got.numpy(), expected.detach().numpy(), rtol=RTOL, atol=ATOL)
+    scale = rng.standard_normal(tuple(expected.shape)).astype(np.float32)
+    (got * mj.array(scale)).sum().backward()
+    (expected * torch.tensor(scale)).sum().backward()
+    np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=RTOL, atol=ATOL)
+
+
+def test_embedding_bag_per_sample_weights_and_errors(rng):
+    weight = rng.standard_normal((6, 3)).astype(np.float32)
+    indices, offsets = np.array([1, 4, 5, 0, 2]), np.array([0, 2])
+    sample_weights = rng.random(5).astype(np.float32)
+    got = mj.nn.functional.embedding_bag(mj.array(indices), mj.array(weight), mj.array(offsets), mode="sum",
+                                         per_sample_weights=mj.array(sample_weights))
+    expected = torch.nn.functional.embedding_bag(torch.tensor(indices), torch.tensor(weight), torch.tensor(offsets),
+                                                 mode="sum", per_sample_weights=torch.tensor(sample_weights))
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=RTOL, atol=ATOL)
+    with pytest.raises(NotImplementedError, match="only supported for mode='sum'"):
+        mj.nn.functional.embedding_bag(mj.array(indices), mj.array(weight), mj.array(offsets), mode="mean",
+                                       per_sample_weights=mj.array(sample_weights))
+    with pytest.raises(ValueError, match="offsets\\[0\\] has to be 0"):
+        mj.nn.functional.embedding_bag(mj.array(indices), mj.array(weight), mj.array(np.array([1, 3])))
