@@ -177,3 +177,62 @@ def test_embedding_bag_per_sample_weights_and_errors(rng):
                                        per_sample_weights=mj.array(sample_weights))
     with pytest.raises(ValueError, match="offsets\\[0\\] has to be 0"):
         mj.nn.functional.embedding_bag(mj.array(indices), mj.array(weight), mj.array(np.array([1, 3])))
+
+
+ELEMENTWISE_LAYERS = {
+    "Softmin(dim=1)": lambda lib: lib.nn.Softmin(dim=1), "Threshold(0.1, 20)": lambda lib: lib.nn.Threshold(0.1, 20.0),
+    "Hardshrink(0.3)": lambda lib: lib.nn.Hardshrink(0.3), "Softshrink(0.4)": lambda lib: lib.nn.Softshrink(0.4),
+    "Tanhshrink": lambda lib: lib.nn.Tanhshrink(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE_LAYERS))
+def test_shrink_threshold_and_softmin_layers(rng, name):
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    compare(lambda lib, reduction, a: ELEMENTWISE_LAYERS[name](lib)(a) * lib.arange(6, dtype=lib.float32), [x],
+            [True], reductions=("none",))
+
+
+@pytest.mark.parametrize("shape,affine,eps", [((8,), True, None), ((3, 8), True, 1e-5), ((8,), False, None)])
+def test_rms_norm_layer_and_function(rng, shape, affine, eps):
+    x = rng.standard_normal((2,) + (3, 8)[-len(shape):]).astype(np.float32) * 3
+    torch.manual_seed(0)
+    theirs = torch.nn.RMSNorm(shape, eps=eps, elementwise_affine=affine)
+    ours = mj.nn.RMSNorm(shape, eps=eps, elementwise_affine=affine)
+    assert [name for name, _ in ours.named_parameters()] == [name for name, _ in theirs.named_parameters()]
+    if affine:
+        with torch.no_grad():
+            theirs.weight.uniform_(0.5, 1.5)
+        ours.load_state_dict({"weight": theirs.weight.detach().numpy()})
+    compare(lambda lib, reduction, a: (ours if lib is mj else theirs)(a) * lib.arange(8, dtype=lib.float32), [x],
+            [True], reductions=("none",))
+    if affine:
+        np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_cosine_similarity_and_pairwise_distance_layers(rng):
+    x1, x2 = rng.standard_normal((2, 4, 5)).astype(np.float32)
+    compare(lambda lib, reduction, a, b: lib.nn.CosineSimilarity(dim=1)(a, b), [x1, x2], [True, True],
+            reductions=("none",))
+    compare(lambda lib, reduction, a, b: lib.nn.PairwiseDistance(p=3.0, keepdim=True)(a, b), [x1, x2], [True, True],
+            reductions=("none",))
+
+
+def test_parameter_list_and_dict_register_their_parameters_as_pytorch_names_them():
+    def build(lib):
+        class Model(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scales = lib.nn.ParameterList([lib.nn.Parameter(lib.ones(2)) for _ in range(2)])
+                self.scales.append(lib.nn.Parameter(lib.zeros(3)))
+                self.extras = lib.nn.ParameterDict({"bias": lib.nn.Parameter(lib.zeros(2))})
+                self.extras["gain"] = lib.nn.Parameter(lib.ones(1))
+        return Model()
+    ours, theirs = build(mj), build(torch)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert [name for name, _ in ours.named_parameters()] == [name for name, _ in theirs.named_parameters()]
+    assert len(ours.scales) == 3 and ours.scales[-1].shape == (3,) and "gain" in ours.extras
+    assert all(value.requires_grad for value in ours.parameters())
+    loss = (ours.scales[0] * ours.extras["bias"]).sum() + ours.extras["gain"].sum()
+    loss.backward()
+    np.testing.assert_array_equal(ours.extras["gain"].grad.numpy(), np.ones(1, np.float32))

@@ -15,7 +15,7 @@ from .tensor import _as_var, _normalize_dim, _normalize_dims
 
 __all__ = ["softmax", "log_softmax", "logsumexp", "relu", "relu6", "leaky_relu", "gelu", "silu", "sigmoid", "tanh",
            "elu", "softplus", "hardtanh", "hardsigmoid", "hardswish", "mish", "prelu", "selu", "celu", "glu",
-           "logsigmoid", "softsign"]
+           "logsigmoid", "softsign", "softmin", "threshold", "hardshrink", "softshrink", "tanhshrink"]
 
 
 def _implicit_softmax_dim(name, ndim):
@@ -246,3 +246,30 @@ def _method_logsumexp(self, dim, keepdim=False):
 Var.softmax = _method_softmax
 Var.log_softmax = _method_log_softmax
 Var.logsumexp = _method_logsumexp
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """softmax(-input), as torch.nn.functional.softmin."""
+    return softmax(-input, dim, dtype=dtype)
+
+
+def threshold(input, threshold, value, inplace=False):
+    """input where input > threshold, else value."""
+    return where(input > threshold, input, value)
+
+
+def hardshrink(input, lambd=0.5):
+    """input where |input| > lambd, else 0."""
+    return where(abs(input) > lambd, input, 0.0)
+
+
+def softshrink(input, lambd=0.5):
+    """input - lambd above lambd, input + lambd below -lambd, else 0."""
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambda must be greater or equal to 0, but found to be {lambd}.")
+    return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, 0.0))
+
+
+def tanhshrink(input):
+    """input - tanh(input)."""
+    return input - input.tanh()

@@ -11,7 +11,7 @@ from .. import _core
 from .._core import Var
 from .conv import _is_integer
 
-__all__ = ["batch_norm", "batch_norm_with_statistics", "layer_norm", "group_norm", "instance_norm"]
+__all__ = ["batch_norm", "batch_norm_with_statistics", "layer_norm", "rms_norm", "group_norm", "instance_norm"]
 
 _FLOAT_DTYPES = ("float16", "float32", "float64")
 
@@ -136,6 +136,32 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         output = output * weight
     if bias is not None:
         output = output + bias
+    return output
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """input / sqrt(mean(input^2) + eps) over the trailing dims given by normalized_shape, times the elementwise
+    weight, as torch.nn.functional.rms_norm (eps None: the dtype's machine epsilon, as PyTorch)."""
+    function = "rms_norm"
+    _check_var(input, "input", function)
+    _check_float(input, function)
+    if _is_integer(normalized_shape):
+        normalized_shape = [normalized_shape]
+    normalized_shape = [int(size) for size in normalized_shape]
+    count = len(normalized_shape)
+    if count == 0 or count > input.ndim or list(input.shape[input.ndim - count:]) != normalized_shape:
+        raise ValueError(f"{function}: normalized_shape {tuple(normalized_shape)} must match the trailing dims of the "
+                         f"input, whose shape is {tuple(input.shape)}")
+    if eps is None:
+        import numpy as np
+        eps = float(np.finfo(input.dtype).eps)
+    dims = list(range(input.ndim - count, input.ndim))
+    output = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
+    if weight is not None:
+        _check_var(weight, "weight", function)
+        if list(weight.shape) != normalized_shape:
+            raise ValueError(f"{function}: weight must have shape {tuple(normalized_shape)}, got {tuple(weight.shape)}")
+        output = output * weight
     return output
 
 

@@ -3,6 +3,7 @@ from .activation import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .container import *  # noqa: F401,F403
 from .convolution import *  # noqa: F401,F403
+from .distance import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .embedding import *  # noqa: F401,F403
 from .embedding_bag import *  # noqa: F401,F403
@@ -11,15 +12,18 @@ from .linear import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
 from .margin_loss import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
+from .parameter_containers import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
 from .recurrent import *  # noqa: F401,F403
 from .recurrent_cells import *  # noqa: F401,F403
 from .resampling import *  # noqa: F401,F403
 from .transformer import *  # noqa: F401,F403
-from . import activation, attention, container, convolution, dropout, embedding, embedding_bag, flatten, linear, \
-    loss, margin_loss, normalization, pooling, recurrent, recurrent_cells, resampling, transformer
+from . import activation, attention, container, convolution, distance, dropout, embedding, embedding_bag, \
+    flatten, linear, loss, margin_loss, normalization, parameter_containers, pooling, recurrent, recurrent_cells, \
+    resampling, transformer
 
 __all__ = sorted(set(activation.__all__ + attention.__all__ + container.__all__ + convolution.__all__ +
-                     dropout.__all__ + embedding.__all__ + embedding_bag.__all__ + flatten.__all__ +
-                     linear.__all__ + loss.__all__ + margin_loss.__all__ + normalization.__all__ + pooling.__all__ +
-                     recurrent.__all__ + recurrent_cells.__all__ + resampling.__all__ + transformer.__all__))
+                     distance.__all__ + dropout.__all__ + embedding.__all__ + embedding_bag.__all__ +
+                     flatten.__all__ + linear.__all__ + loss.__all__ + margin_loss.__all__ + normalization.__all__ +
+                     parameter_containers.__all__ + pooling.__all__ + recurrent.__all__ + recurrent_cells.__all__ +
+                     resampling.__all__ + transformer.__all__))

@@ -7,7 +7,7 @@ from ._common import check_positive_int, empty_parameter
 
 __all__ = ["ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "ELU", "Softplus", "Softmax", "Softmax2d",
            "LogSoftmax", "Hardtanh", "Hardsigmoid", "Hardswish", "Mish", "SELU", "CELU", "GLU", "LogSigmoid",
-           "Softsign", "PReLU"]
+           "Softsign", "PReLU", "Softmin", "Threshold", "Hardshrink", "Softshrink", "Tanhshrink"]
 
 
 class ReLU(Module):
@@ -224,3 +224,44 @@ class PReLU(Module):
 
     def extra_repr(self):
         return f"num_parameters={self.num_parameters}"
+
+
+class Softmin(Softmax):
+    def forward(self, input):
+        return F.softmin(input, self.dim)
+
+
+class Threshold(Module):
+    """input where input > threshold, else value."""
+
+    def __init__(self, threshold, value, inplace=False):
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input):
+        return F.threshold(input, self.threshold, self.value)
+
+    def extra_repr(self):
+        return f"threshold={self.threshold}, value={self.value}"
+
+
+class Hardshrink(Module):
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self):
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    def forward(self, input):
+        return F.softshrink(input, self.lambd)
+
+
+class Tanhshrink(Module):
+    def forward(self, input):
+        return F.tanhshrink(input)

@@ -7,11 +7,12 @@ in forward). Outside an optimizer loop, mj.sync(*module.buffers()) computes them
 from ... import _autograd
 from .. import functional as F
 from ..module import Module
+from ..parameter import Parameter
 from .. import init
 from ._common import check_positive_int, empty_parameter
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
-           "InstanceNorm3d"]
+           "InstanceNorm3d", "RMSNorm"]
 
 
 class _BatchNorm(Module):
@@ -227,3 +228,24 @@ class InstanceNorm2d(_InstanceNorm):
 
 class InstanceNorm3d(_InstanceNorm):
     spatial_dims = 3
+
+
+class RMSNorm(Module):
+    """RMSNorm(normalized_shape, eps=None, elementwise_affine=True): input / sqrt(mean(input^2) + eps) over the
+    trailing dims, times a weight of ones (eps None: the dtype's machine epsilon, as PyTorch)."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        from ... import ones
+        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(ones(*self.normalized_shape, dtype=dtype or "float32"))
+        else:
+            self.register_parameter("weight", None)
+
+    def forward(self, input):
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
