@@ -236,3 +236,21 @@ def test_parameter_list_and_dict_register_their_parameters_as_pytorch_names_them
     loss = (ours.scales[0] * ours.extras["bias"]).sum() + ours.extras["gain"].sum()
     loss.backward()
     np.testing.assert_array_equal(ours.extras["gain"].grad.numpy(), np.ones(1, np.float32))
+
+
+POOLING_AND_UPSAMPLING = {
+    "MaxPool3d(2)": (lambda lib: lib.nn.MaxPool3d(2), (2, 3, 4, 4, 6)),
+    "AvgPool3d(2, 1, 1)": (lambda lib: lib.nn.AvgPool3d(2, 1, 1), (2, 3, 4, 4, 6)),
+    "AdaptiveAvgPool3d((2, 1, 3))": (lambda lib: lib.nn.AdaptiveAvgPool3d((2, 1, 3)), (2, 3, 4, 4, 6)),
+    "AdaptiveMaxPool1d(3)": (lambda lib: lib.nn.AdaptiveMaxPool1d(3), (2, 3, 7)),
+    "AdaptiveMaxPool3d(2)": (lambda lib: lib.nn.AdaptiveMaxPool3d(2), (2, 3, 4, 4, 6)),
+    "UpsamplingNearest2d(scale 2)": (lambda lib: lib.nn.UpsamplingNearest2d(scale_factor=2), (2, 3, 4, 5)),
+    "UpsamplingBilinear2d(size)": (lambda lib: lib.nn.UpsamplingBilinear2d(size=(7, 9)), (2, 3, 4, 5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POOLING_AND_UPSAMPLING))
+def test_3d_pooling_and_older_upsampling_layers(rng, name):
+    make, shape = POOLING_AND_UPSAMPLING[name]
+    x = rng.standard_normal(shape).astype(np.float32)
+    compare(lambda lib, reduction, a: make(lib)(a), [x], [True], reductions=("none",))

@@ -2,8 +2,8 @@
 from .. import functional as F
 from ..module import Module
 
-__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
-           "AdaptiveMaxPool2d"]
+__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
+           "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d"]
 
 
 class _MaxPool(Module):
@@ -35,6 +35,10 @@ class MaxPool2d(_MaxPool):
     """MaxPool2d(kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False);
     stride defaults to kernel_size."""
     _function = staticmethod(F.max_pool2d)
+
+
+class MaxPool3d(_MaxPool):
+    _function = staticmethod(F.max_pool3d)
 
 
 class _AvgPool(Module):
@@ -70,6 +74,15 @@ class AvgPool2d(_AvgPool):
                             self.count_include_pad, self.divisor_override)
 
 
+class AvgPool3d(AvgPool2d):
+    """AvgPool3d(kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+    divisor_override=None)."""
+
+    def forward(self, input):
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+
 class _AdaptivePool(Module):
     _function = None
 
@@ -93,14 +106,28 @@ class AdaptiveAvgPool2d(_AdaptivePool):
     _function = staticmethod(F.adaptive_avg_pool2d)
 
 
+class AdaptiveAvgPool3d(_AdaptivePool):
+    _function = staticmethod(F.adaptive_avg_pool3d)
+
+
 class AdaptiveMaxPool2d(Module):
+    _function = staticmethod(F.adaptive_max_pool2d)
+
     def __init__(self, output_size, return_indices=False):
         super().__init__()
         self.output_size = output_size
         self.return_indices = return_indices
 
     def forward(self, input):
-        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+        return type(self)._function(input, self.output_size, self.return_indices)
 
     def extra_repr(self):
         return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(AdaptiveMaxPool2d):
+    _function = staticmethod(F.adaptive_max_pool1d)
+
+
+class AdaptiveMaxPool3d(AdaptiveMaxPool2d):
+    _function = staticmethod(F.adaptive_max_pool3d)

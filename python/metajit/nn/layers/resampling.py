@@ -3,8 +3,8 @@ padding layers (ZeroPad1d/2d/3d, ConstantPad1d/2d/3d, ReflectionPad1d/2d, Replic
 from .. import functional as F
 from ..module import Module
 
-__all__ = ["Upsample", "PixelShuffle", "PixelUnshuffle", "Unfold", "Fold", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
-           "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
+__all__ = ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "Unfold",
+           "Fold", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
            "ReplicationPad2d"]
 
 
@@ -24,6 +24,20 @@ class Upsample(Module):
     def extra_repr(self):
         scale = f"scale_factor={self.scale_factor}" if self.scale_factor is not None else f"size={self.size}"
         return f"{scale}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """Nearest-neighbour upsampling of (N, C, H, W): PyTorch's older name for Upsample(mode='nearest')."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Bilinear upsampling with align_corners=True: PyTorch's older name, whose corners stay aligned."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
 
 
 class PixelShuffle(Module):
