@@ -320,3 +320,5 @@ def __getattr__(name):
     if name in _BUILTIN_DTYPE_NAMES:
         return _BUILTIN_DTYPE_NAMES[name]
     raise _absent_name(name)
+
+_torch_tensor._install_function_methods()  # after every top-level function exists

@@ -185,3 +185,23 @@ def _missing_attribute(self, name):
 
 
 Var.__getattr__ = _missing_attribute
+
+
+def _install_function_methods():
+    """Tensor methods that are the top-level function with the Var first (x.addmm(a, b) is mj.addmm(x, a, b)),
+    for the functions that exist at the top level but were not yet methods."""
+    import metajit
+    spellings = {"addmm": "addmm", "baddbmm": "baddbmm", "outer": "outer", "cross": "cross", "kron": "kron",
+                 "logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor",
+                 "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor",
+                 "isclose": "isclose", "equal": "equal", "true_divide": "div", "floor_divide": "floor_div"}
+    for method, function_name in spellings.items():
+        if hasattr(Var, method):
+            continue
+        function = getattr(metajit, function_name)
+
+        def method_of(self, *args, _function=function, **kwargs):
+            return _function(self, *args, **kwargs)
+        method_of.__name__ = method
+        method_of.__doc__ = f"mj.{function_name}(self, ...)"
+        setattr(Var, method, method_of)

@@ -288,3 +288,17 @@ def test_grad_scaler_scales_skips_and_adapts_as_pytorch():
     scaler.unscale_(optimizer)
     with pytest.raises(RuntimeError, match="already been called"):
         scaler.unscale_(optimizer)
+
+
+def test_top_level_functions_are_also_tensor_methods():
+    rng = np.random.default_rng(4)
+    a, b, c = (rng.standard_normal(shape).astype(np.float32) for shape in [(3, 4), (3, 5), (5, 4)])
+    x, t = mj.array(a), torch.tensor(a)
+    np.testing.assert_allclose(x.addmm(mj.array(b), mj.array(c), beta=0.5).numpy(),
+                               t.addmm(torch.tensor(b), torch.tensor(c), beta=0.5).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(x[0].outer(x[1]).numpy(), t[0].outer(t[1]).numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(x.true_divide(2.0).numpy(), t.true_divide(2.0).numpy())
+    np.testing.assert_array_equal(x.floor_divide(0.5).numpy(), t.floor_divide(0.5).numpy())
+    np.testing.assert_array_equal((x > 0).logical_and(x < 1).numpy(), (t > 0).logical_and(t < 1).numpy())
+    np.testing.assert_array_equal(x.isclose(x + 1e-9).numpy(), t.isclose(t + 1e-9).numpy())
+    assert x.equal(mj.array(a)) is t.equal(torch.tensor(a)) is True
