@@ -13,7 +13,8 @@
 #   make test-asan   build the C++ code with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/) and run
 #                the C++ tests (LeakSanitizer on) and a Python subset against it
 #   make test-models-full   the model-zoo tests with the full-size VGG-11-BN too (about 6 GB, kept out of make test)
-#   make fuzz    differential fuzzing against numpy, then mutating programs against PyTorch, for FUZZ_SECONDS each
+#   make fuzz    differential fuzzing against numpy, mutating programs against PyTorch, then deep and wide graphs
+#                against numpy, for FUZZ_SECONDS each
 #   make soak    the steady-state training test for SOAK_STEPS steps (make test runs 200)
 #   make setup   install missing deps and build
 #   make build   (re)build only (configures first if the build dir is not configured yet)
@@ -100,14 +101,16 @@ bench-training: setup
 bench-cuda: setup
 	$(PY_ENV) $(PYTHON) bench/cuda_benchmark.py --profile
 
-# Differential fuzzing for as long as asked (FUZZ_SECONDS each): meta-op graphs against numpy, then mutating
-# programs against PyTorch; make test runs a bounded set of both. Both runs happen even if the first fails.
+# Differential fuzzing for as long as asked (FUZZ_SECONDS each): meta-op graphs against numpy, mutating programs
+# against PyTorch, then deep and wide graphs (chains of 10^4-10^5 ops, fan-outs, long backwards, recurrences)
+# against numpy; make test runs a bounded set of each. Every run happens even if an earlier one fails.
 FUZZ_SECONDS ?= 600
 FUZZ_SEED ?= 100000
 fuzz: setup
 	@status=0; \
 	$(PY_ENV) $(PYTHON) tools/fuzz.py --seconds $(FUZZ_SECONDS) --start-seed $(FUZZ_SEED) --all || status=1; \
 	$(PY_ENV) $(PYTHON) tools/fuzz.py --mutation --seconds $(FUZZ_SECONDS) --start-seed $(FUZZ_SEED) || status=1; \
+	$(PY_ENV) $(PYTHON) tools/fuzz.py --deep --seconds $(FUZZ_SECONDS) --start-seed $(FUZZ_SEED) || status=1; \
 	exit $$status
 
 # A long training loop: no kernel compiled after step 1, live Vars and allocator bytes identical every step, RSS

@@ -7,11 +7,17 @@
     python tools/fuzz.py --seed 123456 [--gradients] [--show-program]   # rerun one seed, print its reproducer
     python tools/fuzz.py --seconds 60 --mutation                        # programs that mutate tensors, vs PyTorch
     python tools/fuzz.py --seed 123 --mutation --show-program           # rerun one of those
+    python tools/fuzz.py --seconds 600 --deep                           # deep and wide graphs (10^4..10^5 ops)
+    python tools/fuzz.py --seconds 3600 --deep --large                  # the same up to 10^6 ops
+    python tools/fuzz.py --seed 123 --deep [--large] [--show-program]   # rerun one of those
 
-Cases come from tests/python/graph_fuzzer.py (against numpy and finite differences) and, with --mutation, from
+Cases come from tests/python/graph_fuzzer.py (against numpy and finite differences), with --mutation from
 tests/python/mutation_fuzzer.py (in-place ops, views, detach, .data, no_grad and backward, against PyTorch, which
-must be installed); a case is a pure function of its seed. Progress goes to stdout
-every few seconds; each failure prints its seed and a minimal, self-contained reproducer. The exit status is 1 if
+must be installed), and with --deep from tests/python/deep_graph_fuzzer.py (chains of 10^4 to 10^6 ops, fan-outs
+of 10^3 to 10^5 consumers, long backwards, unrolled recurrences and running totals, against numpy step by step;
+each case prints a line with its parameters, wall time, kernels compiled and peak memory, and a failure names a
+standalone reproducer script and the command that shrinks it); a case is a pure function of its seed.
+Progress goes to stdout every few seconds; each failure prints its seed and a minimal, self-contained reproducer. The exit status is 1 if
 any case failed. Constructs listed in graph_fuzzer.KNOWN_BUGS are skipped unless --include-known-bugs is given.
 
 Cases run in worker processes of at most --seeds-per-worker seeds each: a crash or hang costs one case (reported
@@ -47,12 +53,17 @@ def parse_arguments():
     parser.add_argument("--all", action="store_true", help="a value and a gradient case for each seed")
     parser.add_argument("--mutation", action="store_true",
                         help="programs that mutate tensors (tests/python/mutation_fuzzer.py), compared with PyTorch")
+    parser.add_argument("--deep", action="store_true",
+                        help="deep and wide graphs (tests/python/deep_graph_fuzzer.py), compared with numpy")
+    parser.add_argument("--large", action="store_true", help="with --deep: the large sizes (up to 10^6 ops)")
     parser.add_argument("--include-known-bugs", action="store_true",
                         help="also generate the constructs listed in graph_fuzzer.KNOWN_BUGS")
     parser.add_argument("--max-failures", type=int, default=50, help="stop after this many failing cases")
-    parser.add_argument("--case-timeout", type=float, default=120, help="a case running longer counts as a hang")
+    parser.add_argument("--case-timeout", type=float, default=None,
+                        help="a case running longer counts as a hang (default 120 s; --deep --large 900 s)")
     parser.add_argument("--progress", type=float, default=10, help="seconds between progress lines")
-    parser.add_argument("--seeds-per-worker", type=int, default=1000, help="seeds run by one worker process")
+    parser.add_argument("--seeds-per-worker", type=int, default=None,
+                        help="seeds run by one worker process (default 1000; --deep 50)")
     parser.add_argument("--show-program", action="store_true", help="with --seed: print the program as well")
     # internal: a worker run by the parent
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -60,17 +71,28 @@ def parse_arguments():
     parser.add_argument("--started-at", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--base-cases", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--base-failures", type=int, default=0, help=argparse.SUPPRESS)
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.case_timeout is None:
+        args.case_timeout = 900 if args.deep and args.large else 120
+    if args.seeds_per_worker is None:  # deep cases compile many kernels: fresh processes more often
+        args.seeds_per_worker = 50 if args.deep else 1000
+    return args
+
+
+DEEP_MODES = ("deep", "deep-large")
 
 
 def modes_of(args):
+    if args.deep:
+        return ["deep-large" if args.large else "deep"]
     if args.mutation:
         return ["mutation"]
     return ["value", "grad"] if args.all else ["grad"] if args.gradients else ["value"]
 
 
 def rerun_hint(seed, mode):
-    return f"python tools/fuzz.py --seed {seed}" + {"grad": " --gradients", "mutation": " --mutation"}.get(mode, "")
+    return f"python tools/fuzz.py --seed {seed}" + {"grad": " --gradients", "mutation": " --mutation",
+                                                    "deep": " --deep", "deep-large": " --deep --large"}.get(mode, "")
 
 
 def fuzzer_of(mode):
@@ -78,19 +100,25 @@ def fuzzer_of(mode):
     if mode == "mutation":
         import mutation_fuzzer
         return mutation_fuzzer
+    if mode in DEEP_MODES:
+        import deep_graph_fuzzer
+        return deep_graph_fuzzer
     import graph_fuzzer
     return graph_fuzzer
 
 
 def excluded(args, mode):
-    """Known-bug constructs the generator leaves out (graph_fuzzer.KNOWN_BUGS; the mutation fuzzer has none)."""
-    if args.include_known_bugs or mode == "mutation":
+    """Known-bug constructs the generator leaves out (graph_fuzzer.KNOWN_BUGS; the others have none)."""
+    if args.include_known_bugs or mode == "mutation" or mode in DEEP_MODES:
         return []
     return fuzzer_of(mode).KNOWN_BUGS
 
 
 def program_text(mode, seed, exclude):
     fuzzer = fuzzer_of(mode)
+    if mode in DEEP_MODES:
+        program = fuzzer.generate(seed, large=mode == "deep-large")
+        return f"# {program.describe()}\n" + program.source()
     program = fuzzer.generate(seed) if mode == "mutation" else fuzzer.generate(seed, mode, exclude)
     return fuzzer.gradient_function_source(program) if mode == "grad" else program.source()
 
@@ -106,7 +134,9 @@ def run_one(fuzzer, seed, mode, exclude, case_timeout, status):
     watchdog = threading.Timer(case_timeout, hang)
     watchdog.daemon = True
     watchdog.start()
-    faulthandler.dump_traceback_later(case_timeout * 2, exit=True)
+    # the worker dies (and the parent reports the case) soon after a hang: deep cases are long, and a deep run
+    # should move on to the next seed rather than wait twice the timeout
+    faulthandler.dump_traceback_later(case_timeout * (1.2 if mode in DEEP_MODES else 2), exit=True)
     try:
         return fuzzer.run_case(seed, mode, exclude)
     except Exception as error:  # noqa: BLE001  (a fuzzer error is reported like a failure)
@@ -114,6 +144,8 @@ def run_one(fuzzer, seed, mode, exclude, case_timeout, status):
         text = "fuzzer error: " + "".join(traceback.format_exception(type(error), error, error.__traceback__))
         if mode == "mutation":
             return [fuzzer.Failure(seed, "fuzzer error", text)]
+        if mode in DEEP_MODES:
+            return [fuzzer.Failure(seed, mode, text)]
         return [fuzzer.Failure(seed, mode, None, text)]
     finally:
         watchdog.cancel()
@@ -138,10 +170,15 @@ def worker(args):
             args.base_failures + len(failing) < args.max_failures:
         for mode in modes_of(args):
             found = run_one(fuzzer_of(mode), seed, mode, excluded(args, mode), args.case_timeout, status)
+            if mode in DEEP_MODES:  # one line per case: its size, wall time and memory are the point
+                print(f"[{time.time() - started:6.0f} s] {fuzzer_of(mode).LAST_REPORT}", flush=True)
             cases += 1
             if found:
                 failing.append(f"{seed}:{mode}")
                 print_failure(found[0])
+            if args.status_file:  # what this worker finished, for the parent if the worker dies later
+                with open(args.status_file + ".done", "a") as done:
+                    done.write(f"{seed}:{mode} {'fail' if found else 'pass'}\n")
         seed += 1
         if int((time.time() - started) // args.progress) > bucket:
             bucket = int((time.time() - started) // args.progress)
@@ -157,6 +194,8 @@ def run_seeds(args):
     for seed in args.seed:
         for mode in modes_of(args):
             found = run_one(fuzzer_of(mode), seed, mode, excluded(args, mode), args.case_timeout, None)
+            if mode in DEEP_MODES:
+                print(fuzzer_of(mode).LAST_REPORT)
             if found:
                 failures += 1
                 print_failure(found[0])
@@ -182,11 +221,12 @@ def parent(args):
                    str(count), "--seconds", str(args.seconds), "--started-at", repr(started), "--status-file",
                    status_path, "--base-cases", str(cases), "--base-failures", str(len(failing)), "--max-failures",
                    str(args.max_failures), "--case-timeout", str(args.case_timeout), "--progress", str(args.progress)]
-        command += ["--mutation"] if args.mutation else ["--all"] if args.all else \
-            ["--gradients"] if args.gradients else []
+        command += ["--deep"] + (["--large"] if args.large else []) if args.deep else \
+            ["--mutation"] if args.mutation else ["--all"] if args.all else ["--gradients"] if args.gradients else []
         command += ["--include-known-bugs"] if args.include_known_bugs else []
-        if os.path.exists(status_path):
-            os.remove(status_path)
+        for path in (status_path, status_path + ".done"):
+            if os.path.exists(path):
+                os.remove(path)
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
         summary = None
         for line in process.stdout:
@@ -201,7 +241,13 @@ def parent(args):
             cases += int(summary["cases"])
             failing += [item for item in summary["failing"].split(",") if item]
             continue
-        # the worker died (crash, hang, out of memory): blame the case it was running and go on after it
+        # the worker died (crash, hang, out of memory): count what it finished, blame the case it was running
+        # and go on after it
+        if os.path.exists(status_path + ".done"):
+            for line in open(status_path + ".done").read().splitlines():
+                item, verdict = line.split()
+                cases += 1
+                failing += [item] if verdict == "fail" else []
         crashed_seed, crashed_mode = seed, modes_of(args)[0]
         if os.path.exists(status_path):
             text = open(status_path).read().split()
@@ -214,6 +260,9 @@ def parent(args):
             text = program_text(crashed_mode, crashed_seed, excluded(args, crashed_mode))
             print("--- program ---")
             print(text)
+            if crashed_mode in DEEP_MODES:
+                print(f"shrink: python tests/python/deep_graph_fuzzer.py --seed {crashed_seed}"
+                      f"{' --large' if crashed_mode == 'deep-large' else ''} --shrink")
         except Exception as error:  # noqa: BLE001
             print(f"(could not regenerate the program: {error})")
         failing.append(f"{crashed_seed}:{crashed_mode}")
@@ -223,6 +272,7 @@ def parent(args):
     elapsed = time.time() - started
     print(f"done: {cases} cases (seeds {args.start_seed}..{seed - 1}) in {elapsed:.0f} s, {len(failing)} failing" +
           (": " + ", ".join(item.replace(":value", "").replace(":grad", " (gradients)").replace(":mutation", "")
+                            .replace(":deep-large", " (deep, large)").replace(":deep", " (deep)")
                             for item in failing)
            if failing else ""), flush=True)
     return 1 if failing else 0
