@@ -111,12 +111,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return output
 
 
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """Normalizes over the trailing dims given by normalized_shape, then applies the elementwise affine weight and
-    bias of that shape, as torch.nn.functional.layer_norm."""
-    function = "layer_norm"
-    _check_var(input, "input", function)
-    _check_float(input, function)
+def _trailing_shape(input, normalized_shape, function):
+    """normalized_shape (an int or a sequence) as a list, checked against input's trailing dims."""
     if _is_integer(normalized_shape):
         normalized_shape = [normalized_shape]
     normalized_shape = [int(size) for size in normalized_shape]
@@ -124,6 +120,17 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if count == 0 or count > input.ndim or list(input.shape[input.ndim - count:]) != normalized_shape:
         raise ValueError(f"{function}: normalized_shape {tuple(normalized_shape)} must match the trailing dims of the "
                          f"input, whose shape is {tuple(input.shape)}")
+    return normalized_shape
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalizes over the trailing dims given by normalized_shape, then applies the elementwise affine weight and
+    bias of that shape, as torch.nn.functional.layer_norm."""
+    function = "layer_norm"
+    _check_var(input, "input", function)
+    _check_float(input, function)
+    normalized_shape = _trailing_shape(input, normalized_shape, function)
+    count = len(normalized_shape)
     for value, name in ((weight, "weight"), (bias, "bias")):
         if value is not None:
             _check_var(value, name, function)
@@ -145,13 +152,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     function = "rms_norm"
     _check_var(input, "input", function)
     _check_float(input, function)
-    if _is_integer(normalized_shape):
-        normalized_shape = [normalized_shape]
-    normalized_shape = [int(size) for size in normalized_shape]
+    normalized_shape = _trailing_shape(input, normalized_shape, function)
     count = len(normalized_shape)
-    if count == 0 or count > input.ndim or list(input.shape[input.ndim - count:]) != normalized_shape:
-        raise ValueError(f"{function}: normalized_shape {tuple(normalized_shape)} must match the trailing dims of the "
-                         f"input, whose shape is {tuple(input.shape)}")
     if eps is None:
         import numpy as np
         eps = float(np.finfo(input.dtype).eps)

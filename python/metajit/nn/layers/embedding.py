@@ -8,6 +8,16 @@ from ._common import check_positive_int, empty_parameter
 __all__ = ["Embedding"]
 
 
+def normal_with_zero_row(weight, padding_idx):
+    """PyTorch's embedding initialisation: N(0, 1), with the padding row zero."""
+    init.normal_(weight)
+    if padding_idx is not None:
+        import numpy as np
+        values = np.array(weight.numpy())
+        values[padding_idx] = 0
+        init._fill(weight, values)
+
+
 class Embedding(Module):
     """Embedding(num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
     scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False): weight ~ N(0, 1), with the
@@ -43,12 +53,7 @@ class Embedding(Module):
             self.weight = Parameter(_weight, requires_grad=not _freeze)
 
     def reset_parameters(self):
-        init.normal_(self.weight)
-        if self.padding_idx is not None:
-            import numpy as np
-            values = np.array(self.weight.numpy())
-            values[self.padding_idx] = 0
-            init._fill(self.weight, values)
+        normal_with_zero_row(self.weight, self.padding_idx)
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,

@@ -1,10 +1,10 @@
 """EmbeddingBag: sums, means or maxima of bags of embedding rows without materialising each row's output (the
 layer of PyTorch's text-classification tutorial). It holds the table and calls F.embedding_bag."""
 from .. import functional as F
-from .. import init
 from ..module import Module
 from ..parameter import Parameter
 from ._common import check_positive_int, empty_parameter
+from .embedding import normal_with_zero_row
 
 __all__ = ["EmbeddingBag"]
 
@@ -37,12 +37,7 @@ class EmbeddingBag(Module):
             self.weight = Parameter(_weight)
 
     def reset_parameters(self):
-        init.normal_(self.weight)
-        if self.padding_idx is not None:
-            import numpy as np
-            values = np.array(self.weight.numpy())
-            values[self.padding_idx] = 0
-            init._fill(self.weight, values)
+        normal_with_zero_row(self.weight, self.padding_idx)
 
     def forward(self, input, offsets=None, per_sample_weights=None):
         return F.embedding_bag(input, self.weight, offsets, mode=self.mode, per_sample_weights=per_sample_weights,
