@@ -1301,6 +1301,7 @@ def execute(program):
         "compile_seconds": stats_after["compile_seconds"] - stats_before["compile_seconds"],
         "peak_mib": _peak_rss_mib(),
         "resident_before_mib": resident_before,
+        "vars_live": int(stats_after["vars_live"]),  # after the program's tensors are gone: what stays
         "worst_ratio": max(checked.values(), default=0.0),
     }
     if message is None and measurements["peak_mib"] > MEMORY_LIMIT_MIB:
@@ -1359,7 +1360,7 @@ def run_case(seed, mode="deep", exclude=(), shape=None, size=None, sabotage=Fals
                    f"{'FAILED' if message else 'passed'} in {measured['seconds']:.1f} s "
                    f"(reference {program.reference_seconds:.1f} s, {measured['kernels_compiled']} kernels compiled "
                    f"in {measured['compile_seconds']:.1f} s, peak {measured['peak_mib']:.0f} MiB "
-                   f"from {measured['resident_before_mib']:.0f} MiB, "
+                   f"from {measured['resident_before_mib']:.0f} MiB, {measured['vars_live']} Vars live after, "
                    f"worst error {measured['worst_ratio']:.2g} of the bound)")
     if message is None:
         return []

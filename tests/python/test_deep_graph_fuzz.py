@@ -18,19 +18,22 @@ FUZZER = os.path.join(HERE, "deep_graph_fuzzer.py")
 
 # (shape, seed, size): size is ops for chains, consumers for fan-outs, steps or batches for recurrences
 CASES = [
-    ("chain", 2, 10000),      # float constants, 10^4 ops: past kMaximumFusedDepth ten times over
-    ("chain", 3, 4000),       # a sync point in the middle
-    ("chain", 11, 3000),      # dyadic constants: compared bit for bit
-    ("fanout", 1, 2000),      # a fan-in tree, differentiated back to the leaf
-    ("fanout", 3, 3000),      # `result += item` over 3000 consumers, differentiated
-    ("fanout", 6, 1500),      # a tree of maxima
-    ("gradient", 1, 12000),   # a 10^4-op backward
+    ("chain", 2, 10000),      # 10^4 ops (ten times kMaximumFusedDepth): tanh, sin, clamp, clamp_, sub_
+    ("chain", 3, 4000),       # an .item() sync point in the middle, events every 2 and 3 iterations
+    ("chain", 22, 5000),      # dyadic constants: compared bit for bit
+    ("chain", 16, 5000),      # dyadic, with events
+    ("fanout", 1, 500),       # a fan-in tree of additions, differentiated back to the leaf
+    ("fanout", 3, 1000),      # `result += item` over 1000 consumers, differentiated
+    ("fanout", 25, 1500),     # a loop of `result = result + item` in float64, differentiated
+    ("fanout", 0, 300),       # mj.stack of 300 consumers of one pending value
+    ("gradient", 1, 12000),   # a backward through 12,000 ops
     ("gradient", 2, 6000),
-    ("recurrence", 1, 1000),  # a running total of 1000 batch losses, one backward at the end
-    ("recurrence", 3, 1500),  # an RNN unrolled over 1500 steps, backward through time
+    ("recurrence", 3, 500),   # an RNN unrolled over 500 steps, the loss summed over every step, backward through time
+    ("recurrence", 1, 500),   # a running total of 500 batch losses, one backward at the end
     ("recurrence", 0, 600),   # a training loop of 600 steps without a sync
+    ("recurrence", 6, 200),   # a backward per batch, W.grad accumulating
 ]
-SABOTAGED = [("chain", 2, 2000), ("fanout", 1, 300), ("gradient", 1, 2000), ("recurrence", 3, 200)]
+SABOTAGED = [("chain", 22, 1000), ("fanout", 1, 200), ("gradient", 1, 2000), ("recurrence", 3, 100)]
 
 
 def run_fuzzer(*arguments, timeout=300):
