@@ -17,8 +17,9 @@ must be installed), and with --deep from tests/python/deep_graph_fuzzer.py (chai
 of 10^3 to 10^5 consumers, long backwards, unrolled recurrences and running totals, against numpy step by step;
 each case prints a line with its parameters, wall time, kernels compiled and peak memory, and a failure names a
 standalone reproducer script and the command that shrinks it); a case is a pure function of its seed.
-Progress goes to stdout every few seconds; each failure prints its seed and a minimal, self-contained reproducer. The exit status is 1 if
-any case failed. Constructs listed in graph_fuzzer.KNOWN_BUGS are skipped unless --include-known-bugs is given.
+Progress goes to stdout every few seconds; each failure prints its seed and a minimal, self-contained reproducer.
+The exit status is 1 if any case failed. Constructs listed in graph_fuzzer.KNOWN_BUGS are skipped unless
+--include-known-bugs is given.
 
 Cases run in worker processes of at most --seeds-per-worker seeds each: a crash or hang costs one case (reported
 as a failure with its seed) instead of the run, and no process accumulates more compiled kernels than the
@@ -125,6 +126,8 @@ def program_text(mode, seed, exclude):
 
 def run_one(fuzzer, seed, mode, exclude, case_timeout, status):
     """Runs a case under a watchdog; returns its failures."""
+    if mode in DEEP_MODES:  # a runaway graph raises MemoryError here instead of waking the OOM killer
+        fuzzer.limit_memory()
     if status is not None:
         os.pwrite(status, f"{seed} {mode}\n".ljust(64).encode(), 0)
 

@@ -80,6 +80,7 @@ MANTISSA = {"float32": 24, "float64": 53}
 TINY = {"float32": 1.2e-38, "float64": 2.3e-308}  # smallest normals: an underflow allowance per op
 SAFETY = 2.0  # metajit must lie within this many times the propagated bound
 MEMORY_LIMIT_MIB = 3072  # a case whose process grows past this peak RSS fails (the graphs must stay bounded)
+ADDRESS_SPACE_LIMIT_MIB = 8192  # limit_memory(): past this a case gets MemoryError, not the machine's OOM killer
 SABOTAGE = 2.0 ** -16  # --sabotage-reference: relative error put into every reference op (tests must then fail)
 
 PRELUDE = '''\
@@ -1253,6 +1254,17 @@ def _reset_peak_memory():
         pass
 
 
+def limit_memory():
+    """Caps this process's address space (once per process: tools/fuzz.py's workers, this file's command line),
+    so a runaway case raises MemoryError and is reported instead of waking the OOM killer on a shared machine."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = ADDRESS_SPACE_LIMIT_MIB * 2 ** 20
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    if soft == resource.RLIM_INFINITY or soft > limit:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
 def _peak_rss_mib():
     peak = _memory_mib("VmHWM")
     return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -1420,6 +1432,7 @@ def main(argv=None):
     parser.add_argument("--shrink-seconds", type=float, default=600)
     parser.add_argument("--case-timeout", type=float, default=600)
     args = parser.parse_args(argv)
+    limit_memory()
     mode = "deep-large" if args.large else "deep"
     if args.shrink:
         found = shrink(args.seed, args.large, args.shape, args.size, args.shrink_seconds, args.case_timeout)

@@ -42,7 +42,8 @@ def run_fuzzer(*arguments, timeout=300):
                           timeout=timeout, env=environment)
 
 
-@pytest.mark.parametrize("shape,seed,size", CASES, ids=[f"{shape}-seed{seed}-size{size}" for shape, seed, size in CASES])
+@pytest.mark.parametrize("shape,seed,size", CASES,
+                         ids=[f"{shape}-seed{seed}-size{size}" for shape, seed, size in CASES])
 def test_deep_graph_matches_numpy(shape, seed, size):
     result = run_fuzzer("--seed", str(seed), "--shape", shape, "--size", str(size))
     assert result.returncode == 0, f"exit status {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
