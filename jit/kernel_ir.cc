@@ -7,6 +7,7 @@
 
 #include <limits>
 #include <sstream>
+#include <unordered_map>
 
 namespace metajit {
 namespace {
@@ -228,6 +229,9 @@ IrRange binary_range(IndexOperator op, IrRange left, IrRange right) {
     case IndexOperator::FloorDivide:
       if (right.low == right.high && right.low > 0)
         return {index_floor_divide(left.low, right.low), index_floor_divide(left.high, right.low)};
+      // A negative divisor reverses the order (a flip's gradient divides by -1); INT64_MIN / -1 wraps.
+      if (right.low == right.high && right.low < 0 && !(right.low == -1 && left.low == INT64_MIN))
+        return {index_floor_divide(left.high, right.low), index_floor_divide(left.low, right.low)};
       return full_range();
     case IndexOperator::FloorModulo:
       if (right.low == right.high && right.low > 0) {
@@ -286,6 +290,41 @@ IrRange ir_range(const IrExprPtr& expression) {
     default:
       return expression->dtype == DType::Bool ? IrRange{0, 1} : full_range();
   }
+}
+
+int64_t ir_tree_size(const std::vector<IrExprPtr>& expressions, int64_t limit) {
+  // Post-order over the distinct nodes, each node's written size computed once from its operands' (saturating at
+  // `limit`), so a chain of shared halves that doubles at every step costs its length, not 2^length.
+  std::unordered_map<const IrExpr*, int64_t> sizes;
+  std::vector<std::pair<const IrExpr*, bool>> stack;  // (node, its operands are done)
+  for (const IrExprPtr& expression : expressions)
+    if (expression) stack.push_back({expression.get(), false});
+  while (!stack.empty()) {
+    auto [node, operands_done] = stack.back();
+    stack.pop_back();
+    if (sizes.count(node)) continue;
+    if (!operands_done) {
+      stack.push_back({node, true});
+      for (const IrExprPtr& argument : node->args)
+        if (argument && !sizes.count(argument.get())) stack.push_back({argument.get(), false});
+      continue;
+    }
+    // Index min, max and abs are written as conditionals that repeat their operands.
+    int64_t copies = 1;
+    if (node->kind == IrKind::IndexBinary || node->kind == IrKind::IndexUnary) {
+      IndexOperator op = IndexOperator(node->op);
+      if (op == IndexOperator::Minimum || op == IndexOperator::Maximum) copies = 2;
+      if (op == IndexOperator::Abs) copies = 3;
+    }
+    int64_t size = 1;
+    for (const IrExprPtr& argument : node->args)
+      if (argument) size = std::min(limit, size + copies * sizes.at(argument.get()));
+    sizes[node] = size;
+  }
+  int64_t total = 0;
+  for (const IrExprPtr& expression : expressions)
+    if (expression) total = std::min(limit, total + sizes.at(expression.get()));
+  return total;
 }
 
 const std::string& ir_key(const IrExprPtr& expression) {

@@ -71,6 +71,11 @@ IrRange ir_range(const IrExprPtr& expression);
 IrExprPtr ir_fold_by_ranges(const IrExprPtr& expression);
 // Stable text of an expression, used for common-subexpression keys.
 const std::string& ir_key(const IrExprPtr& expression);
+// Nodes the expressions have when written out as C text (a subexpression shared by several parents counts once
+// per parent, and twice or three times inside an index min, max or abs, whose rendering repeats operands),
+// counted up to `limit` and no further: keys, range checks and rendered text grow with this, not with the number
+// of distinct nodes.
+int64_t ir_tree_size(const std::vector<IrExprPtr>& expressions, int64_t limit);
 
 struct IrStatement;
 

@@ -32,6 +32,12 @@ constexpr int64_t kBroadcastMinimumCost = 8, kBroadcastMinimumWork = int64_t(1) 
 // gathered again at a second index pattern.
 constexpr int64_t kGatherStoreMinimumElements = 4096;
 
+// A view of a view composes their index arithmetic, and a reshape's source indices each use the whole flat
+// offset, so `y = y.flip([0]).t().reshape(4, 2)` repeated doubles the written-out index at every step: keys,
+// range checks and C++ text grow as 2^steps (a 24-step chain took 68 s and 23 GB). Past this many nodes written
+// out, the view is stored and the chain goes on from a buffer; ordinary indexing stays far below it.
+constexpr int64_t kMaxIndexTreeSize = 1000;
+
 // Whether `expression` reads an index buffer (`@e0(...)`).
 bool reads_extra(const IndexExpression& expression) {
   if (expression->kind == IndexNodeKind::ExtraRead) return true;
@@ -198,6 +204,16 @@ class Lowerer {
     for (Node* existing : requests_)
       if (existing == node) return;
     requests_.push_back(node);
+  }
+
+  // `node` is stored by a kernel of its own, planned again once it is; this kernel's use of it is discarded.
+  IrExprPtr stored_instead(const NodePtr& node) {
+    request(node.get());
+    return constant_of(0, node->dtype);
+  }
+
+  static bool indices_too_large(const std::vector<IrExprPtr>& indices) {
+    return ir_tree_size(indices, kMaxIndexTreeSize + 1) > kMaxIndexTreeSize;
   }
 
   // Whether `node`, an elementwise value read at `indices`, would be rebuilt over and over: it varies along the
@@ -489,6 +505,7 @@ class Lowerer {
                              ir_index(IndexOperator::Multiply, ir_int(dimension.step), indices[dimension.output_dim]));
           source.push_back(index);
         }
+        if (!is_root && indices_too_large(source)) return stored_instead(node);
         return node_value(node->inputs[0], source);
       }
       case NodeKind::Reshape: {
@@ -510,11 +527,12 @@ class Lowerer {
           source[dim] = input_shape[dim] == 1 ? ir_int(0) : index;
           stride *= input_shape[dim];
         }
+        if (!is_root && indices_too_large(source)) return stored_instead(node);
         return node_value(node->inputs[0], source);
       }
       case NodeKind::Reindex:
         note_fused(*node);
-        return reindex_value(node, indices);
+        return reindex_value(node, indices, is_root);
       case NodeKind::Reduce: {
         // Inside a per-row loop only another per-row reduction can be inlined: the row body runs before, and
         // outside, the element loop.
@@ -595,7 +613,7 @@ class Lowerer {
     return valid;
   }
 
-  IrExprPtr reindex_value(const NodePtr& node, const std::vector<IrExprPtr>& indices) {
+  IrExprPtr reindex_value(const NodePtr& node, const std::vector<IrExprPtr>& indices, bool is_root) {
     const auto& payload = static_cast<const IndexPayload&>(*node->payload);
     const NodePtr& source = node->inputs[0];
     std::vector<NodePtr> extras(node->inputs.begin() + 1, node->inputs.end());
@@ -606,6 +624,7 @@ class Lowerer {
       target.push_back(translate(index, indices, source->shape, node->shape, extras));
     for (const IndexExpression& condition : payload.overflow_conditions)
       conditions.push_back(translate(condition, indices, source->shape, node->shape, extras));
+    if (!is_root && (indices_too_large(target) || indices_too_large(conditions))) return stored_instead(node);
     IrExprPtr valid = validity(target, source->shape, conditions);
     if (valid->kind == IrKind::IntConstant && !valid->integer) return overflow;
     std::vector<IrExprPtr> clamped;
