@@ -343,7 +343,6 @@ std::vector<Node*> contractions_inside(const LoweredKernel& lowered, const NodeP
 // and the rest of the chain reads it from memory. Lowering and rendering walk a kernel's expression
 // recursively, so a lazily built chain of 20,000 additions fused whole overflowed the stack; kernels this long
 // gain nothing from more fusion. Runs once before the fixpoint, in creation order (inputs first).
-constexpr int kMaximumFusedDepth = 1000;
 
 template <typename AddRoot>
 void store_every_deep_value(const std::unordered_map<Node*, NodePtr>& pending_nodes, AddRoot&& add_root,

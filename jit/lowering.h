@@ -46,6 +46,11 @@ struct LoweringResult {
   std::vector<Node*> inlined;
 };
 
+// No kernel inlines a chain of more than this many ops: planning stores the value where a chain reaches it
+// (jit/graph_executor.cc), and joined siblings may not hold more ops than this between them (compile time grows
+// with the square of a kernel's length).
+constexpr int kMaximumFusedDepth = 1000;
+
 // How many pending nodes read each pending node, over the graph being planned.
 using ConsumerCounts = std::unordered_map<const Node*, int>;
 

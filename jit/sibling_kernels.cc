@@ -65,6 +65,9 @@ bool lower_together(const std::vector<NodePtr>& roots, const std::unordered_set<
                     const ConsumerCounts* consumers, LoweredKernel* joined) {
   LoweringResult result = lower_siblings(roots, materialized, consumers);
   if (!result.materialize_requests.empty() || !result.lowered.kernel.row_body.empty()) return false;
+  // Members that read each other inline each other: the segments of a long chain, cut at kMaximumFusedDepth,
+  // would join back into one kernel as long as the chain.
+  if (result.inlined.size() > size_t(kMaximumFusedDepth)) return false;
   for (const NodePtr& input : result.lowered.inputs)  // a root read at another index than its own
     for (const NodePtr& root : roots)
       if (input == root) return false;

@@ -75,3 +75,89 @@ def test_a_lazy_chain_of_a_million_additions_runs_in_bounded_memory():
     assert values[:4] == [1000001.0] * 4
     assert values[4] < 1024  # MiB: the chain is computed in prefixes, never held or planned whole
 
+
+
+def test_views_composed_in_a_loop_stay_linear():
+    """Each reshape's source indices use the whole flat offset, so composing views doubled the written-out index
+    at every step: 24 steps of this loop took 68 s and 23 GB, and 8 steps with a backward compiled for minutes
+    (jit/lowering.cc kMaxIndexTreeSize now stores the view instead). About 0.5 s."""
+    values = run_program("""
+        import resource
+        import numpy as np
+        import metajit as mj
+        x = mj.arange(8).float().reshape(4, 2).requires_grad_()
+        y = x
+        for i in range(60):
+            y = y.flip([0]).t().reshape(4, 2) * 1.0
+        (y * mj.arange(8).float().reshape(4, 2)).sum().backward()
+        print(*y.numpy().ravel(), *x.grad.numpy().ravel())
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    """, timeout=120)
+    order = np.arange(8).reshape(4, 2)
+    for _ in range(60):
+        order = np.flip(order, 0).T.reshape(4, 2)
+    gradient = np.zeros(8)
+    np.add.at(gradient, order.ravel(), np.arange(8))
+    assert values[:8] == list(order.ravel().astype(float))
+    assert values[8:16] == list(gradient)
+    assert values[16] < 1024  # MiB
+
+
+def test_joined_kernels_keep_the_depth_cut():
+    """Planning cuts a chain every kMaximumFusedDepth (1000) ops; joining kernels with several outputs used to
+    merge the pieces back (a 2,500-op chain became one kernel, and compile time grows with the square of a
+    kernel's length: 2,000 sines took 145 s). Plans only; compiles nothing."""
+    values = run_program("""
+        import metajit as mj
+        x = mj.full([2, 2], 0.5)
+        for i in range(2500):
+            x = mj.sin(x)
+        print(*[len(kernel.ops) for kernel in mj.inspect(x)])
+    """, timeout=120)
+    assert len(values) >= 3 and sum(values) >= 2500, values
+    assert max(values) <= 1000, values
+
+
+def test_writes_through_views_of_views_in_a_loop_stay_linear():
+    """Each pass views the previous view and writes through it. The path from the base grew by one step per
+    pass, and every use re-derived it and every write scattered back through it: 200 passes took 2 s and
+    400 MB, growing as the square (meta_ops/var.cc now merges consecutive steps). About 0.2 s for 2,000."""
+    values = run_program("""
+        import resource
+        import metajit as mj
+        a = mj.tensor([1.0, 2.0], requires_grad=True)
+        x = a.clone()
+        for i in range(2000):
+            x = x.reshape(2, 1)
+            x += 0.5
+            x = x.t()[0]
+        (x * mj.tensor([3.0, 4.0])).sum().backward()
+        print(*x.detach().numpy(), *a.grad.numpy())
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    """, timeout=120)
+    assert values[:4] == [1001.0, 1002.0, 3.0, 4.0]
+    assert values[4] < 1024  # MiB
+
+
+def test_joins_of_many_pending_pieces_plan_bounded_kernels():
+    """mj.cat and mj.stack of many pending values: one kernel held every piece, and compiling it grew faster
+    than the count (stacking 1,000 took 20 s, concatenating 1,000 more than 300 s). Past 64 pieces each group
+    of 8 is a kernel of its own. About 2 s: the values of a 100-piece join, then the plan of a 1,000-piece one."""
+    values = run_program("""
+        import numpy as np
+        import metajit as mj
+        source = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+        x = mj.tensor(source) * 2.0
+        pieces = [mj.sin(x + i) for i in range(100)]
+        joined = mj.cat(pieces, 1).numpy()
+        stacked = mj.stack(pieces).numpy()
+        want = [np.sin(source * 2.0 + i) for i in range(100)]
+        print(np.abs(joined - np.concatenate(want, 1)).max(), np.abs(stacked - np.stack(want)).max())
+        pieces = [mj.sin(x + i) for i in range(1000)]
+        for join in (mj.cat, mj.stack):
+            kernels = mj.inspect(join(pieces))
+            print(len(kernels), max(len(kernel.ops) for kernel in kernels))
+    """, timeout=300)
+    assert max(values[:2]) <= 1e-6, values
+    for count, largest in (values[2:4], values[4:6]):
+        assert count >= 1000 / 8 and largest <= 8 * 8 * 3, values  # a piece is an add, a sine and a placement
