@@ -217,6 +217,65 @@ std::optional<std::vector<int64_t>> view_strides(const Shape& shape, const std::
   return result;
 }
 
+// Whether an affine step only adds or drops size-1 dims (unsqueeze, squeeze, a transpose of a size-1 dim,
+// selecting index 0 of one): every element keeps its row-major position, as under a reshape.
+static bool keeps_row_major_order(const ViewStep& step, const Shape& input_shape) {
+  if (step.dimensions.size() != input_shape.size()) return false;
+  std::vector<int> walkers(step.shape.size(), 0);
+  int previous = -1;
+  for (size_t dim = 0; dim < input_shape.size(); ++dim) {
+    const ViewDimension& dimension = step.dimensions[dim];
+    if (dimension.offset != 0) return false;
+    if (dimension.output_dim < 0) {
+      if (input_shape[dim] != 1) return false;
+      continue;
+    }
+    int64_t extent = step.shape[size_t(dimension.output_dim)];
+    if (extent != input_shape[dim] || (extent != 1 && dimension.step != 1)) return false;
+    ++walkers[size_t(dimension.output_dim)];
+    if (extent == 1) continue;
+    if (dimension.output_dim < previous) return false;
+    previous = dimension.output_dim;
+  }
+  for (size_t dim = 0; dim < step.shape.size(); ++dim)
+    if (step.shape[dim] != 1 && walkers[dim] != 1) return false;  // a broadcast or a diagonal
+  return true;
+}
+
+// Adds `step` to a view's path from its base, merged into the last step where the two compose into one:
+// a loop that views its own view (`x = x.reshape(2, 1); x += 1; x = x.reshape(2)`) otherwise makes a path as
+// long as the loop, and every use re-derives it and every write scatters back through it (200 steps: 2 s and
+// 400 MB, growing as the square).
+static void append_view_step(std::vector<ViewStep>& steps, ViewStep step, const Shape& input_shape) {
+  // Only after a reshape, which it then joins. After an affine step it stays affine, composing with it: writing
+  // through an expanded view needs the run of affine steps whole, to see that a later slice writes only one of
+  // the expanded elements. As a first step it stays what it is, so a write through it records what it did.
+  bool after_reshape = !steps.empty() && steps.back().kind == ViewStep::Kind::Reshape;
+  if (step.kind == ViewStep::Kind::Affine && after_reshape && keeps_row_major_order(step, input_shape)) {
+    step.kind = ViewStep::Kind::Reshape;
+    step.dimensions.clear();
+  }
+  if (!steps.empty() && steps.back().kind == step.kind) {
+    ViewStep& last = steps.back();
+    if (step.kind == ViewStep::Kind::Reshape) {  // row-major reshapes compose to the last one
+      last.shape = std::move(step.shape);
+      return;
+    }
+    if (step.kind == ViewStep::Kind::Affine) {  // index = offset + step * outer index, applied twice
+      for (ViewDimension& dimension : last.dimensions) {
+        if (dimension.output_dim < 0) continue;
+        const ViewDimension& next = step.dimensions[size_t(dimension.output_dim)];
+        dimension.offset += dimension.step * next.offset;
+        dimension.step = next.output_dim < 0 ? 0 : dimension.step * next.step;
+        dimension.output_dim = next.output_dim;
+      }
+      last.shape = std::move(step.shape);
+      return;
+    }
+  }
+  steps.push_back(std::move(step));
+}
+
 NodePtr apply_view_step(const NodePtr& input, const ViewStep& step) {
   if (step.kind == ViewStep::Kind::Detach) return detached(input);
   NodePtr result = step.kind == ViewStep::Kind::Affine ? view(input, step.shape, step.dimensions)
@@ -355,7 +414,7 @@ VarPtr Var::make_view(const VarPtr& base, ViewStep step, std::vector<int64_t> st
   auto view = std::make_shared<Var>(std::move(node));
   view->group_ = base->group_;
   view->steps_ = base->steps_;
-  view->steps_.push_back(std::move(step));
+  append_view_step(view->steps_, std::move(step), base->node()->shape);
   view->seen_version_ = shared.version;
   view->strides_ = std::move(strides);
   view->storage_offset_ = offset;
