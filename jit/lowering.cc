@@ -34,8 +34,8 @@ constexpr int64_t kGatherStoreMinimumElements = 4096;
 
 // A view of a view composes their index arithmetic, and a reshape's source indices each use the whole flat
 // offset, so `y = y.flip([0]).t().reshape(4, 2)` repeated doubles the written-out index at every step: keys,
-// range checks and C++ text grow as 2^steps (a 24-step chain took 68 s and 23 GB). Past this many nodes written
-// out, the view is stored and the chain goes on from a buffer; ordinary indexing stays far below it.
+// range checks and C++ text grow as 2^steps. Past this many nodes written out, the view is stored and the
+// chain goes on from a buffer; ordinary indexing stays far below it.
 constexpr int64_t kMaxIndexTreeSize = 1000;
 
 // Whether `expression` reads an index buffer (`@e0(...)`).

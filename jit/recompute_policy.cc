@@ -16,6 +16,13 @@ namespace {
 // thread pool, which is this many bytes of traffic at about 30 GB/s.
 constexpr int64_t kMinimumElements = 4096, kLaunchBytes = 128 * 1024;
 
+// A shared value whose rebuild runs more arithmetic ops than this is stored whatever the traffic says. Values
+// too small for their traffic to count (a loop's state of a few elements, read by the step's reduction and by
+// the next step) were otherwise rebuilt from the loop's start in every step's kernel: work growing as the
+// square of the loop, and a different kernel to compile at every step (`x = x * 0.5 - x.amax(0, keepdim=True)
+// * 0.25` in a loop). Stored at this length, a loop's kernels repeat.
+constexpr int64_t kMaximumRecomputedOperations = 32;
+
 bool is_arithmetic(NodeKind kind) {
   return kind == NodeKind::Unary || kind == NodeKind::Binary || kind == NodeKind::Where || kind == NodeKind::Cast;
 }
@@ -42,13 +49,20 @@ bool is_view_of_a_buffer(const Node& node, const std::unordered_set<Node*>& stor
 
 int64_t view_bytes(const Node& view) { return std::min(bytes_of(view), bytes_of(*view.inputs[0])); }
 
+// What a recomputation of a value costs: the bytes of the distinct buffers it reads, and its arithmetic ops.
+struct Rebuild {
+  int64_t bytes = 0;  // -1: the model does not hold (see recompute_cost)
+  int64_t operations = 0;
+};
+
 // Bytes of the distinct buffers a recomputation of `value` reads; -1 when it reduces or gathers from a computed
 // value on the way, where the kernel's index arithmetic, not its traffic, may set its speed and the model does
 // not hold. A gather straight from buffers (an embedding lookup) counts the elements it reads and its index
 // buffers: a transformer's residual stream starts with one, and was rebuilt from every earlier block's output
 // (21 buffers after 10 blocks) in each kernel that read it.
-int64_t recompute_bytes(Node* value, const std::unordered_set<Node*>& stored) {
-  int64_t total = 0;
+Rebuild recompute_cost(Node* value, const std::unordered_set<Node*>& stored) {
+  Rebuild cost;
+  int64_t& total = cost.bytes;
   std::vector<Node*> stack{value};
   std::unordered_set<Node*> seen;
   while (!stack.empty()) {
@@ -68,10 +82,11 @@ int64_t recompute_bytes(Node* value, const std::unordered_set<Node*>& stored) {
       for (size_t extra = 1; extra < node->inputs.size(); ++extra) total += bytes_of(*node->inputs[extra]);
       continue;
     }
-    if (node->kind == NodeKind::Reindex || node->kind == NodeKind::Reduce) return -1;
+    if (node->kind == NodeKind::Reindex || node->kind == NodeKind::Reduce) return {-1, 0};
+    if (is_arithmetic(node->kind)) ++cost.operations;
     for (const NodePtr& input : node->inputs) stack.push_back(input.get());
   }
-  return total;
+  return cost;
 }
 
 }  // namespace
@@ -189,9 +204,11 @@ Choice choose(std::vector<Node*> groups, std::unordered_set<Node*> stored, const
   for (Node* node : order) {
     int64_t reading = index.readers(node);
     if (reading < 2) continue;
-    int64_t recompute = recompute_bytes(node, stored), own = bytes_of(*node);
+    Rebuild rebuild = recompute_cost(node, stored);
+    int64_t own = bytes_of(*node);
     int64_t launch = node->numel() < kMinimumElements ? kLaunchBytes : 0;
-    if (recompute > 0 && (reading - 1) * recompute > (reading + 1) * own + launch) {
+    bool long_chain = rebuild.operations > kMaximumRecomputedOperations;
+    if (rebuild.bytes > 0 && (long_chain || (reading - 1) * rebuild.bytes > (reading + 1) * own + launch)) {
       stored.insert(node);
       groups.push_back(node);
       choice.stored_values.push_back(node);

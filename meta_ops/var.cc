@@ -244,8 +244,8 @@ static bool keeps_row_major_order(const ViewStep& step, const Shape& input_shape
 
 // Adds `step` to a view's path from its base, merged into the last step where the two compose into one:
 // a loop that views its own view (`x = x.reshape(2, 1); x += 1; x = x.reshape(2)`) otherwise makes a path as
-// long as the loop, and every use re-derives it and every write scatters back through it (200 steps: 2 s and
-// 400 MB, growing as the square).
+// long as the loop, and every use re-derives it and every write scatters back through it: time and memory
+// growing as the square of the loop.
 static void append_view_step(std::vector<ViewStep>& steps, ViewStep step, const Shape& input_shape) {
   // Only after a reshape, which it then joins. After an affine step it stays affine, composing with it: writing
   // through an expanded view needs the run of affine steps whole, to see that a later slice writes only one of

@@ -161,3 +161,26 @@ def test_joins_of_many_pending_pieces_plan_bounded_kernels():
     assert max(values[:2]) <= 1e-6, values
     for count, largest in (values[2:4], values[4:6]):
         assert count >= 1000 / 8 and largest <= 8 * 8 * 3, values  # a piece is an add, a sine and a placement
+
+
+def test_a_loop_reading_its_state_through_a_reduction_repeats_its_kernels():
+    """Each step's reduction kernel rebuilt the small state from the loop's start (its traffic too small for
+    the recompute policy to store it): work growing as the square of the loop and a new kernel at almost every
+    step (300 steps: 132 kernels). jit/recompute_policy.cc now stores a shared value whose rebuild runs more
+    than 32 ops, so the kernels repeat. Plans only, plus the values of a shorter loop; about 2 s."""
+    values = run_program("""
+        import numpy as np
+        import metajit as mj
+        start = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+        x, want = mj.tensor(start), start.astype(np.float64)
+        for i in range(60):
+            x = x * 0.5 - x.amax(0, keepdim=True) * 0.25
+            want = want * 0.5 - want.max(0, keepdims=True) * 0.25
+        print(np.abs(x.numpy() - want).max() / np.abs(want).max())
+        for i in range(300):
+            x = x * 0.5 - x.amax(0, keepdim=True) * 0.25
+        kernels = mj.inspect(x)
+        print(len(kernels), len({kernel.key for kernel in kernels}))
+    """, timeout=300)
+    assert values[0] < 1e-5, values
+    assert values[1] >= 300 and values[2] <= 20, values
