@@ -15,6 +15,7 @@
 #include "jit/cuda_emulator.h"
 #include "jit/graph_executor.h"
 #include "jit/kernel_cache.h"
+#include "jit/kernel_dump.h"
 #include "jit/launch_offsets.h"
 #include "jit/plan_cache.h"
 #include "meta_ops/code.h"
@@ -153,6 +154,7 @@ void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vecto
 // binary cache. A Code op without cuda_src runs its C++ source on the CPU instead (as in Jittor): its inputs
 // are copied to the host, and its outputs to the GPU when a later kernel reads them.
 void render_for_cuda(std::vector<PlannedKernel>& kernels, const CudaTarget& target, bool with_keys) {
+  const std::string dump_directory = KernelCache::instance().dump_directory();
   for (PlannedKernel& kernel : kernels) {
     const NodePtr& output = kernel.lowered.output;
     if (kernel.code) {
@@ -173,6 +175,9 @@ void render_for_cuda(std::vector<PlannedKernel>& kernels, const CudaTarget& targ
       kernel.cuda.header_comment += describe_launch_offsets(position_independent, kernel.buffer_offsets);
     }
     if (with_keys) kernel.cuda_key = CudaBinaryCache::instance().key_for(kernel.cuda.source, target);
+    if (!dump_directory.empty())
+      dump_cuda_kernel(dump_directory, with_keys ? kernel.cuda_key : CudaBinaryCache::instance().key_for(kernel.cuda.source, target),
+                       kernel.cuda.header_comment + kernel.cuda.source);
   }
 }
 

@@ -34,12 +34,38 @@ nlohmann::json header_lines(const std::string& source) {
 
 }  // namespace
 
+namespace {
+
+std::mutex& dump_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+// Whether `path` is new to this process (each file is written once).
+bool first_time(const std::string& path) {
+  static std::set<std::string> written;
+  return written.insert(path).second;
+}
+
+}  // namespace
+
+void dump_cuda_kernel(const std::string& directory, const std::string& key, const std::string& source_with_header) {
+  std::lock_guard<std::mutex> lock(dump_mutex());
+  if (!first_time(directory + "/" + key + ".cu")) return;
+  ::mkdir(directory.c_str(), 0755);
+  nlohmann::json record = {{"key", key},
+                           {"origin", "rendered for CUDA"},
+                           {"description", header_lines(source_with_header)},
+                           {"source", key + ".cu"}};
+  bool ok = write_file(directory + "/" + key + ".cu", source_with_header) &&
+            write_file(directory + "/index.jsonl", record.dump() + "\n", std::ios::app);
+  if (!ok) log_warning("METAJIT_DUMP_DIR: could not write CUDA kernel " + key + " to " + directory);
+}
+
 void dump_kernel(const std::string& directory, const std::string& key, const std::string& source_with_header,
                  const std::string& object, const char* origin) {
-  static std::mutex mutex;
-  static std::set<std::string> written;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!written.insert(directory + "/" + key).second) return;
+  std::lock_guard<std::mutex> lock(dump_mutex());
+  if (!first_time(directory + "/" + key)) return;
   ::mkdir(directory.c_str(), 0755);  // one level; an existing directory is fine
   nlohmann::json record = {{"key", key},
                            {"origin", origin},
