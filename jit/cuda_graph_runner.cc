@@ -7,7 +7,6 @@
 
 #include "core/executor.h"
 #include "core/stats.h"
-#include "jit/buffer_lifetimes.h"
 #include "jit/code_kernel.h"
 #include "jit/compiler.h"
 #include "jit/cuda_binary_cache.h"
@@ -17,7 +16,9 @@
 #include "jit/kernel_cache.h"
 #include "jit/kernel_dump.h"
 #include "jit/launch_offsets.h"
-#include "jit/plan_cache.h"
+#include "jit/plan/buffer_lifetimes.h"
+#include "jit/plan/plan_cache.h"
+#include "jit/run/run_loop.h"
 #include "meta_ops/code.h"
 
 namespace metajit {
@@ -107,8 +108,8 @@ void launch_code(const PlannedKernel& kernel, const NodePtr& output, const std::
 }
 
 // A kernel's buffers: its output, the further outputs of a kernel with several (siblings), then its inputs.
-void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& siblings,
-            const std::vector<NodePtr>& inputs) {
+void launch_kernel(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& siblings,
+                   const std::vector<NodePtr>& inputs) {
   if (kernel.on_host)
     return run_code_on_host(output, inputs, host_kernel_function(kernel, *output), kernel.rendered.work_items);
   if (kernel.code) return launch_code(kernel, output, inputs);
@@ -181,6 +182,21 @@ void render_for_cuda(std::vector<PlannedKernel>& kernels, const CudaTarget& targ
   }
 }
 
+// The GPU (or the CPU emulator of CUDA kernels) as a Device: kernels are queued on one stream; their binaries
+// were prepared when the plan was made. As on the CPU (jit/plan/buffer_lifetimes.h), an intermediate goes back to
+// the caching allocator after its last reader is queued; the one stream runs whatever reuses the block after
+// that reader.
+class CudaStreamDevice : public Device {
+ public:
+  void launch(const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& siblings,
+              const std::vector<NodePtr>& inputs) override {
+    launch_kernel(kernel, output, siblings, inputs);
+    // A Code op run on the host counts its own; a library call alone launches no kernel of ours.
+    if (!kernel.on_host && (!kernel.library || kernel.epilogue)) stats().kernels_launched++;
+  }
+  void synchronize() override { synchronize_cuda(); }
+};
+
 int prepare_binaries(const std::vector<PlannedKernel>& kernels, const CudaTarget& target) {
   std::vector<CudaKernelRequest> requests;
   for (const PlannedKernel& kernel : kernels)
@@ -224,51 +240,19 @@ void run_on_cuda(const std::vector<NodePtr>& targets) {
   if (execution_ == CudaExecution::Gpu) target = CudaContext::instance().target();
   GraphSignature signature = graph_signature(targets);
   signature.text.insert(0, execution_ == CudaExecution::Gpu ? "cuda " + target.name() + "\n" : "cuda emulator\n");
-  std::shared_ptr<const CachedPlan> plan = PlanCache::instance().find(signature.text);
+  std::shared_ptr<const Plan> plan = PlanCache::instance().find(signature.text);
   if (!plan) {
     // cuBLAS and cuDNN take the contractions they can on a GPU; the emulator runs every one as a kernel.
     ContractionBackend backend = execution_ == CudaExecution::Gpu ? cuda_contraction_backend() : nullptr;
     std::vector<PlannedKernel> kernels = plan_kernels(targets, backend, /*render_cpu_source=*/false);
     render_for_cuda(kernels, target, /*with_keys=*/execution_ == CudaExecution::Gpu);
     if (execution_ == CudaExecution::Gpu) prepare_binaries(kernels, target);  // a new plan: all at once
-    plan = PlanCache::instance().insert(signature, std::move(kernels));
+    plan = PlanCache::instance().insert(signature.text, make_plan(signature, std::move(kernels)));
   }
   stats().planning_nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now() - planning_start).count();
-  const std::vector<NodePtr>& nodes = signature.nodes;
-  bool check_values = check_non_finite();
-  bool profiling = kernel_profiling();
-  // As on the CPU (jit/buffer_lifetimes.h): an intermediate goes back to the caching allocator after its last
-  // reader is queued; the one stream runs whatever reuses the block after that reader.
-  const BufferLifetimes& lifetimes = plan->lifetimes;
-  std::vector<uint8_t> releasable = releasable_buffers(lifetimes, nodes);
-  for (size_t index = 0; index < plan->kernels.size(); ++index) {
-    check_interrupt();
-    const PlannedKernel& kernel = plan->kernels[index];
-    const NodePtr& output = nodes[plan->outputs[index]];
-    std::vector<NodePtr> inputs, siblings;
-    for (int position : plan->inputs[index]) inputs.push_back(nodes[position]);
-    for (int position : plan->siblings[index]) siblings.push_back(nodes[position]);
-    if (profiling) {
-      synchronize_cuda();
-      auto start = std::chrono::steady_clock::now();
-      launch(kernel, output, siblings, inputs);
-      synchronize_cuda();
-      record_kernel_profile(kernel, *output, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    } else {
-      launch(kernel, output, siblings, inputs);
-    }
-    // The host runner counts its own; a library call alone launches no kernel of ours.
-    if (!kernel.on_host && (!kernel.library || kernel.epilogue)) stats().kernels_launched++;
-    if (check_values) {
-      check_kernel_output(kernel, *output, inputs);
-      for (const NodePtr& sibling : siblings) check_kernel_output(kernel, *sibling, inputs);
-    }
-    inputs.clear();  // their copies of the node pointers must not count as holders below
-    siblings.clear();
-    stats().buffers_released_early += release_after_kernel(lifetimes, releasable, nodes, index);
-  }
-  release_computed_inputs(*plan, nodes);
+  CudaStreamDevice device;
+  run_plan(*plan, signature.nodes, device);
 }
 
 void synchronize_cuda() {

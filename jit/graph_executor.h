@@ -1,5 +1,5 @@
-// The JIT's implementation of core's GraphRunner: plan fused groups, lower, render, fetch kernels from the
-// cache and launch them on the thread pool. Also the planning step on its own, for inspection.
+// The JIT's implementation of core's GraphRunner: takes a plan (jit/plan/planner.h) from the plan cache or the
+// planner, fetches its kernels from the kernel cache and launches them on the thread pool.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,36 +11,10 @@
 #include "jit/cuda_renderer.h"
 #include "jit/kernel_cache.h"
 #include "jit/lowering.h"
+#include "jit/plan/planner.h"
 #include "meta_ops/code.h"
 
 namespace metajit {
-
-struct PlannedKernel {
-  LoweredKernel lowered;
-  RenderedKernel rendered;  // empty when a library call does all the work
-  std::string key;          // of `rendered`
-  // Per buffer of `rendered`, the elements its launch adds to the buffer's start (jit/launch_offsets.h); empty
-  // when none. `lowered.kernel`, which the CUDA renderer reads, still has them in its index expressions.
-  std::vector<int64_t> buffer_offsets;
-  // A vendor-library call computing the kernel's contraction. With `rendered` set it writes a temporary that
-  // the rendered epilogue reads as its last input buffer; otherwise it writes the output itself.
-  std::shared_ptr<const LibraryCall> library;
-  bool epilogue = false;    // with `library`: the lowered kernel is an epilogue reading the call's temporary
-  std::string contraction;  // the matched contraction (Contraction::describe), also when no library took it
-  bool code = false;        // a Code op: `rendered` is the user's kernel, launched once for all its outputs
-  bool on_host = false;     // in plans for the GPU: a Code op without cuda_src, run on the CPU from `rendered`
-  RenderedCudaKernel cuda;  // in plans for the GPU (jit/cuda_graph_runner.h), instead of `rendered`
-  std::string cuda_key;     // of `cuda`, for the CUDA binary cache ("" under the emulator)
-};
-
-// The kernels that computing `targets` would launch, in launch order. Runs nothing. `backend` takes the
-// contractions it can as library calls (oneDNN's for the CPU, cuBLAS/cuDNN's on a GPU); without one every
-// contraction stays a generated kernel. Without `render_cpu_source` the kernels are lowered but not rendered to
-// C++ (the CUDA backend renders its own). Without `multiple_outputs` every kernel stores one value
-// (mj.cuda.emulate's per-node buffers need that).
-std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets,
-                                        ContractionBackend backend = contraction_backend(),
-                                        bool render_cpu_source = true, bool multiple_outputs = true);
 
 // Shared with the CUDA graph runner: the METAJIT_CHECK_NAN check of one kernel's output, whether profiling is
 // on, and recording one kernel's time.

@@ -47,7 +47,7 @@ struct LoweringResult {
 };
 
 // No kernel inlines a chain of more than this many ops: planning stores the value where a chain reaches it
-// (jit/graph_executor.cc), and joined siblings may not hold more ops than this between them (compile time grows
+// (jit/plan/cut_deep_chains.cc), and joined siblings may not hold more ops than this between them (compile time grows
 // with the square of a kernel's length).
 constexpr int kMaximumFusedDepth = 1000;
 

@@ -25,7 +25,7 @@
 #include "jit/cuda_graph_runner.h"
 #include "jit/graph_executor.h"
 #include "jit/kernel_cache.h"
-#include "jit/sibling_kernels.h"
+#include "jit/plan/sibling_kernels.h"
 #include "meta_ops/autodiff.h"
 #include "meta_ops/broadcast.h"
 #include "meta_ops/elementwise.h"

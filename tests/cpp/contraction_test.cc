@@ -21,7 +21,7 @@
 #include "jit/contraction.h"
 #include "jit/graph_executor.h"
 #include "jit/lowering.h"
-#include "jit/plan_cache.h"
+#include "jit/plan/plan_cache.h"
 #include "meta_ops/broadcast.h"
 #include "meta_ops/elementwise.h"
 #include "meta_ops/reduce.h"

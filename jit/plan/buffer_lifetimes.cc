@@ -1,12 +1,12 @@
 // Positions in the signature are a post-order (a node comes after its inputs), so one backward sweep sees every
 // node's readers before the node itself.
-#include "jit/buffer_lifetimes.h"
+#include "jit/plan/buffer_lifetimes.h"
 
 #include <unordered_map>
 
 #include "core/executor.h"
 #include "jit/contraction.h"
-#include "jit/plan_cache.h"
+#include "jit/plan/plan.h"
 
 namespace metajit {
 namespace {
@@ -18,7 +18,7 @@ bool keeps_inputs(const Node& node) {
 
 }  // namespace
 
-BufferLifetimes buffer_lifetimes(const GraphSignature& signature, const CachedPlan& plan) {
+BufferLifetimes buffer_lifetimes(const GraphSignature& signature, const Plan& plan) {
   const std::vector<NodePtr>& nodes = signature.nodes;
   BufferLifetimes lifetimes;
   lifetimes.readers.resize(nodes.size());
@@ -89,7 +89,7 @@ int release_after_kernel(const BufferLifetimes& lifetimes, const std::vector<uin
   return released;
 }
 
-void release_computed_inputs(const CachedPlan& plan, const std::vector<NodePtr>& nodes) {
+void release_computed_inputs(const Plan& plan, const std::vector<NodePtr>& nodes) {
   for (int position : plan.outputs) release_inputs(*nodes[position]);
   for (const std::vector<int>& siblings : plan.siblings)
     for (int position : siblings) release_inputs(*nodes[position]);

@@ -15,7 +15,7 @@
 namespace metajit {
 
 struct GraphSignature;
-struct CachedPlan;
+struct Plan;
 
 // The structure, per plan (positions are indexes into the signature's node list).
 struct BufferLifetimes {
@@ -26,7 +26,7 @@ struct BufferLifetimes {
 };
 
 // Built when the plan is cached, from the signature's nodes as they are before the run.
-BufferLifetimes buffer_lifetimes(const GraphSignature& signature, const CachedPlan& plan);
+BufferLifetimes buffer_lifetimes(const GraphSignature& signature, const Plan& plan);
 
 // Per position, at the start of a run: true where the node's buffer may go after its last reader.
 std::vector<uint8_t> releasable_buffers(const BufferLifetimes& lifetimes, const std::vector<NodePtr>& nodes);
@@ -41,6 +41,6 @@ bool release_buffer(const NodePtr& node, size_t graph_readers);
 int release_after_kernel(const BufferLifetimes& lifetimes, const std::vector<uint8_t>& releasable,
                          const std::vector<NodePtr>& nodes, size_t kernel);
 // At the end of a run: cuts the input edges of every value the plan computed (outputs and siblings).
-void release_computed_inputs(const CachedPlan& plan, const std::vector<NodePtr>& nodes);
+void release_computed_inputs(const Plan& plan, const std::vector<NodePtr>& nodes);
 
 }  // namespace metajit

@@ -4,7 +4,7 @@
 // value's kernel must also save more than its launch costs, but it can: a recurrence's state (an LSTM's cell)
 // is small, and unstored, every step's kernel rebuilt the whole chain from the first step.
 // Two greedy orders are tried (see shared_values_to_store) and the one with less modelled traffic is kept.
-#include "jit/recompute_policy.h"
+#include "jit/plan/recompute_policy.h"
 
 #include <algorithm>
 #include <unordered_map>

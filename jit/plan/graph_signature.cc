@@ -1,20 +1,14 @@
 // The signature walk is an iterative post-order over pending nodes; a computed node is a leaf described only by
-// dtype and shape, since its values never enter a kernel's source. The cache is bounded: when it is full it
-// is emptied (a loop's plans are re-made within one step).
-#include "jit/plan_cache.h"
+// dtype and shape, since its values never enter a kernel's source.
+#include "jit/plan/graph_signature.h"
 
 #include <algorithm>
-#include <mutex>
-#include <stdexcept>
-#include <unordered_map>
 
 #include "jit/contraction.h"
-#include "jit/sibling_kernels.h"
+#include "jit/plan/sibling_kernels.h"
 
 namespace metajit {
 namespace {
-
-constexpr size_t kMaximumPlans = 256;
 
 // The text is a cache key only (hashed and compared, never shown), so numbers go in as their raw bytes:
 // formatting them as decimal and hex-float text took about a tenth of a small sync.
@@ -109,63 +103,6 @@ GraphSignature graph_signature(const std::vector<NodePtr>& targets) {
   signature.text += convolution_algorithm_name(convolution_algorithm());  // library calls differ by it
   previous_size = std::max<size_t>(4096, signature.text.size());
   return signature;
-}
-
-struct PlanCache::Impl {
-  std::mutex mutex;
-  std::unordered_map<std::string, std::shared_ptr<const CachedPlan>> plans;
-};
-
-PlanCache::PlanCache() : impl_(std::make_shared<Impl>()) {}
-
-PlanCache& PlanCache::instance() {
-  static PlanCache cache;
-  return cache;
-}
-
-std::shared_ptr<const CachedPlan> PlanCache::find(const std::string& signature) {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  auto found = impl_->plans.find(signature);
-  return found == impl_->plans.end() ? nullptr : found->second;
-}
-
-std::shared_ptr<const CachedPlan> PlanCache::insert(const GraphSignature& signature, std::vector<PlannedKernel> kernels) {
-  std::unordered_map<const Node*, int> positions;
-  for (size_t position = 0; position < signature.nodes.size(); ++position)
-    positions[signature.nodes[position].get()] = int(position);
-  auto plan = std::make_shared<CachedPlan>();
-  for (PlannedKernel& kernel : kernels) {
-    auto position = [&](const NodePtr& node) {
-      auto found = positions.find(node.get());
-      if (found == positions.end()) throw std::logic_error("planned kernel uses a node outside the signature");
-      return found->second;
-    };
-    plan->outputs.push_back(position(kernel.lowered.output));
-    std::vector<int> siblings;
-    for (const NodePtr& sibling : kernel.lowered.siblings) siblings.push_back(position(sibling));
-    plan->siblings.push_back(std::move(siblings));
-    std::vector<int> inputs;
-    for (const NodePtr& input : kernel.lowered.inputs) inputs.push_back(position(input));
-    plan->inputs.push_back(std::move(inputs));
-    kernel.lowered.output = nullptr;
-    kernel.lowered.siblings.clear();
-    kernel.lowered.inputs.clear();
-    kernel.lowered.origins.clear();
-    kernel.lowered.scatter_target.clear();
-    kernel.lowered.kernel.body.clear();
-    kernel.lowered.kernel.row_body.clear();
-    plan->kernels.push_back(std::move(kernel));
-  }
-  plan->lifetimes = buffer_lifetimes(signature, *plan);
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  if (impl_->plans.size() >= kMaximumPlans) impl_->plans.clear();
-  impl_->plans[signature.text] = plan;
-  return plan;
-}
-
-void PlanCache::clear() {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->plans.clear();
 }
 
 }  // namespace metajit

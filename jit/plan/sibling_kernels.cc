@@ -2,7 +2,7 @@
 // related to (or any, when it is small), if lowering them together works; otherwise it opens a group of its own.
 // A group closes once a kernel outside it reads one of its outputs, since the joined kernel runs where its
 // last member was.
-#include "jit/sibling_kernels.h"
+#include "jit/plan/sibling_kernels.h"
 
 #include <atomic>
 #include <cstdlib>

@@ -1,0 +1,39 @@
+#include "jit/plan/plan.h"
+
+#include <stdexcept>
+#include <unordered_map>
+
+namespace metajit {
+
+std::shared_ptr<const Plan> make_plan(const GraphSignature& signature, std::vector<PlannedKernel> kernels) {
+  std::unordered_map<const Node*, int> positions;
+  for (size_t position = 0; position < signature.nodes.size(); ++position)
+    positions[signature.nodes[position].get()] = int(position);
+  auto plan = std::make_shared<Plan>();
+  for (PlannedKernel& kernel : kernels) {
+    auto position = [&](const NodePtr& node) {
+      auto found = positions.find(node.get());
+      if (found == positions.end()) throw std::logic_error("planned kernel uses a node outside the signature");
+      return found->second;
+    };
+    plan->outputs.push_back(position(kernel.lowered.output));
+    std::vector<int> siblings;
+    for (const NodePtr& sibling : kernel.lowered.siblings) siblings.push_back(position(sibling));
+    plan->siblings.push_back(std::move(siblings));
+    std::vector<int> inputs;
+    for (const NodePtr& input : kernel.lowered.inputs) inputs.push_back(position(input));
+    plan->inputs.push_back(std::move(inputs));
+    kernel.lowered.output = nullptr;
+    kernel.lowered.siblings.clear();
+    kernel.lowered.inputs.clear();
+    kernel.lowered.origins.clear();
+    kernel.lowered.scatter_target.clear();
+    kernel.lowered.kernel.body.clear();
+    kernel.lowered.kernel.row_body.clear();
+    plan->kernels.push_back(std::move(kernel));
+  }
+  plan->lifetimes = buffer_lifetimes(signature, *plan);
+  return plan;
+}
+
+}  // namespace metajit

@@ -1,0 +1,79 @@
+// Pass 6, render and key: each lowered kernel becomes a PlannedKernel. A matched contraction goes to the
+// backend, with the most post-ops folded into the call that it takes (else the plain sum and a generated
+// epilogue); what is left of the kernel is rendered to C++ position-independent (x[0]'s kernel serves x[t], its
+// offset added at launch) and keyed for the kernel cache. A Code op renders the user's kernel.
+#include <optional>
+
+#include "jit/code_kernel.h"
+#include "jit/kernel_cache.h"
+#include "jit/launch_offsets.h"
+#include "jit/plan/planning_state.h"
+#include "jit/reduce_loop_merging.h"
+#include "meta_ops/code.h"
+
+namespace metajit {
+namespace {
+
+PlannedKernel code_kernel(LoweredKernel lowered, bool render_cpu_source) {
+  PlannedKernel planned;
+  NodePtr output = lowered.output;
+  const CodeOp& op = *static_cast<const CodePayload&>(*output->payload).op;
+  planned.code = true;
+  if (render_cpu_source) {
+    planned.rendered = render_code_kernel(op, output->inputs);
+    planned.key = KernelCache::instance().key_for(planned.rendered.source);
+  }
+  planned.lowered = std::move(lowered);
+  planned.lowered.kernel.fused_ops = {op.what + "  " + shape_to_string(output->shape) + "  " + op.provenance.to_string()};
+  return planned;
+}
+
+PlannedKernel generated_kernel(LoweredKernel lowered, ContractionMatch match, ContractionBackend backend,
+                               bool render_cpu_source) {
+  PlannedKernel planned;
+  std::optional<IrKernel>* epilogue = &match.epilogue;
+  if (match.contraction) {
+    // The most post-ops folded into the call that the backend takes; else the plain sum and the epilogue.
+    for (ContractionMatch::Folded& fold : match.folds) {
+      if (!(planned.library = backend(fold.contraction))) continue;
+      planned.contraction = fold.contraction.describe();
+      epilogue = &fold.epilogue;
+      break;
+    }
+    if (!planned.library) {
+      planned.library = backend(*match.contraction);
+      planned.contraction = match.contraction->describe();
+    }
+  }
+  planned.epilogue = planned.library && *epilogue;
+  if (planned.epilogue) lowered.kernel = std::move(**epilogue);
+  if (!planned.library || *epilogue) {
+    merge_reduce_loops(lowered.kernel);
+    if (render_cpu_source) {
+      IrKernel position_independent = lowered.kernel;
+      planned.buffer_offsets = move_constant_offsets_to_launch(position_independent);
+      planned.rendered = render_cpp(position_independent);
+      planned.rendered.header_comment += describe_launch_offsets(position_independent, planned.buffer_offsets);
+      planned.key = KernelCache::instance().key_for(planned.rendered.source);
+    }
+  }
+  planned.lowered = std::move(lowered);
+  return planned;
+}
+
+}  // namespace
+
+std::vector<PlannedKernel> render_kernels(std::vector<LoweredKernel> lowered, std::vector<ContractionMatch> matches,
+                                          ContractionBackend backend, bool render_cpu_source) {
+  std::vector<PlannedKernel> kernels;
+  kernels.reserve(lowered.size());
+  for (size_t index = 0; index < lowered.size(); ++index) {
+    if (lowered[index].output->kind == NodeKind::Code)
+      kernels.push_back(code_kernel(std::move(lowered[index]), render_cpu_source));
+    else
+      kernels.push_back(generated_kernel(std::move(lowered[index]), std::move(matches[index]), backend, render_cpu_source));
+  }
+  return kernels;
+}
+
+}  // namespace metajit
