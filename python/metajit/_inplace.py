@@ -175,6 +175,19 @@ def _install():
                  "cosh", "reciprocal", "sign", "trunc", "frac", "square", "logical_not", "bitwise_not"):
         if hasattr(Var, name):
             methods[name + "_"] = _from_out_of_place(name + "_", _unary(name))
+    # In-place twins of out-of-place methods that keep self's shape (x.index_add_(...), x.logit_(), ...).
+    for name in ("index_add", "index_copy", "index_fill", "masked_scatter", "scatter_reduce", "scatter_add",
+                 "nan_to_num", "logit", "xlogy", "sinc", "deg2rad", "rad2deg", "copysign", "heaviside", "float_power",
+                 "acosh", "asinh", "atanh", "arccos", "arcsin", "arctan", "arccosh", "arcsinh", "arctanh", "absolute",
+                 "negative", "multiply", "subtract", "divide", "true_divide", "floor_divide", "sgn", "erfc", "exp2",
+                 "fmod", "remainder", "hypot", "atan2", "arctan2", "eq", "ne", "lt", "le", "gt", "ge", "tril", "triu",
+                 "cumsum", "cumprod", "clip", "logical_and", "logical_or", "logical_xor", "bitwise_and",
+                 "bitwise_or", "bitwise_xor"):
+        if hasattr(Var, name) and not hasattr(Var, name + "_") and name + "_" not in methods:
+            methods[name + "_"] = _from_out_of_place(
+                name + "_", lambda self, *args, _name=name, **kwargs: getattr(self, _name)(*args, **kwargs),
+                checks_overlap=name not in ("index_add", "index_copy", "index_fill", "masked_scatter",
+                                            "scatter_reduce", "scatter_add"))
     for name, operator in {
         "__iadd__": lambda a, b: a + b, "__isub__": lambda a, b: a - b, "__imul__": lambda a, b: a * b,
         "__itruediv__": lambda a, b: a / b, "__ifloordiv__": lambda a, b: a // b, "__imod__": lambda a, b: a % b,

@@ -164,24 +164,11 @@ Var.share_memory_ = _returns_self
 Var.is_pinned = lambda self: False
 Var.is_shared = lambda self: False
 
-_ABSENT_METHODS = {
-    "retain_grad": "gradients of non-leaf Vars are not kept; use mj.grad(output, [var]) or "
-                   "mj.autograd.grad to get them",
-    "register_hook": "gradient hooks are not supported; use mj.Function for a custom gradient",
-    "grad_fn": "the autograd graph is not exposed as grad_fn objects; x.is_leaf and x.requires_grad are",
-    "data_ptr": "raw pointers are not exposed; values live in the lazy graph until they are computed",
-    "storage": "storages are not exposed; x.numpy() gives the values",
-    "untyped_storage": "storages are not exposed; x.numpy() gives the values",
-    "to_sparse": "sparse tensors are not supported",
-    "backward_hooks": "gradient hooks are not supported",
-}
-
-
 def _missing_attribute(self, name):
-    """Var.__getattr__, only reached when normal lookup fails: a PyTorch Tensor method metajit leaves out says so and why."""
-    if name in _ABSENT_METHODS:
-        raise AttributeError(f"metajit.Var has no '{name}' (PyTorch's Tensor.{name}): {_ABSENT_METHODS[name]}")
-    raise AttributeError(f"'metajit.Var' object has no attribute '{name}'")
+    """Var.__getattr__, only reached when normal lookup fails: a PyTorch Tensor method metajit leaves out says so
+    and why (the reasons are in _absent.py)."""
+    from ._absent import absent_method
+    raise absent_method(name)
 
 
 Var.__getattr__ = _missing_attribute
@@ -194,7 +181,11 @@ def _install_function_methods():
     spellings = {"addmm": "addmm", "baddbmm": "baddbmm", "outer": "outer", "cross": "cross", "kron": "kron",
                  "logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor",
                  "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor",
-                 "isclose": "isclose", "equal": "equal", "true_divide": "div", "floor_divide": "floor_div"}
+                 "isclose": "isclose", "equal": "equal", "true_divide": "div", "floor_divide": "floor_div",
+                 "greater": "greater", "greater_equal": "greater_equal", "less": "less", "less_equal": "less_equal",
+                 "not_equal": "not_equal", "dot": "dot", "mv": "mv", "inner": "inner", "vdot": "vdot", "ger": "ger",
+                 "addmv": "addmv", "addr": "addr", "addbmm": "addbmm", "dist": "dist", "exp2": "exp2",
+                 "hardshrink": "hardshrink", "prelu": "prelu", "multinomial": "multinomial"}
     for method, function_name in spellings.items():
         if hasattr(Var, method):
             continue
@@ -205,3 +196,13 @@ def _install_function_methods():
         method_of.__name__ = method
         method_of.__doc__ = f"mj.{function_name}(self, ...)"
         setattr(Var, method, method_of)
+    # Their in-place twins (x.addmm_(a, b), x.greater_(y), ...), written through _inplace like the others.
+    from ._inplace import _from_out_of_place
+    for method in ("addmm", "baddbmm", "addmv", "addr", "addbmm", "greater", "greater_equal", "less", "less_equal",
+                   "not_equal", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+                   "bitwise_xor", "exp2"):
+        if hasattr(Var, method) and not hasattr(Var, method + "_"):
+            setattr(Var, method + "_", _from_out_of_place(
+                method + "_", lambda self, *args, _method=method, **kwargs: getattr(self, _method)(*args, **kwargs)))
+    if not hasattr(Var, "reshape_as"):
+        Var.reshape_as = lambda self, other: self.reshape(list(other.shape))

@@ -8,6 +8,7 @@ from .dataloader import DataLoader
 from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset,
                       random_split)
 from .generator import Generator
+from .stack_dataset import StackDataset
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,
                       WeightedRandomSampler)
 from .worker import WorkerInfo, get_worker_info
@@ -15,4 +16,10 @@ from .worker import WorkerInfo, get_worker_info
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "ChainDataset", "Subset",
            "random_split", "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
            "WeightedRandomSampler", "BatchSampler", "DataLoader", "default_collate", "default_convert",
-           "get_worker_info", "WorkerInfo", "Generator"]
+           "get_worker_info", "WorkerInfo", "Generator", "StackDataset"]
+
+
+def __getattr__(name):
+    """A torch.utils.data name metajit lacks: an AttributeError that names it (reasons in _absent.py)."""
+    from .._absent import absent_name
+    raise absent_name(name, "metajit.utils.data", "torch.utils.data")

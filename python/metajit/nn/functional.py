@@ -4,3 +4,9 @@ from .. import ops as _ops
 from ..ops import *  # noqa: F401,F403
 
 __all__ = list(_ops.__all__)
+
+
+def __getattr__(name):
+    """A torch.nn.functional name metajit lacks: an AttributeError that names it (reasons in _absent.py)."""
+    from .._absent import absent_name
+    raise absent_name(name, "metajit.nn.functional", "torch.nn.functional")

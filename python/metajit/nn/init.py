@@ -242,3 +242,9 @@ kaiming_uniform = _deprecated(kaiming_uniform_)
 kaiming_normal = _deprecated(kaiming_normal_)
 orthogonal = _deprecated(orthogonal_)
 sparse = _deprecated(sparse_)
+
+
+def __getattr__(name):
+    """A torch.nn.init name metajit lacks: an AttributeError that names it."""
+    from .._absent import absent_name
+    raise absent_name(name, "metajit.nn.init", "torch.nn.init")

@@ -15,7 +15,7 @@ from .tensor import _as_var, _normalize_dim, _normalize_dims
 
 __all__ = ["softmax", "log_softmax", "logsumexp", "relu", "relu6", "leaky_relu", "gelu", "silu", "sigmoid", "tanh",
            "elu", "softplus", "hardtanh", "hardsigmoid", "hardswish", "mish", "prelu", "selu", "celu", "glu",
-           "logsigmoid", "softsign", "softmin", "threshold", "hardshrink", "softshrink", "tanhshrink"]
+           "logsigmoid", "softsign", "softmin", "threshold", "hardshrink", "softshrink", "tanhshrink", "rrelu"]
 
 
 def _implicit_softmax_dim(name, ndim):
@@ -273,3 +273,16 @@ def softshrink(input, lambd=0.5):
 def tanhshrink(input):
     """input - tanh(input)."""
     return input - input.tanh()
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomized leaky ReLU: negative inputs times a slope drawn uniformly from [lower, upper] per element while
+    training (from mj.rand), times the mean slope (lower + upper) / 2 otherwise."""
+    input = _as_var(input)
+    if training:
+        from .. import rand
+        slope = _core.cast(rand(*input.shape, dtype="float32"), input.dtype) * (upper - lower) + lower
+    else:
+        slope = (lower + upper) / 2.0
+    result = where(input >= 0, input, input * slope)
+    return input.copy_(result) if inplace else result

@@ -3,7 +3,7 @@ from .. import where
 from .reduction import norm
 from .tensor import _as_var, _normalize_dim
 
-__all__ = ["normalize", "cosine_similarity", "pairwise_distance", "cdist"]
+__all__ = ["normalize", "cosine_similarity", "pairwise_distance", "cdist", "pdist"]
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12):
@@ -49,3 +49,17 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
         raise ValueError(f"cdist: p must be a non-negative number, got {p!r}")
     difference = x1.unsqueeze(-2) - x2.unsqueeze(-3)
     return norm(difference, p, dim=difference.ndim - 1)
+
+
+def pdist(input, p=2.0):
+    """The p-norm distances between every pair of rows i < j of an [N, M] input, in row-major pair order (the
+    upper triangle of cdist without its diagonal)."""
+    import numpy as np
+    input = _as_var(input)
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    first, second = np.triu_indices(input.shape[0], 1)  # pair numbering depends only on N
+    if first.size == 0:
+        return input[:0, 0]
+    difference = input.index_select(0, first.astype(np.int64)) - input.index_select(0, second.astype(np.int64))
+    return norm(difference, p, 1)

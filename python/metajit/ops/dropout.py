@@ -6,7 +6,7 @@ import warnings
 from .. import _core
 from .._core import Var
 
-__all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d"]
+__all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"]
 
 _FLOAT_DTYPES = ("float16", "float32", "float64")
 
@@ -75,3 +75,34 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
 def dropout3d(input, p=0.5, training=True, inplace=False):
     """Zeroes whole channels of [N, C, D, H, W] (or [C, D, H, W]) with probability p."""
     return _feature_dropout(input, p, training, 3, "dropout3d")
+
+
+_SELU_SATURATION = 1.7580993408473766  # -SELU(-inf) = scale * alpha
+
+
+def _alpha_dropout(input, p, training, mask_shape, function):
+    """Dropped units become SELU's saturation value, then a * x + b restores zero mean and unit variance:
+    a = ((1 - p) (1 + p s^2))^-1/2, b = a s p (PyTorch's formulas)."""
+    from .. import rand
+    _check(input, p, function)
+    if not training or p == 0:
+        return input
+    if p == 1:
+        return input * 0
+    keep = _core.cast(rand(*mask_shape) >= p, input.dtype)
+    scale = 1.0 / ((_SELU_SATURATION ** 2 * p + 1) * (1 - p)) ** 0.5
+    shift = (keep - 1.0) * (_SELU_SATURATION * scale) + _SELU_SATURATION * scale * p
+    return input * (keep * scale) + shift
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Dropout for SELU networks: keeps the mean and variance of its input (drawn with mj.rand)."""
+    result = _alpha_dropout(input, p, training, list(input.shape), "alpha_dropout")
+    return input.copy_(result) if inplace and result is not input else result
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """alpha_dropout of whole channels (dim 1) of an [N, C, *] input."""
+    shape = [input.shape[0], input.shape[1]] + [1] * (input.ndim - 2) if input.ndim >= 2 else list(input.shape)
+    result = _alpha_dropout(input, p, training, shape, "feature_alpha_dropout")
+    return input.copy_(result) if inplace and result is not input else result

@@ -7,9 +7,9 @@ from .._core import Var
 from .. import array, where
 from .tensor import _as_var, _normalize_dim, cat, index_select
 
-__all__ = ["narrow", "select", "movedim", "moveaxis", "swapaxes", "swapdims", "unflatten", "tile",
-           "repeat_interleave", "take", "diff", "diag", "meshgrid", "t", "permute", "reshape", "clone", "numel",
-           "unbind", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold"]
+__all__ = ["narrow", "select", "movedim", "moveaxis", "swapaxes", "swapdims", "unflatten", "tile", "repeat_interleave",
+           "take", "diff", "diag", "meshgrid", "t", "permute", "reshape", "clone", "numel", "unbind", "pixel_shuffle",
+           "pixel_unshuffle", "unfold", "fold", "channel_shuffle"]
 
 
 def _integer(name, argument, value):
@@ -379,3 +379,19 @@ for _name, _function in {"repeat": _method_repeat, "tile": tile, "movedim": _met
                          "unflatten": _method_unflatten, "repeat_interleave": _method_repeat_interleave,
                          "take": take, "diff": _method_diff}.items():
     setattr(Var, _name, _function)
+
+
+def channel_shuffle(input, groups):
+    """[N, C, *] with its C channels, seen as groups x (C / groups), transposed to (C / groups) x groups (ShuffleNet's
+    channel mixing)."""
+    input = _as_var(input)
+    if input.ndim < 3:
+        raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, but got input with sizes "
+                           f"{list(input.shape)}")
+    channels = input.shape[1]
+    if groups <= 0 or channels % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {channels} channels and {groups} "
+                           "groups.")
+    rest = list(input.shape[2:])
+    grouped = input.reshape([input.shape[0], groups, channels // groups] + rest)
+    return grouped.transpose(1, 2).reshape(list(input.shape))

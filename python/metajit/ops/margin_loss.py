@@ -12,7 +12,8 @@ from .loss import _float_input, _float_like, _reduce, _reduction
 from .tensor import _as_var
 
 __all__ = ["margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss", "cosine_embedding_loss",
-           "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss", "multilabel_soft_margin_loss"]
+           "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss", "multilabel_soft_margin_loss",
+           "triplet_margin_with_distance_loss"]
 
 
 def _signs(target, like):
@@ -128,3 +129,18 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
         loss = loss * _float_like(weight, input, "multilabel_soft_margin_loss", "weight")
     loss = loss.mean(-1)
     return _reduce(loss, reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
+                                      reduction="mean"):
+    """max(0, margin + d(anchor, positive) - d(anchor, negative)) with any distance function (pairwise_distance by
+    default); swap=True uses d(positive, negative) when it is the smaller negative distance."""
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    distance = distance_function if distance_function is not None else pairwise_distance
+    positive_distance = distance(anchor, positive)
+    negative_distance = distance(anchor, negative)
+    if swap:
+        negative_distance = negative_distance.minimum(distance(positive, negative))
+    losses = (margin + positive_distance - negative_distance).clamp(min=0.0)
+    return _reduce(losses, reduction)

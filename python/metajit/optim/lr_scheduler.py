@@ -738,3 +738,9 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
             group["lr"] = lr
         self._last_lr = self._current_lrs()
+
+
+def __getattr__(name):
+    """A torch.optim.lr_scheduler name metajit lacks: an AttributeError that names it."""
+    from .._absent import absent_name
+    raise absent_name(name, "metajit.optim.lr_scheduler", "torch.optim.lr_scheduler")

@@ -4,3 +4,4 @@ A re-export only: every name is metajit.data's own object (so `metajit.utils.dat
 metajit.data.DataLoader`). Must not define or wrap anything; add new names to metajit.data instead."""
 from ..data import *  # noqa: F401,F403
 from ..data import __all__  # noqa: F401
+from ..data import __getattr__  # noqa: F401,E402  (the error naming an absent torch.utils.data name)

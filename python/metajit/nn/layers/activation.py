@@ -7,7 +7,7 @@ from ._common import check_positive_int, empty_parameter
 
 __all__ = ["ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "ELU", "Softplus", "Softmax", "Softmax2d",
            "LogSoftmax", "Hardtanh", "Hardsigmoid", "Hardswish", "Mish", "SELU", "CELU", "GLU", "LogSigmoid",
-           "Softsign", "PReLU", "Softmin", "Threshold", "Hardshrink", "Softshrink", "Tanhshrink"]
+           "Softsign", "PReLU", "Softmin", "Threshold", "Hardshrink", "Softshrink", "Tanhshrink", "RReLU"]
 
 
 class ReLU(Module):
@@ -265,3 +265,18 @@ class Softshrink(Hardshrink):
 class Tanhshrink(Module):
     def forward(self, input):
         return F.tanhshrink(input)
+
+
+class RReLU(Module):
+    """RReLU(lower=1/8, upper=1/3): negative inputs times a random slope from [lower, upper] while training, the
+    mean slope in eval mode (F.rrelu)."""
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")

@@ -3,8 +3,8 @@ BCEWithLogitsLoss (each calls its functional loss; class weights are registered 
 from .. import functional as F
 from ..module import Module
 
-__all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
-           "BCEWithLogitsLoss"]
+__all__ = ["CrossEntropyLoss", "NLLLoss", "NLLLoss2d", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss",
+           "BCELoss", "BCEWithLogitsLoss"]
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -131,3 +131,6 @@ class BCEWithLogitsLoss(_Loss):
     def forward(self, input, target):
         return F.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
                                                   pos_weight=self.pos_weight)
+
+
+NLLLoss2d = NLLLoss  # PyTorch's deprecated name for NLLLoss on (N, C, H, W) inputs

@@ -12,7 +12,7 @@ from .. import init
 from ._common import check_positive_int, empty_parameter
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
-           "InstanceNorm3d", "RMSNorm"]
+           "InstanceNorm3d", "RMSNorm", "LocalResponseNorm"]
 
 
 class _BatchNorm(Module):
@@ -249,3 +249,17 @@ class RMSNorm(Module):
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class LocalResponseNorm(Module):
+    """LocalResponseNorm(size, alpha=1e-4, beta=0.75, k=1.0): F.local_response_norm over channels."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -3,7 +3,8 @@ from .. import functional as F
 from ..module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
-           "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d"]
+           "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
+           "LPPool1d", "LPPool2d", "LPPool3d"]
 
 
 class _MaxPool(Module):
@@ -131,3 +132,28 @@ class AdaptiveMaxPool1d(AdaptiveMaxPool2d):
 
 class AdaptiveMaxPool3d(AdaptiveMaxPool2d):
     _function = staticmethod(F.adaptive_max_pool3d)
+
+
+class _LPPool(Module):
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
+
+    def forward(self, input):
+        return self._function(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self):
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+class LPPool1d(_LPPool):
+    _function = staticmethod(F.lp_pool1d)
+
+
+class LPPool2d(_LPPool):
+    _function = staticmethod(F.lp_pool2d)
+
+
+class LPPool3d(_LPPool):
+    _function = staticmethod(F.lp_pool3d)

@@ -4,8 +4,9 @@ from .. import functional as F
 from ..module import Module
 
 __all__ = ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "Unfold",
-           "Fold", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
-           "ReplicationPad2d"]
+           "Fold", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d",
+           "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "ChannelShuffle",
+           "CircularPad1d", "CircularPad2d", "CircularPad3d", "ReflectionPad3d", "ReplicationPad3d"]
 
 
 class Upsample(Module):
@@ -127,3 +128,24 @@ ReflectionPad1d = _pad_class("ReflectionPad1d", 1, "reflect")
 ReflectionPad2d = _pad_class("ReflectionPad2d", 2, "reflect")
 ReplicationPad1d = _pad_class("ReplicationPad1d", 1, "replicate")
 ReplicationPad2d = _pad_class("ReplicationPad2d", 2, "replicate")
+
+
+ReflectionPad3d = _pad_class("ReflectionPad3d", 3, "reflect")
+ReplicationPad3d = _pad_class("ReplicationPad3d", 3, "replicate")
+CircularPad1d = _pad_class("CircularPad1d", 1, "circular")
+CircularPad2d = _pad_class("CircularPad2d", 2, "circular")
+CircularPad3d = _pad_class("CircularPad3d", 3, "circular")
+
+
+class ChannelShuffle(Module):
+    """ChannelShuffle(groups): F.channel_shuffle (ShuffleNet's channel mixing)."""
+
+    def __init__(self, groups):
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input):
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self):
+        return f"groups={self.groups}"

@@ -1,22 +1,16 @@
 """nn.utils.rnn: pad_sequence and unpad_sequence, as PyTorch's.
 
 metajit's RNN/LSTM/GRU take padded tensors only; PackedSequence and the packing functions are not implemented
-and raise NotImplementedError naming them (module __getattr__). Nothing here may pretend to pack."""
+and raise an error naming them (module __getattr__, reasons in _absent.py). Nothing here may pretend to pack."""
 from ..._core import Var
 
 __all__ = ["pad_sequence", "unpad_sequence"]
 
-_NOT_IMPLEMENTED = {"PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pack_sequence",
-                    "unpack_sequence", "invert_permutation"}
-
 
 def __getattr__(name):
-    if name in _NOT_IMPLEMENTED:
-        raise NotImplementedError(
-            f"metajit.nn.utils.rnn.{name} (torch.nn.utils.rnn.{name}) is not implemented: metajit's recurrent "
-            "layers take padded (L, N, H) tensors, not PackedSequence; pad with pad_sequence and pass the padded "
-            "batch (masking the padded steps in the loss)")
-    raise AttributeError(f"module 'metajit.nn.utils.rnn' has no attribute '{name}'")
+    """PackedSequence and the packing functions: an error naming them (the reason is in _absent.py)."""
+    from ..._absent import absent_name
+    raise absent_name(name, "metajit.nn.utils.rnn", "torch.nn.utils.rnn")
 
 
 def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="right"):
