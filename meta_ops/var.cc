@@ -328,6 +328,16 @@ void Var::set_gradient(const NodePtr& owner, const VarPtr& value) {
   owner->gradient_slot->handle = value;
 }
 
+void AliasGroup::replace_value(NodePtr next) {
+  if (value && value != next) {
+    earlier_values.erase(std::remove_if(earlier_values.begin(), earlier_values.end(),
+                                        [](const std::weak_ptr<Node>& earlier) { return earlier.expired(); }),
+                         earlier_values.end());
+    earlier_values.push_back(value);
+  }
+  value = std::move(next);
+}
+
 const NodePtr& AliasGroup::current() {
   if (!parent) return value;
   const NodePtr& parent_value = parent->current();
@@ -556,8 +566,11 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
   // PyTorch's version counters: a write bumps the counter of what it wrote and of the storage it shares; a
   // .data alias has a counter of its own.
   mark_overwritten(*current, operation, first_node_id);
-  for (AliasGroup* group = group_.get(); group; group = group->shares_versions ? group->parent.get() : nullptr)
+  for (AliasGroup* group = group_.get(); group; group = group->shares_versions ? group->parent.get() : nullptr) {
     mark_overwritten(*group->value, operation, first_node_id);
+    for (const std::weak_ptr<Node>& earlier : group->earlier_values)
+      if (NodePtr node = earlier.lock()) mark_overwritten(*node, operation, first_node_id);
+  }
   bool outside_graph = !grad_enabled();
   if (!group_) {
     node_ = successor(current, std::move(value), outside_graph);
@@ -567,7 +580,7 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
   NodePtr written = value;
   NodePtr replacement = write_back_path(group_->value, steps_, steps_.size(), std::move(value));
   NodePtr before = group_->value;
-  group_->value = successor(group_->value, std::move(replacement), outside_graph);
+  group_->replace_value(successor(group_->value, std::move(replacement), outside_graph));
   carry_to_gradient(group_->gradient_of, before, group_->value);
   ++group_->version;
   // A detached alias passes the values written, not their history, on to the values it aliases: through the
@@ -580,7 +593,7 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
     path.insert(path.begin(), child->from_parent.begin(), child->from_parent.end() - 1);
     NodePtr parent_replacement = write_back_path(parent.current(), path, path.size(), carried);
     NodePtr parent_before = parent.value;
-    parent.value = successor(parent.value, std::move(parent_replacement), true);
+    parent.replace_value(successor(parent.value, std::move(parent_replacement), true));
     carry_to_gradient(parent.gradient_of, parent_before, parent.value);
     ++parent.version;
     // A child without history re-derives from the parent, whose values now show the write everywhere it

@@ -237,6 +237,16 @@ def test_a_value_saved_for_backward_then_modified_makes_backward_fail_naming_the
         y.sum().backward()
     raises_in_both(through_a_view, "modified by an inplace operation")
 
+    def after_a_write_through_data(lib):  # the .data write replaced the leaf's value; the counter is still shared
+        a = lib.tensor([[1.0, 2.0, 3.0, 4.0]], requires_grad=True)
+        flat = a.reshape(4)
+        y = flat * flat  # saves the view
+        a.data[0, :2] = 1.5
+        with lib.no_grad():
+            flat.reshape(2, 2)[0].copy_(lib.tensor([0.5, 0.5]))
+        y.sum().backward()
+    raises_in_both(after_a_write_through_data, "modified by an inplace operation")
+
     def unaffected(lib):  # a sum saves nothing, and .data writes are not counted
         a = lib.ones(3, requires_grad=True)
         y = a * 2
