@@ -98,9 +98,10 @@ struct Node {
   // stores it, as a target, instead of inlining it into its readers, so the next update starts from a stored
   // value rather than from an ever-longer expression (core/executor.cc).
   bool store_when_read = false;
-  // Set by backward() without retain_graph on the nodes it went through (not on leaves): once computed, such a
-  // node drops its inputs like any other, so the values only backward needed can be freed (PyTorch frees a
-  // graph's saved tensors the same way). A node with this set and no inputs has lost its graph.
+  // Set by backward() without retain_graph on the nodes it went through whose gradient read saved values (not on
+  // leaves): once computed, such a node drops its inputs like any other, so the values only backward needed can
+  // be freed (PyTorch frees a graph's saved tensors the same way). A node with this set and no inputs has lost
+  // its graph.
   std::atomic<bool> backward_taken{false};
   // A leaf's .grad (accumulated by backward(), PyTorch's x.grad). Shared by the nodes a leaf Var held in turn
   // (an update under no_grad, a write through .data gives the Var a new leaf node): a backward through a graph

@@ -266,8 +266,11 @@ std::vector<NodePtr> gradient_leaves(const NodePtr& output) {
 
 void mark_backward_taken(const NodePtr& output) {
   if (!output->requires_grad) return;
+  // Only where the gradient read saved values, which PyTorch frees: through a clone, a sum or a view a later
+  // backward still works there, so such a node keeps its edges when it is computed.
   for (Node* node : gradient_graph_nodes(output))
-    if (node->any_input_requires_grad()) node->backward_taken.store(true, std::memory_order_relaxed);
+    if (node->any_input_requires_grad() && !saved_values(*node).empty())
+      node->backward_taken.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace metajit

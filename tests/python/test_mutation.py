@@ -402,3 +402,17 @@ def test_an_in_place_op_reading_itself_as_an_operand_saves_what_pytorch_saves(op
         raises_in_both(program, "modified by an inplace operation")
         return
     run_both(program)
+
+
+def test_a_second_backward_through_a_clone_computed_in_between():
+    """clone() saves nothing, so PyTorch backpropagates through it again after its value was read; the node,
+    computed after the first backward, used to drop its edges and raise here."""
+    def program(lib):
+        a = lib.tensor([1.0, 0.5, -2.0], requires_grad=True)
+        b = a.clone()
+        ((a * 0.5).sum() + (b * -0.25).sum()).backward()
+        read = b * 1  # a copy of the value read in between
+        b.detach().numpy() if lib is torch else b.numpy()
+        ((b * b).sum() + (a * 2.0).sum()).backward()
+        return {"read": read, "a.grad": a.grad}
+    run_both(program)
