@@ -184,3 +184,25 @@ def test_a_loop_reading_its_state_through_a_reduction_repeats_its_kernels():
     """, timeout=300)
     assert values[0] < 1e-5, values
     assert values[1] >= 300 and values[2] <= 20, values
+
+
+def test_a_wide_tree_of_sums_plans_bounded_kernels():
+    """A balanced tree of 1,024 pending pieces added pairwise is shallow but wide: every add has one reader, so
+    no depth cut and no shared value split it, and one kernel of some 3,000 ops took minutes to compile (the deep
+    fuzzer's seed 5009, 2,441 pieces: a hang). Past 1000 values a kernel is now cut at any elementwise value.
+    About 2 s."""
+    values = run_program("""
+        import numpy as np
+        import metajit as mj
+        source = np.linspace(-1, 1, 8, dtype=np.float32).reshape(4, 2)
+        v = mj.tensor(source) * 0.5
+        level = [mj.sin(v) * (1.0 + i % 7) for i in range(1024)]
+        while len(level) > 1:
+            level = [level[j] + level[j + 1] for j in range(0, len(level), 2)]
+        kernels = mj.inspect(level[0])
+        print(len(kernels), max(len(kernel.ops) for kernel in kernels))
+        want = sum(np.sin(source * 0.5) * (1.0 + i % 7) for i in range(1024))
+        print(np.abs(level[0].numpy() - want).max() / np.abs(want).max())
+    """, timeout=300)
+    assert values[0] >= 3 and values[1] <= 1100, values
+    assert values[2] < 1e-5, values
