@@ -253,13 +253,13 @@ class Lowerer {
   // iteration space, so storing it costs at most one more output-sized buffer (never a matrix product's
   // broadcast terms, which are the size of the whole product), and read by several nodes: a recurrence's
   // state, which the recompute policy would store anyway, rather than a point inside one step.
-  // Past kMaximumFusedDepth values, a kernel is wide rather than deep (a tree of thousands of sums, each read
+  // Past kMaximumKernelValues values, a kernel is wide rather than deep (a tree of thousands of sums, each read
   // once): any such elementwise value is cut, or the kernel grows with the graph and its compile time faster.
   bool cuttable(Node* node) const {
     bool elementwise = node->kind == NodeKind::Unary || node->kind == NodeKind::Binary ||
                        node->kind == NodeKind::Where || node->kind == NodeKind::Cast;
     if (!consumers_ || !elementwise || node->numel() > shape_numel(kernel_->domain)) return false;
-    if (inlined_values_ > kMaximumFusedDepth) return true;
+    if (inlined_values_ > kMaximumKernelValues) return true;
     auto found = consumers_->find(node);
     return found != consumers_->end() && found->second >= 2;
   }

@@ -47,9 +47,14 @@ struct LoweringResult {
 };
 
 // No kernel inlines a chain of more than this many ops: planning stores the value where a chain reaches it
-// (jit/plan/cut_deep_chains.cc), and joined siblings may not hold more ops than this between them (compile time grows
-// with the square of a kernel's length).
+// (jit/plan/cut_deep_chains.cc), and joined siblings may not hold more ops than this between them. Clang's time
+// for a kernel grows with the square of its length, and kernels this long gain nothing from more fusion. (The
+// depth counts every pending node along a chain, also those planning stores anyway: at a lower limit a training
+// step's backward is cut at arbitrary points.)
 constexpr int kMaximumFusedDepth = 1000;
+// Past this many values a kernel is cut at any elementwise value (jit/lowering.cc): a wide kernel (a tree of
+// thousands of sums) is no deeper than the limit above, yet grows with the graph.
+constexpr int kMaximumKernelValues = 1000;
 
 // How many pending nodes read each pending node, over the graph being planned.
 using ConsumerCounts = std::unordered_map<const Node*, int>;

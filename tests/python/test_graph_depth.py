@@ -1,6 +1,6 @@
 """Graphs of any depth run without taking the interpreter down (issue: a lazy chain of 20,000 additions crashed
 with a segmentation fault). Each program runs in a subprocess, so a crash is a failure of this test, not of the
-test run; values are checked against numpy. jit/graph_executor.cc cuts kernels at kMaximumFusedDepth ops, and
+test run; values are checked against numpy. jit/plan/cut_deep_chains.cc cuts kernels at kMaximumFusedDepth ops, and
 core/node.h computes a chain once it is kMaximumPendingDepth ops deep. Times on the 2-core host (Zen 5): about
 1 s for the 20,000-op chain, 2 s for the 20,000-step backward, 3.7 s (196 MiB peak) for the 1,000,000-op chain
 and 3.9 s for the 100,000-step backward; before the automatic prefix runs the million-op chain planned for a
