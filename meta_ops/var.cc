@@ -328,13 +328,15 @@ void Var::set_gradient(const NodePtr& owner, const VarPtr& value) {
   owner->gradient_slot->handle = value;
 }
 
+void AliasGroup::remember(const NodePtr& node) {
+  earlier_values.erase(std::remove_if(earlier_values.begin(), earlier_values.end(),
+                                      [](const std::weak_ptr<Node>& earlier) { return earlier.expired(); }),
+                       earlier_values.end());
+  earlier_values.push_back(node);
+}
+
 void AliasGroup::replace_value(NodePtr next) {
-  if (value && value != next) {
-    earlier_values.erase(std::remove_if(earlier_values.begin(), earlier_values.end(),
-                                        [](const std::weak_ptr<Node>& earlier) { return earlier.expired(); }),
-                         earlier_values.end());
-    earlier_values.push_back(value);
-  }
+  if (value && value != next) remember(value);
   value = std::move(next);
 }
 
@@ -581,6 +583,7 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
   NodePtr replacement = write_back_path(group_->value, steps_, steps_.size(), std::move(value));
   NodePtr before = group_->value;
   group_->replace_value(successor(group_->value, std::move(replacement), outside_graph));
+  if (!steps_.empty()) group_->remember(written);
   carry_to_gradient(group_->gradient_of, before, group_->value);
   ++group_->version;
   // A detached alias passes the values written, not their history, on to the values it aliases: through the

@@ -247,6 +247,15 @@ def test_a_value_saved_for_backward_then_modified_makes_backward_fail_naming_the
         y.sum().backward()
     raises_in_both(after_a_write_through_data, "modified by an inplace operation")
 
+    def result_of_an_in_place_op_through_a_view(lib):  # sigmoid_ saves its result, the view's new value
+        a = lib.tensor([[0.5], [-1.0], [2.0]], requires_grad=True)
+        b = a * 2.0
+        flat = b.squeeze()
+        flat.sigmoid_()
+        flat[1:2] = lib.tensor([0.25])
+        b.sum().backward()
+    raises_in_both(result_of_an_in_place_op_through_a_view, "modified by an inplace operation")
+
     def unaffected(lib):  # a sum saves nothing, and .data writes are not counted
         a = lib.ones(3, requires_grad=True)
         y = a * 2
