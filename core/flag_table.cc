@@ -13,6 +13,7 @@ const std::vector<FlagDeclaration>& flag_declarations() {
       {Flag::CacheDirectory, "METAJIT_CACHE_DIR", Type::Text, "$XDG_CACHE_HOME/metajit, else ~/.cache/metajit", "",
        "", BadValue::Warn, FlagReader::Engine, "cache_dir",
        "the on-disk kernel cache (set but empty: memory only)"},
+      // 2G: a kernel object is 5-50 KB, so that is tens of thousands of kernels.
       {Flag::CacheMaximumSize, "METAJIT_CACHE_MAX_SIZE", Type::Size, "2G", "", "a size", BadValue::Raise,
        FlagReader::Engine, "",
        "the most the on-disk kernel cache may take; least recently used kernels are removed past it"},

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "core/flags.h"
+
 namespace metajit {
 namespace {
 

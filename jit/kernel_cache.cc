@@ -2,7 +2,6 @@
 // from a different build) is discarded and rebuilt, never trusted.
 #include "jit/kernel_cache.h"
 
-
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
