@@ -1,21 +1,18 @@
 // Level comes from METAJIT_LOG once at startup; set_log_level overrides it (metajit.flags).
 #include "core/log.h"
 
+#include "core/flags.h"
+
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 
 namespace metajit {
 namespace {
 
 int level_from_environment() {
-  const char* value = std::getenv("METAJIT_LOG");
-  if (!value) return 0;
-  if (!std::strcmp(value, "info")) return 1;
-  if (!std::strcmp(value, "debug")) return 2;
-  return 0;
+  std::string level = flag_choice(Flag::Log);
+  return level == "debug" ? 2 : level == "info" ? 1 : 0;
 }
 
 std::atomic<int>& current_level() {

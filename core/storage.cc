@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/stats.h"
+#include "core/flags.h"
 
 namespace metajit {
 namespace {
@@ -28,10 +29,7 @@ constexpr size_t kMaxCachedBytes = size_t(4) << 30;  // beyond this, freed block
 constexpr size_t kHugePageBytes = size_t(2) << 20;
 
 // Read at each large allocation (cheap next to one): each block remembers how it was made.
-bool huge_pages_requested() {
-  const char* value = std::getenv("METAJIT_HUGE_PAGES");
-  return value && std::string(value) == "1";
-}
+bool huge_pages_requested() { return flag_boolean(Flag::HugePages); }
 
 size_t whole_pages(size_t bytes) {
   static const size_t page = size_t(sysconf(_SC_PAGESIZE));

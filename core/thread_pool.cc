@@ -4,6 +4,7 @@
 // pick up the next generated kernel within a microsecond instead (see docs/design.md, "One thread team").
 #include "core/thread_pool.h"
 
+#include "core/flags.h"
 #include "core/log.h"
 
 #include <omp.h>
@@ -11,9 +12,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace metajit {
@@ -25,10 +26,8 @@ namespace {
 constexpr int64_t kChunksPerThread = 8;
 
 int default_thread_count() {
-  if (const char* value = std::getenv("METAJIT_NUM_THREADS")) {
-    int count = std::atoi(value);
-    if (count > 0) return count;
-  }
+  std::optional<int64_t> count = flag_integer(Flag::NumberOfThreads);
+  if (count && *count > 0) return int(*count);
   return std::max(1u, std::thread::hardware_concurrency());
 }
 

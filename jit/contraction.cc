@@ -5,13 +5,13 @@
 #include "jit/contraction.h"
 
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <iomanip>
 #include <set>
 #include <sstream>
 #include <unordered_map>
+
+#include "core/flags.h"
 
 namespace metajit {
 namespace {
@@ -22,21 +22,11 @@ std::atomic<LibraryRunEndHook> run_end_hook_{nullptr};
 std::atomic<LibraryRunBeginHook> run_begin_hook_{nullptr};
 std::atomic<LibraryBufferReleasedHook> buffer_released_hook_{nullptr};
 
-bool lowering_from_environment() {
-  const char* value = std::getenv("METAJIT_LOWERING");
-  return !(value && std::string(value) == "0");
-}
-std::atomic<bool> lowering_enabled_{lowering_from_environment()};
+std::atomic<bool> lowering_enabled_{flag_boolean(Flag::Lowering)};
 
-ConvolutionAlgorithm convolution_algorithm_from_environment() {
-  const char* value = std::getenv("METAJIT_CONV_ALGORITHM");
-  if (!value || !*value) return ConvolutionAlgorithm::Auto;
-  if (auto algorithm = parse_convolution_algorithm(value)) return *algorithm;
-  // Too early to raise (this runs while the library loads): say so and keep the default.
-  std::fprintf(stderr, "metajit: METAJIT_CONV_ALGORITHM=%s is not one of auto, direct, winograd; using auto\n", value);
-  return ConvolutionAlgorithm::Auto;
-}
-std::atomic<ConvolutionAlgorithm> convolution_algorithm_{convolution_algorithm_from_environment()};
+// Read while the library loads, too early to raise: the registry warns about a bad value and gives "auto".
+std::atomic<ConvolutionAlgorithm> convolution_algorithm_{
+    parse_convolution_algorithm(flag_choice(Flag::ConvolutionAlgorithm)).value_or(ConvolutionAlgorithm::Auto)};
 
 bool is_index_op(const IrExprPtr& expression, IndexOperator op) {
   return expression->kind == IrKind::IndexBinary && IndexOperator(expression->op) == op;

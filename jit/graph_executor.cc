@@ -6,7 +6,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -14,6 +13,7 @@
 #include <unordered_set>
 
 #include "core/stats.h"
+#include "core/flags.h"
 #include "core/thread_pool.h"
 #include "jit/code_kernel.h"
 #include "jit/compiler.h"
@@ -27,10 +27,7 @@ namespace metajit {
 namespace {
 
 std::atomic<bool> profiling_{false};
-std::atomic<bool> check_non_finite_{[] {
-  const char* value = std::getenv("METAJIT_CHECK_NAN");
-  return value && *value && std::string(value) != "0";
-}()};
+std::atomic<bool> check_non_finite_{flag_boolean(Flag::CheckNan)};
 
 // Index of the first NaN or infinity in a buffer of `dtype`, or -1 (also for non-floating dtypes).
 int64_t first_non_finite(const void* data, DType dtype, int64_t count) {

@@ -2,8 +2,6 @@
 // from a different build) is discarded and rebuilt, never trusted.
 #include "jit/kernel_cache.h"
 
-#include <cerrno>
-
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
@@ -12,6 +10,7 @@
 
 #include "cache/content_hash.h"
 #include "cache/disk_store.h"
+#include "core/flags.h"
 #include "core/log.h"
 #include "core/stats.h"
 #include "core/thread_pool.h"
@@ -26,40 +25,15 @@ namespace metajit {
 namespace {
 
 std::string default_directory() {
-  if (const char* value = std::getenv("METAJIT_CACHE_DIR")) return value;
+  if (std::optional<std::string> value = flag_text(Flag::CacheDirectory)) return *value;
   if (const char* xdg = std::getenv("XDG_CACHE_HOME")) return std::string(xdg) + "/metajit";
   if (const char* home = std::getenv("HOME")) return std::string(home) + "/.cache/metajit";
   return "";
 }
 
-// METAJIT_CACHE_MAX_SIZE: bytes, or with a K/M/G/T suffix (powers of 1024); 0, "none" or "unlimited" lift the
-// limit. Default 2 GiB: a kernel object is 5-50 KB, so that is tens of thousands of kernels.
-constexpr uint64_t kDefaultCacheSizeLimit = uint64_t(2) << 30;
-
-uint64_t cache_size_limit() {
-  const char* value = std::getenv("METAJIT_CACHE_MAX_SIZE");
-  if (!value || !*value) return kDefaultCacheSizeLimit;
-  std::string text = value;
-  if (text == "none" || text == "unlimited") return 0;
-  char* end = nullptr;
-  errno = 0;
-  double number = std::strtod(text.c_str(), &end);
-  std::string suffix = end ? std::string(end) : "";
-  double scale = suffix.empty() || suffix == "B" ? 1.0
-                 : suffix == "K" || suffix == "KB" || suffix == "KiB" ? 1024.0
-                 : suffix == "M" || suffix == "MB" || suffix == "MiB" ? 1024.0 * 1024
-                 : suffix == "G" || suffix == "GB" || suffix == "GiB" ? 1024.0 * 1024 * 1024
-                 : suffix == "T" || suffix == "TB" || suffix == "TiB" ? 1024.0 * 1024 * 1024 * 1024
-                                                                      : -1.0;
-  if (end == text.c_str() || errno != 0 || scale < 0 || !(number >= 0) || number * scale > 1e19)
-    throw std::invalid_argument("METAJIT_CACHE_MAX_SIZE='" + text + "' is not a size; use bytes or a number with "
-                                "K, M, G or T (for example 2G), or 'unlimited'");
-  return uint64_t(number * scale);
-}
-
 std::unique_ptr<DiskStore> make_disk_store(const std::string& directory) {
   auto store = std::make_unique<DiskStore>(directory);
-  store->set_size_limit(cache_size_limit());
+  store->set_size_limit(flag_size(Flag::CacheMaximumSize));  // raises on a bad value
   return store;
 }
 
@@ -71,14 +45,8 @@ KernelCache& KernelCache::instance() {
 }
 
 KernelCache::KernelCache() : compiler_(make_default_compiler()), disk_(make_disk_store(default_directory())) {
-  if (const char* policy = std::getenv("METAJIT_COMPILE")) {
-    std::string value = policy;
-    if (value == "never") compile_allowed_ = false;
-    else if (!value.empty() && value != "auto")
-      throw std::invalid_argument("METAJIT_COMPILE='" + value + "' is not a known policy; use 'auto' (compile what is "
-                                  "missing, the default) or 'never' (serve kernels from bundles and the cache only)");
-  }
-  if (const char* directory = std::getenv("METAJIT_DUMP_DIR")) dump_directory_ = directory;
+  if (flag_choice(Flag::Compile) == "never") compile_allowed_ = false;  // raises on a bad value
+  if (std::optional<std::string> directory = flag_text(Flag::DumpDirectory)) dump_directory_ = *directory;
   runtime_support_key_ = key_for(cpp_runtime_support().source);
 }
 

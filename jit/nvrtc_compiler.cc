@@ -7,6 +7,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "core/flags.h"
 #include "jit/compiler.h"
 
 namespace metajit {
@@ -40,7 +41,7 @@ std::vector<std::string>& search_directories() {
 // Tries every place in order; returns the handle and its path, or null with the list of attempts.
 void* open_library(std::string& path, std::string& attempts) {
   std::vector<std::string> candidates;
-  if (const char* explicit_path = std::getenv("METAJIT_NVRTC")) candidates.push_back(explicit_path);
+  if (std::optional<std::string> explicit_path = flag_text(Flag::Nvrtc)) candidates.push_back(*explicit_path);
   {
     std::lock_guard<std::mutex> lock(search_mutex);
     for (const std::string& directory : search_directories()) candidates.push_back(directory + "/libnvrtc.so.13");

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/flags.h"
 #include "jit/cuda_context.h"
 #include "jit/cuda_driver.h"
 
@@ -21,9 +22,9 @@ std::vector<std::string>& search_directories() {
 
 // Opens `soname` from $`variable`, the search directories, the dynamic linker's path, $CUDA_HOME/lib64 and
 // /usr/local/cuda/lib64, in that order. Null with every attempt and its error in `attempts` when none opens.
-void* open_library(const char* soname, const char* variable, std::string* directory, std::string* attempts) {
+void* open_library(const char* soname, Flag variable, std::string* directory, std::string* attempts) {
   std::vector<std::pair<std::string, std::string>> candidates;  // path, its directory
-  if (const char* explicit_path = std::getenv(variable)) candidates.push_back({explicit_path, ""});
+  if (std::optional<std::string> explicit_path = flag_text(variable)) candidates.push_back({*explicit_path, ""});
   {
     std::lock_guard<std::mutex> lock(search_mutex);
     for (const std::string& folder : search_directories()) candidates.push_back({folder + "/" + soname, folder});
@@ -81,7 +82,7 @@ struct LoadedCudnn {
 LoadedCublas load_cublas() {
   LoadedCublas loaded;
   std::string directory, attempts, missing;
-  void* library = open_library("libcublas.so.13", "METAJIT_CUBLAS", &directory, &attempts);
+  void* library = open_library("libcublas.so.13", Flag::Cublas, &directory, &attempts);
   if (!library) {
     loaded.reason = "libcublas.so.13 was not found (pip install nvidia-cublas, or set METAJIT_CUBLAS); tried:" + attempts;
     return loaded;
@@ -111,7 +112,7 @@ LoadedCublas load_cublas() {
 LoadedCudnn load_cudnn() {
   LoadedCudnn loaded;
   std::string directory, attempts, missing;
-  void* library = open_library("libcudnn.so.9", "METAJIT_CUDNN", &directory, &attempts);
+  void* library = open_library("libcudnn.so.9", Flag::Cudnn, &directory, &attempts);
   if (!library) {
     loaded.reason = "libcudnn.so.9 was not found (pip install nvidia-cudnn-cu13, or set METAJIT_CUDNN); tried:" + attempts;
     return loaded;

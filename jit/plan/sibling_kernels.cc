@@ -5,9 +5,9 @@
 #include "jit/plan/sibling_kernels.h"
 
 #include <atomic>
-#include <cstdlib>
 #include <string>
 
+#include "core/flags.h"
 namespace metajit {
 namespace {
 
@@ -17,10 +17,7 @@ constexpr int64_t kSmallElements = 64 * 1024;  // a launch (about 5 us on the th
 // (hundreds of [32, 256] kernels) take 15 s instead of 0.5.
 constexpr size_t kMaximumAttempts = 3;
 
-std::atomic<bool> enabled_{[] {
-  const char* value = std::getenv("METAJIT_MULTIPLE_OUTPUTS");
-  return !value || std::string(value) != "0";
-}()};
+std::atomic<bool> enabled_{flag_boolean(Flag::MultipleOutputs)};
 
 // Elementwise and gather kernels only: a reduction's loops (column sums, row passes) and library calls have
 // shapes of their own that the renderer and the matcher look for. A scatter onto the source's own indices

@@ -41,6 +41,7 @@ using namespace metajit;
 void bind_code(py::module_& module);   // code_bindings.cc
 void bind_cache(py::module_& module);  // cache_bindings.cc
 void bind_cuda(py::module_& module);   // cuda_bindings.cc
+void bind_flags(py::module_& module);  // flags_bindings.cc
 
 namespace {
 
@@ -312,6 +313,7 @@ PYBIND11_MODULE(_core, module) {
   bind_code(module);
   bind_cache(module);
   bind_cuda(module);
+  bind_flags(module);
 
   // metajit.Var: a handle (meta_ops/var.h) whose node in-place ops rebind; methods taking a NodePtr receive its
   // current node (python/bindings/var_caster.h).

@@ -1,4 +1,8 @@
-"""metajit.flags: runtime settings mirroring the METAJIT_* environment variables (see docs/configuration.md)."""
+"""metajit.flags: runtime settings mirroring the METAJIT_* environment variables (see docs/configuration.md).
+
+Every setting is declared once, in the C++ registry (core/flag_table.cc); `flags.table()` lists them with their
+values now. The attributes below change the settings that can change at run time; their owners keep the values.
+"""
 from . import _core
 
 
@@ -94,8 +98,24 @@ class _Flags:
         _core.set_log_level(level)
 
     def __init__(self):
-        import os
-        self._log = os.environ.get("METAJIT_LOG", "warning")
+        self._log = _core.flag_value("METAJIT_LOG")  # the level the C++ side read at load
+
+    def table(self):
+        """Every METAJIT_* setting (core/flag_table.cc) as a dict: name, type, default, choices, documentation,
+        python_setting (the attribute or function that changes it at run time), reader ('engine', or 'python' for
+        those the Python package acts on), environment (the variable's text or None) and value (the value in use:
+        the attribute's for settings mirrored here, else the environment's, parsed; a bad value's error text)."""
+        rows = _core.flag_table()
+        for row in rows:
+            attribute = row["python_setting"]
+            if attribute.isidentifier() and isinstance(getattr(type(self), attribute, None), property):
+                row["value"] = getattr(self, attribute)
+            else:
+                try:
+                    row["value"] = _core.flag_value(row["name"])
+                except ValueError as error:
+                    row["value"] = f"error: {error}"
+        return rows
 
     def __repr__(self):
         return (f"metajit.flags(num_threads={self.num_threads}, cache_dir={self.cache_dir!r}, log={self.log!r}, "

@@ -69,7 +69,7 @@ def target_architecture(arch=None):
     """The architecture CUDA kernels are compiled for, as a number (90 for sm_90): `arch` when given
     ("sm_90", "90", "9.0" or 90), else METAJIT_CUDA_ARCH, else the first GPU's, else sm_90."""
     if arch is None:
-        arch = os.environ.get("METAJIT_CUDA_ARCH") or None
+        arch = _core.flag_value("METAJIT_CUDA_ARCH") or None
     if arch is None:
         devices = status()["devices"]
         return devices[0]["architecture"] if devices else DEFAULT_ARCHITECTURE
@@ -120,14 +120,12 @@ def precompile(*vars, arch=None):
 def _start_from_environment():
     """METAJIT_DEVICE=cuda runs kernels on the GPU; on a machine that cannot, say why once and stay on the CPU.
     METAJIT_DEVICE=cuda-emulator runs them in the CPU emulator of CUDA kernels (tests)."""
-    device = os.environ.get("METAJIT_DEVICE", "").strip().lower()
-    if device in ("", "cpu"):
+    device = _core.flag_value("METAJIT_DEVICE")  # 'cpu', 'cuda' or 'cuda-emulator'; another value raises ValueError
+    if device == "cpu":
         return
     if device == "cuda-emulator":
         _set_execution("emulator")
         return
-    if device != "cuda":
-        raise ValueError(f"METAJIT_DEVICE={device!r} is not a device; use 'cpu', 'cuda' or 'cuda-emulator'")
     reason = unavailable_reason()
     if reason:
         warnings.warn(f"METAJIT_DEVICE=cuda: {reason}; running on the CPU", RuntimeWarning, stacklevel=2)

@@ -90,10 +90,10 @@ def set_compile_policy(policy):
 
 
 def _start_from_environment():
-    bundle = os.environ.get("METAJIT_BUNDLE")
+    bundle = _core.flag_value("METAJIT_BUNDLE")
     if bundle:
         load_bundle(bundle)
-    output = os.environ.get("METAJIT_RECORD_BUNDLE")  # set by `python -m metajit.cache pack`
+    output = _core.flag_value("METAJIT_RECORD_BUNDLE")  # set by `python -m metajit.cache pack`
     if output:
         identifier = _core.start_recording()
 
