@@ -246,7 +246,34 @@ static bool keeps_row_major_order(const ViewStep& step, const Shape& input_shape
 // a loop that views its own view (`x = x.reshape(2, 1); x += 1; x = x.reshape(2)`) otherwise makes a path as
 // long as the loop, and every use re-derives it and every write scatters back through it: time and memory
 // growing as the square of the loop.
+// A reshape that only adds or drops size-1 dims as an affine step (each other dim to the same dim in order), or
+// nothing when it regroups elements.
+static std::optional<std::vector<ViewDimension>> reshape_as_affine(const Shape& input_shape, const Shape& shape) {
+  std::vector<ViewDimension> dimensions;
+  size_t output = 0;
+  for (int64_t extent : input_shape) {
+    if (extent == 1) {
+      dimensions.push_back({-1, 0, 0});
+      continue;
+    }
+    while (output < shape.size() && shape[output] == 1) ++output;
+    if (output == shape.size() || shape[output] != extent) return std::nullopt;
+    dimensions.push_back({int32_t(output++), 1, 0});
+  }
+  while (output < shape.size() && shape[output] == 1) ++output;
+  if (output != shape.size()) return std::nullopt;
+  return dimensions;
+}
+
 static void append_view_step(std::vector<ViewStep>& steps, ViewStep step, const Shape& input_shape) {
+  // A squeeze or unsqueeze after an affine step joins it: writing through an expanded view needs the run of
+  // affine steps whole (see below).
+  if (step.kind == ViewStep::Kind::Reshape && !steps.empty() && steps.back().kind == ViewStep::Kind::Affine) {
+    if (auto dimensions = reshape_as_affine(input_shape, step.shape)) {
+      step.kind = ViewStep::Kind::Affine;
+      step.dimensions = std::move(*dimensions);
+    }
+  }
   // Only after a reshape, which it then joins. After an affine step it stays affine, composing with it: writing
   // through an expanded view needs the run of affine steps whole, to see that a later slice writes only one of
   // the expanded elements. As a first step it stays what it is, so a write through it records what it did.

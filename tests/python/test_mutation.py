@@ -139,6 +139,19 @@ def test_writing_through_an_expanded_view_fails():
     raises_in_both(lambda lib: lib.zeros(3).expand(2, 3).add_(1), "more than one element")
 
 
+def test_writing_one_element_of_an_expanded_view_through_a_squeeze():
+    """A narrow of an expanded dim to one element may be written (PyTorch allows it); a squeeze between the
+    expand and the narrow used to split the path, so the expand alone looked written."""
+    def program(lib):
+        a = lib.tensor([[[0.5], [-1.0], [2.0]]], requires_grad=True)
+        b = a * 2.0
+        view = b.expand(1, 1, 3, 2).squeeze(0).transpose(2, 0).narrow(0, 0, 1)
+        view[:] = 1.5
+        (b * b).sum().backward()
+        return {"b": b, "a.grad": a.grad}
+    run_both(program)
+
+
 # ------------------------------------------------------------------------------------ in-place methods
 
 def test_in_place_methods_match_pytorch():
