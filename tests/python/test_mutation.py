@@ -139,6 +139,16 @@ def test_writing_through_an_expanded_view_fails():
     raises_in_both(lambda lib: lib.zeros(3).expand(2, 3).add_(1), "more than one element")
 
 
+def test_copying_a_var_onto_itself_still_counts_as_a_write():
+    def program(lib):
+        a = lib.tensor([0.5, -1.0, 2.0, 0.25], requires_grad=True)
+        y = (a * 2).exp()  # exp saves its output
+        part = y[1:3]
+        part.copy_(part)
+        (y * y).sum().backward()
+    raises_in_both(program, "modified by an inplace operation")
+
+
 def test_writing_one_element_of_an_expanded_view_through_a_squeeze():
     """A narrow of an expanded dim to one element may be written (PyTorch allows it); a squeeze between the
     expand and the narrow used to split the path, so the expand alone looked written."""
