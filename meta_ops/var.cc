@@ -592,14 +592,7 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
     copy->view = identity_dimensions(value->shape.size());
     value = std::move(copy);
   }
-  // PyTorch's version counters: a write bumps the counter of what it wrote and of the storage it shares; a
-  // .data alias has a counter of its own.
-  mark_overwritten(*current, operation, first_node_id);
-  for (AliasGroup* group = group_.get(); group; group = group->shares_versions ? group->parent.get() : nullptr) {
-    mark_overwritten(*group->value, operation, first_node_id);
-    for (const std::weak_ptr<Node>& earlier : group->earlier_values)
-      if (NodePtr node = earlier.lock()) mark_overwritten(*node, operation, first_node_id);
-  }
+  mark_versions(*current, operation, first_node_id);
   bool outside_graph = !grad_enabled();
   if (!group_) {
     node_ = successor(current, std::move(value), outside_graph);
@@ -634,6 +627,23 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
   carry_to_gradient(gradient_of_, current, node_);  // a view that was assigned as a gradient itself
 }
 
+
+// PyTorch's version counters: a write bumps the counter of what it wrote and of the storage it shares; a .data
+// alias has a counter of its own.
+void Var::mark_versions(Node& current, const std::string& operation, uint64_t first_node_id) {
+  mark_overwritten(current, operation, first_node_id);
+  for (AliasGroup* group = group_.get(); group; group = group->shares_versions ? group->parent.get() : nullptr) {
+    mark_overwritten(*group->value, operation, first_node_id);
+    for (const std::weak_ptr<Node>& earlier : group->earlier_values)
+      if (NodePtr node = earlier.lock()) mark_overwritten(*node, operation, first_node_id);
+  }
+}
+
+void Var::count_write(const std::string& operation) {
+  NodePtr current = node();
+  check_writable(operation);
+  mark_versions(*current, operation, next_node_id_value());
+}
 
 void Var::check_writable(const std::string& operation) {
   if (!grad_enabled()) return;

@@ -90,6 +90,9 @@ class Var {
   // Throws PyTorch's error when an in-place op may not write this Var now (a leaf that requires grad, or a view
   // of one, in grad mode).
   void check_writable(const std::string& operation);
+  // An in-place op that leaves the values as they are (x.copy_(x)): refused where a write is, and counted by the
+  // version check like one, without the expanded-view check (PyTorch returns before it).
+  void count_write(const std::string& operation);
   // p.data = value: a new value of any shape and dtype; views taken before keep the old one.
   void set_data(NodePtr value);
   // requires_grad_(): only leaves; turning it on gives the Var a node of its own first when others share it.
@@ -121,6 +124,7 @@ class Var {
   static VarPtr make_detached_alias(const VarPtr& base, bool shares_versions);
   void derive();
   AliasGroup& group();
+  void mark_versions(Node& current, const std::string& operation, uint64_t first_node_id);
 
   NodePtr node_;
   std::weak_ptr<Node::GradientSlot> gradient_of_;  // set when this Var is a leaf's .grad (see gradient_of)

@@ -363,6 +363,7 @@ PYBIND11_MODULE(_core, module) {
            "_core.next_node_id() before the op recorded `value` (its own reads of the old value are exempt from "
            "the version check).")
       .def("_check_writable", &Var::check_writable)
+      .def("_count_write", &Var::count_write)
       .def_property_readonly("_is_view", &Var::is_view)
       .def("is_contiguous", &Var::is_contiguous)
       .def("_strides", [](const Var& self) { return py::tuple(py::cast(self.strides())); })

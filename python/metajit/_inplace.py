@@ -95,7 +95,7 @@ def copy_(self, src, non_blocking=False):
     """Copies src's values (broadcast to self's shape, cast to its dtype) into self. As in PyTorch, src may be
     self (nothing happens) but not share only some of its elements."""
     if src is self:  # PyTorch: nothing changes, but it is still a write (a leaf refuses, the version moves)
-        self._write(_core._copy_node(self), "copy_")
+        self._count_write("copy_")
         return self
     check_no_partial_overlap(self, [src])
     src = _as_var_like(self, src)
