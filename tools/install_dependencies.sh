@@ -29,6 +29,7 @@ APT_PACKAGES=(
   libxxhash-dev                  # kernel-cache content hashing
   libdnnl-dev                    # oneDNN: matmul and convolution lowering (ops/)
   nlohmann-json3-dev             # JSON for the kernel dump index (METAJIT_DUMP_DIR)
+  clang-format-14                # make format-check (.clang-format; the same major version as the LLVM above)
 )
 # ninja: use one already on PATH (for example pip's), otherwise take Debian's.
 command -v ninja >/dev/null 2>&1 || APT_PACKAGES+=(ninja-build)
