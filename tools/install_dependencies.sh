@@ -79,6 +79,8 @@ PY_PACKAGES=(
   "torch=torch==2.13.0"
   "matplotlib=matplotlib"  # the demo's training-curve plot
   "safetensors=safetensors"  # mj.load reads .safetensors files through it (docs/checkpoints.md)
+  # The Python linter make test runs (rules in pyproject.toml); pinned, since a newer ruff may find new things.
+  "ruff=ruff==0.17.6"
 )
 
 # One interpreter start for all checks: find_spec locates a package without importing it.
