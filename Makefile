@@ -1,7 +1,10 @@
 # metajit developer entry points.
 #
 #   make demo    install missing deps, build, run examples/demo.py
-#   make test    install missing deps, build, run the C++ (ctest) and Python (pytest) suites
+#   make test    install missing deps, build, lint the Python code (ruff), run the C++ (ctest) and Python (pytest)
+#                suites
+#   make lint    ruff on the Python code (rules in pyproject.toml)
+#   make format-check   clang-format on the C++ lines changed since FORMAT_BASE (default origin/main), as a diff
 #   make bench   install missing deps, build, run bench/run_benchmarks.py, the operator benchmark (softmax, layer norm,
 #                matmul, conv2d against PyTorch), the operator sweep (about 40 library ops against PyTorch, slowest
 #                first), the convolution-variant benchmark (grouped, depthwise, 1x1), the training benchmarks and the
@@ -35,7 +38,7 @@ CMAKE_ARGS ?=
 TEST_CACHE_DIR := $(abspath $(BUILD_DIR))/test-kernel-cache
 PY_ENV := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all setup deps configure build test test-asan test-models-full demo bench bench-run bench-frameworks bench-training bench-cuda fuzz soak \
+.PHONY: all setup deps configure build test lint format-check test-asan test-models-full demo bench bench-run bench-frameworks bench-training bench-cuda fuzz soak \
 	clean
 
 all: setup
@@ -58,11 +61,13 @@ build: configure
 setup: deps
 	$(MAKE) --no-print-directory build
 
-# Both suites always run; the target fails if either fails.
+# The lint and both suites always run; the target fails if any fails.
 test: setup
 	@mkdir -p $(TEST_CACHE_DIR)
 	@export METAJIT_CACHE_DIR=$(TEST_CACHE_DIR); \
 	status=0; \
+	echo "== Python lint: ruff check"; \
+	$(PYTHON) -m ruff check . || status=1; \
 	echo "== C++ tests: $(CTEST) --test-dir $(BUILD_DIR) (METAJIT_CACHE_DIR=$$METAJIT_CACHE_DIR)"; \
 	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS) || status=1; \
 	echo "== Python tests: pytest tests/python"; \
@@ -73,6 +78,22 @@ test: setup
 	[ $$rc -eq 0 ] || status=1; \
 	if [ $$status -ne 0 ]; then echo "== FAILED"; else echo "== all tests passed"; fi; \
 	exit $$status
+
+lint:
+	$(PYTHON) -m ruff check .
+
+# Only the lines a change touches are checked: the tree predates .clang-format and is not reformatted wholesale.
+# Prints the diff clang-format would make and fails when there is one (git-clang-format-14 itself exits 0).
+FORMAT_BASE ?= $(shell git rev-parse -q --verify origin/main >/dev/null && echo origin/main || echo main)
+format-check:
+	@base=$$(git merge-base $(FORMAT_BASE) HEAD) || { echo "format-check: no common commit with '$(FORMAT_BASE)' (set FORMAT_BASE=<commit>)"; exit 2; }; \
+	echo "== clang-format on the C++ lines changed since $(FORMAT_BASE) ($${base:0:12}), committed or not"; \
+	output=$$(git-clang-format-14 --binary clang-format-14 --extensions cc,h --diff $$base) || exit 2; \
+	echo "$$output"; \
+	if grep -q '^diff --git' <<<"$$output"; then \
+	  echo "== format-check failed: the diff above is clang-format's. To apply it, stage the files (git add), then:"; \
+	  echo "   git clang-format-14 --binary clang-format-14 --extensions cc,h $$base"; exit 1; \
+	fi
 
 demo: setup
 	$(PY_ENV) $(PYTHON) examples/demo.py

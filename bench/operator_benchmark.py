@@ -218,7 +218,8 @@ def build_operators(torch, runs, backward_runs, rng, others=()):
         lambda: (mj.array(left), mj.array(right)), lambda a, b: [a @ b],
         {} if torch is None else {"PyTorch": (lambda: (torch_copy(torch, left), torch_copy(torch, right)),
                                               lambda a, b: [torch.mm(a, b)])},
-        flops=2 * MATRIX ** 3, numpy_reference=lambda: [left @ right], other_variants=other_variants("matmul", left, right),
+        flops=2 * MATRIX ** 3, numpy_reference=lambda: [left @ right],
+        other_variants=other_variants("matmul", left, right),
         direct_variants={} if direct is None else {
             "oneDNN `dnnl_sgemm` called directly": (lambda: (aligned_copy(left), aligned_copy(right)),
                                                     lambda a, b: [direct(a, b)])}))
@@ -471,7 +472,8 @@ def build_report(arguments, torch, limits, measurements, others=()):
               "from fresh `mj.array` inputs (made outside the timed region) and ends when `mj.sync` of every "
               "result returns, so it includes recording the lazy graph and planning. PyTorch's inputs are "
               "likewise fresh copies in its own (64-byte aligned) memory, made outside the timed region. "
-              f"{check_note} (`assert_allclose`, rtol 1e-3, atol 1e-3; softmax atol 1e-6).", "", others_note(others), ""]
+              f"{check_note} (`assert_allclose`, rtol 1e-3, atol 1e-3; softmax atol 1e-6).", "", others_note(others),
+              ""]
     lines += ["| machine limit | value | measured with |", "|---|---:|---|",
               f"| compute peak | {limits['peak'][0]:.0f} GFLOP/s | {limits['peak'][1]} |"]
     for rate, how in limits["triads"].values():
@@ -503,8 +505,9 @@ def build_report(arguments, torch, limits, measurements, others=()):
               "faster. oneDNN's `dnnl_sgemm` is called through ctypes on the same library and thread team metajit "
               "uses, on 64-byte aligned numpy copies. The \"same traffic\" rows time `x * 2.0` of the softmax input "
               "in each framework: one read and one write of the tensor, the least a softmax or layer norm must do, "
-              "with nothing to compute (not checked; \"metajit / this\" there is the operator's time over that copy's). "
-              "Softmax and layer norm count one read and one write of the tensor (32 MB), the transpose of its matrix (128 MB), cumsum of its [256, 4096] input (8 MB); matmul "
+              "with nothing to compute (not checked; \"metajit / this\" there is the operator's time over that "
+              "copy's). Softmax and layer norm count one read and one write of the tensor (32 MB), the transpose of "
+              "its matrix (128 MB), cumsum of its [256, 4096] input (8 MB); matmul "
               "2·M·N·K flops, conv forward 2·N·O·C·H·W·9 and forward+backward three times that (the direct "
               "algorithm's count: metajit runs these 3x3 convolutions with Winograd F(4x4, 3x3), which does about "
               "half the multiplications, so its rate can pass the FMA peak; `mj.flags.conv_algorithm`). "

@@ -224,7 +224,8 @@ def disk_load_worker(cache_dir):
 
 def bench_disk_load(cache_dir):
     environment = dict(os.environ)
-    environment["PYTHONPATH"] = os.path.dirname(os.path.dirname(mj.__file__)) + os.pathsep + environment.get("PYTHONPATH", "")
+    environment["PYTHONPATH"] = (os.path.dirname(os.path.dirname(mj.__file__)) + os.pathsep
+                                 + environment.get("PYTHONPATH", ""))
     process = subprocess.run([sys.executable, os.path.abspath(__file__), "--disk-load-worker", cache_dir],
                              capture_output=True, text=True, env=environment)
     if process.returncode != 0:

@@ -13,7 +13,7 @@ import numpy as np
 
 import metajit as mj
 import metajit.nn.functional as F
-from metajit import nn, optim
+from metajit import optim
 from metajit.data import DataLoader, TensorDataset
 from metajit.models import SmallCNN
 

@@ -421,7 +421,7 @@ class Matcher {
                                    const std::set<std::string>& dropped) const {
     IrKernel epilogue = kernel_;
     int buffer = int(epilogue.buffers.size());
-    epilogue.buffers.push_back({"in" + std::to_string(buffer - 1), DType::Float32, kernel_.domain, false});
+    epilogue.buffers.push_back(IrBuffer::input("in" + std::to_string(buffer - 1), DType::Float32, kernel_.domain));
     IrExprPtr offset = ir_int(0);
     int64_t stride = 1;
     for (int dim = int(kernel_.domain.size()) - 1; dim >= 0; --dim) {
@@ -431,11 +431,7 @@ class Matcher {
                                    ir_loop_variable("i" + std::to_string(dim), kernel_.domain[dim]), ir_int(stride)));
       stride *= kernel_.domain[dim];
     }
-    IrStatement replacement;
-    replacement.kind = IrStatement::Kind::Let;
-    replacement.name = name;
-    replacement.dtype = DType::Float32;
-    replacement.value = ir_load(buffer, DType::Float32, offset);
+    IrStatement replacement = IrStatement::let(name, DType::Float32, ir_load(buffer, DType::Float32, offset));
     epilogue.body.clear();
     for (size_t position = 0; position < kernel_.body.size(); ++position) {
       const IrStatement& statement = kernel_.body[position];

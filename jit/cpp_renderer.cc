@@ -621,11 +621,10 @@ class Renderer : ExpressionRenderer {
       vector_body.push_back(substitute_statement(let, sum.loops[0].first, position));
     }
     std::string term = sum.name + "_term";
-    IrStatement term_let{IrStatement::Kind::Let, term, DType::Float32,
-                         ir_fold_by_ranges(substitute(guarded->args[1], sum.loops[0].first, position)), nullptr, 0};
-    vector_body.push_back(term_let);
+    vector_body.push_back(IrStatement::let(
+        term, DType::Float32, ir_fold_by_ranges(substitute(guarded->args[1], sum.loops[0].first, position))));
     // The scanned vector takes the sum's name: the element statements read it there.
-    IrStatement scanned{IrStatement::Kind::Let, sum.name, DType::Float32, ir_variable(term, DType::Float32), nullptr, 0};
+    IrStatement scanned = IrStatement::let(sum.name, DType::Float32, ir_variable(term, DType::Float32));
     std::vector<IrStatement> elements(kernel_.body.begin() + 1, kernel_.body.end());
     std::vector<IrStatement> everything = vector_body;
     everything.push_back(scanned);

@@ -375,6 +375,58 @@ IrExprPtr ir_rewrite(const IrExprPtr& expression, const IrVisitor& visit) {
   return visit(ir_with_args(expression, std::move(args)));
 }
 
+IrStatement IrStatement::let(std::string name, DType dtype, IrExprPtr value) {
+  IrStatement statement;
+  statement.kind = Kind::Let;
+  statement.name = std::move(name);
+  statement.dtype = dtype;
+  statement.value = std::move(value);
+  return statement;
+}
+
+IrStatement IrStatement::reduce_loop(std::string name, DType dtype, ReduceOp reduce_op,
+                                     std::vector<std::pair<std::string, int64_t>> loops, IrExprPtr value,
+                                     std::vector<IrStatement> body) {
+  IrStatement statement;
+  statement.kind = Kind::ReduceLoop;
+  statement.name = std::move(name);
+  statement.dtype = dtype;
+  statement.reduce_op = reduce_op;
+  statement.loops = std::move(loops);
+  statement.value = std::move(value);
+  statement.body = std::move(body);
+  return statement;
+}
+
+IrStatement IrStatement::store(int buffer, IrExprPtr offset, IrExprPtr value) {
+  IrStatement statement;
+  statement.kind = Kind::Store;
+  statement.buffer = buffer;
+  statement.offset = std::move(offset);
+  statement.value = std::move(value);
+  return statement;
+}
+
+IrStatement IrStatement::scatter_accumulate(int buffer, IrExprPtr offset, DType dtype, IrExprPtr value,
+                                            IrExprPtr condition) {
+  IrStatement statement;
+  statement.kind = Kind::ScatterAccumulate;
+  statement.buffer = buffer;
+  statement.offset = std::move(offset);
+  statement.dtype = dtype;
+  statement.value = std::move(value);
+  statement.condition = std::move(condition);
+  return statement;
+}
+
+IrBuffer IrBuffer::input(std::string name, DType dtype, Shape shape) {
+  return IrBuffer{std::move(name), dtype, std::move(shape), /*is_output=*/false};
+}
+
+IrBuffer IrBuffer::output(std::string name, DType dtype, Shape shape) {
+  return IrBuffer{std::move(name), dtype, std::move(shape), /*is_output=*/true};
+}
+
 void ir_rewrite_statements(std::vector<IrStatement>& statements, const IrVisitor& visit) {
   for (IrStatement& statement : statements) {
     statement.value = ir_rewrite(statement.value, visit);

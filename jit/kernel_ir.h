@@ -24,8 +24,8 @@ struct IrExpr;
 using IrExprPtr = std::shared_ptr<const IrExpr>;
 
 struct IrExpr {
-  IrKind kind;
-  DType dtype;               // the computation type (float16 values are float32 here)
+  IrKind kind = IrKind::IntConstant;  // defaults: the integer constant 0 (the ir_* factories set both)
+  DType dtype = DType::Int64;         // the computation type (float16 values are float32 here)
   uint16_t op = 0;           // UnaryOp / BinaryOp / IndexOperator
   int64_t integer = 0;       // IntConstant; loop extent of a loop Variable (0 for lets)
   // An integer let Variable: the range of the value it names (its uses would otherwise know nothing of it).
@@ -84,11 +84,13 @@ bool splits_variable(const IrExprPtr& expression, const std::string& name);
 bool statements_split_variable(const std::vector<IrStatement>& statements, const std::string& name);
 bool mentions_variable(const IrExprPtr& expression, const std::string& name);
 
+// Built through the named constructors below, one per kind, which take exactly the fields that kind uses; the
+// other fields keep their defaults (positional braces let the same trailing values mean different fields).
 struct IrStatement {
   enum class Kind : uint8_t { Let, ReduceLoop, Store, ScatterAccumulate };
-  Kind kind;
+  Kind kind = Kind::Let;
   std::string name;                 // Let / ReduceLoop: the variable defined
-  DType dtype = DType::Float32;     // type of the defined variable
+  DType dtype = DType::Float32;     // Let / ReduceLoop: type of the defined variable; ScatterAccumulate: of the value
   IrExprPtr value;                  // Let: value; ReduceLoop: value accumulated per iteration; Store: value
   IrExprPtr offset;                 // Store / ScatterAccumulate: flat element offset
   IrExprPtr condition;              // ScatterAccumulate: only when true (may be null)
@@ -98,8 +100,20 @@ struct IrStatement {
   std::vector<IrStatement> body;    // ReduceLoop: per-iteration statements
   // ReduceLoop in a kernel's row_body, over one loop: also keep each iteration's value in a local array of
   // this name, which the row's elements read back (softmax's exp(x - max) is summed, then divided: computed
-  // once). The array is as long as the row.
+  // once). The array is as long as the row. Set after construction, once lowering has decided.
   std::string spill;
+
+  // const <dtype> name = value;
+  static IrStatement let(std::string name, DType dtype, IrExprPtr value);
+  // name = reduce_op over `loops` of value, with `body` run before value in each iteration.
+  static IrStatement reduce_loop(std::string name, DType dtype, ReduceOp reduce_op,
+                                 std::vector<std::pair<std::string, int64_t>> loops, IrExprPtr value,
+                                 std::vector<IrStatement> body = {});
+  // buffer[offset] = value;
+  static IrStatement store(int buffer, IrExprPtr offset, IrExprPtr value);
+  // buffer[offset] = scatter_op(buffer[offset], value) where condition holds (null: always); value is of `dtype`.
+  static IrStatement scatter_accumulate(int buffer, IrExprPtr offset, DType dtype, IrExprPtr value,
+                                        IrExprPtr condition = nullptr);
 };
 
 // ir_rewrite of every expression of `statements`: values, offsets, conditions, and the bodies of loops.
@@ -118,9 +132,12 @@ IrExprPtr ir_running_sum_guard(const IrStatement& reduction, const std::string& 
 
 struct IrBuffer {
   std::string name;   // in0, in1, ..., out0
-  DType dtype;        // storage type
+  DType dtype = DType::Float32;  // storage type
   Shape shape;
-  bool is_output;
+  bool is_output = false;
+
+  static IrBuffer input(std::string name, DType dtype, Shape shape);
+  static IrBuffer output(std::string name, DType dtype, Shape shape);
 };
 
 struct IrKernel {

@@ -94,10 +94,10 @@ class Lowerer {
     result_ = &result;
     IrKernel& kernel = result.lowered.kernel;
     kernel_ = &kernel;
-    kernel.buffers.push_back({"out0", root_->dtype, root_->shape, true});
+    kernel.buffers.push_back(IrBuffer::output("out0", root_->dtype, root_->shape));
     for (size_t position = 0; position < siblings_.size(); ++position)
-      kernel.buffers.push_back({"out" + std::to_string(position + 1), siblings_[position]->dtype,
-                                siblings_[position]->shape, true});
+      kernel.buffers.push_back(IrBuffer::output("out" + std::to_string(position + 1), siblings_[position]->dtype,
+                                                siblings_[position]->shape));
     scopes_.push_back({&kernel.row_body, {}});  // kRowScope
     scopes_.push_back({&kernel.body, {}});      // kElementScope
     if (root_->kind == NodeKind::ReindexReduce && computed_ == root_) {
@@ -109,11 +109,10 @@ class Lowerer {
       if (merged_ >= 2) indices = merge_trailing_dims();
       for (const auto& [node, node_indices] : first_rows_) node_value(node, node_indices);
       IrExprPtr value = node_value(computed_, indices, /*is_root=*/true);
-      emit({IrStatement::Kind::Store, "", root_->dtype, value, offset_of(computed_->shape, indices), nullptr, 0});
+      emit(IrStatement::store(0, offset_of(computed_->shape, indices), value));
       for (size_t position = 0; position < siblings_.size(); ++position) {
         IrExprPtr sibling = node_value(siblings_[position], indices, /*is_root=*/true);
-        emit({IrStatement::Kind::Store, "", siblings_[position]->dtype, sibling,
-              offset_of(computed_->shape, indices), nullptr, int(position + 1)});
+        emit(IrStatement::store(int(position + 1), offset_of(computed_->shape, indices), sibling));
       }
     }
     result.lowered.output = root_;
@@ -167,8 +166,7 @@ class Lowerer {
     if (value->kind == IrKind::Variable || value->kind == IrKind::IntConstant || value->kind == IrKind::FloatConstant)
       return value;
     std::string name = base + "_" + std::to_string(next_name_++);
-    IrStatement statement{IrStatement::Kind::Let, name, value->dtype, value, nullptr, nullptr, -1};
-    emit(std::move(statement));
+    emit(IrStatement::let(name, value->dtype, value));
     return ir_let_variable(name, value);
   }
 
@@ -193,8 +191,8 @@ class Lowerer {
     auto found = buffers_.find(node.get());
     if (found != buffers_.end()) return found->second;
     int index = int(kernel_->buffers.size());
-    kernel_->buffers.push_back({"in" + std::to_string(index - 1 - int(siblings_.size())), node->dtype, node->shape,
-                                false});
+    kernel_->buffers.push_back(
+        IrBuffer::input("in" + std::to_string(index - 1 - int(siblings_.size())), node->dtype, node->shape));
     buffers_[node.get()] = index;
     inputs_.push_back(node);
     return index;
@@ -648,19 +646,17 @@ class Lowerer {
 
   IrExprPtr reduce_value(const NodePtr& node, const std::vector<IrExprPtr>& indices, bool per_row) {
     const NodePtr& source = node->inputs[0];
-    IrStatement loop;
-    loop.kind = IrStatement::Kind::ReduceLoop;
-    loop.name = std::string(node->op_name() == "reduce_add" ? "sum" : reduce_op_name(ReduceOp(node->op_code))) + "_" +
-                std::to_string(next_name_++);
-    loop.dtype = node->dtype;
-    loop.reduce_op = ReduceOp(node->op_code);
+    std::string loop_name =
+        std::string(node->op_name() == "reduce_add" ? "sum" : reduce_op_name(ReduceOp(node->op_code))) + "_" +
+        std::to_string(next_name_++);
+    std::vector<std::pair<std::string, int64_t>> loops;
     std::vector<IrExprPtr> source_indices;
     int output_dim = 0;
     int64_t iterations = 1;
     for (size_t dim = 0; dim < source->shape.size(); ++dim) {
       if (node->reduce_mask >> dim & 1) {
         std::string name = "r" + std::to_string(dim);
-        loop.loops.push_back({name, source->shape[dim]});
+        loops.push_back({name, source->shape[dim]});
         source_indices.push_back(ir_loop_variable(name, source->shape[dim]));
         iterations *= source->shape[dim];
         if (node->keepdim) ++output_dim;
@@ -675,13 +671,16 @@ class Lowerer {
     std::vector<Scope> saved = std::move(scopes_);
     scopes_.clear();
     for (size_t level = 0; level <= home; ++level) scopes_.push_back(std::move(saved[level]));
-    scopes_.push_back({&loop.body, {}});
+    std::vector<IrStatement> body;
+    scopes_.push_back({&body, {}});
     size_t outer_context = context_;
     context_ = home;
     size_t earlier_requests = requests_.size();
-    loop.value = node_value(source, source_indices);
+    IrExprPtr value = node_value(source, source_indices);
     context_ = outer_context;
     scopes_.pop_back();
+    IrStatement loop = IrStatement::reduce_loop(std::move(loop_name), node->dtype, ReduceOp(node->op_code),
+                                                std::move(loops), std::move(value), std::move(body));
     if (per_row && runs_across_rows(loop)) {
       for (size_t level = 0; level <= home; ++level) saved[level] = std::move(scopes_[level]);
       scopes_ = std::move(saved);
@@ -732,9 +731,8 @@ class Lowerer {
       conditions.push_back(translate(condition, indices, source->shape, root_->shape, extras));
     IrExprPtr valid = validity(target, root_->shape, conditions);
     result_->lowered.scatter_target = target;
-    IrStatement statement{IrStatement::Kind::ScatterAccumulate, "", root_->dtype, value, offset_of(root_->shape, target),
-                          valid->kind == IrKind::IntConstant && valid->integer ? nullptr : valid, 0};
-    emit(std::move(statement));
+    emit(IrStatement::scatter_accumulate(0, offset_of(root_->shape, target), root_->dtype, value,
+                                         valid->kind == IrKind::IntConstant && valid->integer ? nullptr : valid));
     int which = -1;
     kernel.scatter_split_rows = !source->shape.empty() && !root_->shape.empty() && is_loop_index(payload.indexes[0], &which) &&
                                 which == 0 && source->shape[0] == root_->shape[0] && source->shape[0] > 1;

@@ -318,7 +318,8 @@ Var::Var(NodePtr node) : node_(std::move(node)) {}
 
 AliasGroup& Var::group() {
   if (!group_) {
-    group_ = std::make_shared<AliasGroup>(AliasGroup{node_, 0});
+    group_ = std::make_shared<AliasGroup>();
+    group_->value = node_;
     group_->gradient_of = gradient_of_;
   }
   return *group_;

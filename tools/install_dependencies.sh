@@ -29,6 +29,7 @@ APT_PACKAGES=(
   libxxhash-dev                  # kernel-cache content hashing
   libdnnl-dev                    # oneDNN: matmul and convolution lowering (ops/)
   nlohmann-json3-dev             # JSON for the kernel dump index (METAJIT_DUMP_DIR)
+  clang-format-14                # make format-check (.clang-format; the same major version as the LLVM above)
 )
 # ninja: use one already on PATH (for example pip's), otherwise take Debian's.
 command -v ninja >/dev/null 2>&1 || APT_PACKAGES+=(ninja-build)
@@ -78,6 +79,8 @@ PY_PACKAGES=(
   "torch=torch==2.13.0"
   "matplotlib=matplotlib"  # the demo's training-curve plot
   "safetensors=safetensors"  # mj.load reads .safetensors files through it (docs/checkpoints.md)
+  # The Python linter make test runs (rules in pyproject.toml); pinned, since a newer ruff may find new things.
+  "ruff=ruff==0.17.6"
 )
 
 # One interpreter start for all checks: find_spec locates a package without importing it.

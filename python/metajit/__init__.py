@@ -51,7 +51,7 @@ def _leaf(var, requires_grad):
     return var
 
 
-def array(data, dtype=None, requires_grad=False):
+def array(data, dtype=None, requires_grad=False):  # noqa: F811  (a parameter; mj.data, imported below, is a package)
     """A Var holding a copy of `data` (numpy array, nested lists or a number).
 
     numpy arrays and scalars keep their dtype; Python floats become float32 and Python ints int64, as in PyTorch.
@@ -227,7 +227,7 @@ NonFiniteError = _core.NonFiniteError  # METAJIT_CHECK_NAN found a NaN or infini
 
 from . import _var_methods  # noqa: E402,F401  (adds reshape, slicing, reductions, ... to Var)
 from ._flags import flags  # noqa: E402
-from ._profile import profile  # noqa: E402
+from ._profile import profile  # noqa: E402,F401  (public: mj.profile)
 from ._autograd import (grad, no_grad, enable_grad, set_grad_enabled, is_grad_enabled,  # noqa: E402
                         stop_grad)
 

@@ -119,7 +119,8 @@ class _Flags:
 
     def __repr__(self):
         return (f"metajit.flags(num_threads={self.num_threads}, cache_dir={self.cache_dir!r}, log={self.log!r}, "
-                f"lowering={self.lowering}, multiple_outputs={self.multiple_outputs}, conv_algorithm={self.conv_algorithm!r}, check_nan={self.check_nan})")
+                f"lowering={self.lowering}, multiple_outputs={self.multiple_outputs}, "
+                f"conv_algorithm={self.conv_algorithm!r}, check_nan={self.check_nan})")
 
 
 flags = _Flags()

@@ -149,23 +149,28 @@ def _install():
     from .ops import pointwise, tensor, indexing
     methods = {
         "copy_": copy_, "fill_": fill_, "zero_": zero_, "normal_": normal_, "uniform_": uniform_,
-        "add_": _from_out_of_place("add_", lambda self, other, alpha=1: self + (other * alpha if alpha != 1 else other)),
-        "sub_": _from_out_of_place("sub_", lambda self, other, alpha=1: self - (other * alpha if alpha != 1 else other)),
+        "add_": _from_out_of_place("add_", lambda self, other, alpha=1:
+                                   self + (other * alpha if alpha != 1 else other)),
+        "sub_": _from_out_of_place("sub_", lambda self, other, alpha=1:
+                                   self - (other * alpha if alpha != 1 else other)),
         "mul_": _from_out_of_place("mul_", lambda self, other: self * other),
         "div_": _from_out_of_place("div_", _divide),
         "pow_": _from_out_of_place("pow_", lambda self, exponent: self ** exponent),
         "clamp_": _from_out_of_place("clamp_", lambda self, min=None, max=None: tensor.clamp(self, min, max)),
         "clamp_min_": _from_out_of_place("clamp_min_", lambda self, min: pointwise.clamp_min(self, min)),
         "clamp_max_": _from_out_of_place("clamp_max_", lambda self, max: pointwise.clamp_max(self, max)),
-        "masked_fill_": _from_out_of_place("masked_fill_", checks_overlap=False, compute=lambda self, mask, value: indexing.masked_fill(self, mask, value)),
+        "masked_fill_": _from_out_of_place("masked_fill_", checks_overlap=False,
+                                           compute=lambda self, mask, value: indexing.masked_fill(self, mask, value)),
         "lerp_": _from_out_of_place("lerp_", lambda self, end, weight: pointwise.lerp(self, end, weight)),
         "addcmul_": _from_out_of_place("addcmul_", lambda self, tensor1, tensor2, value=1:
                                        pointwise.addcmul(self, tensor1, tensor2, value=value)),
         "addcdiv_": _from_out_of_place("addcdiv_", lambda self, tensor1, tensor2, value=1:
                                        pointwise.addcdiv(self, tensor1, tensor2, value=value)),
-        "scatter_": _from_out_of_place("scatter_", checks_overlap=False, compute=lambda self, dim, index, src=None, value=None, reduce=None:
+        "scatter_": _from_out_of_place("scatter_", checks_overlap=False,
+                                       compute=lambda self, dim, index, src=None, value=None, reduce=None:
                                        tensor.scatter(self, dim, index, src, value=value, reduce=reduce)),
-        "index_put_": _from_out_of_place("index_put_", checks_overlap=False, compute=lambda self, indices, values, accumulate=False:
+        "index_put_": _from_out_of_place("index_put_", checks_overlap=False,
+                                         compute=lambda self, indices, values, accumulate=False:
                                          indexing.index_put(self, indices, values, accumulate)),
         "maximum_": _from_out_of_place("maximum_", lambda self, other: self.maximum(other)),
         "minimum_": _from_out_of_place("minimum_", lambda self, other: self.minimum(other)),

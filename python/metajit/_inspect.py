@@ -95,7 +95,8 @@ class Kernel:
         what = self.library if self.kind.startswith("library") else self.kind
         if self.device == "cuda":
             what = f"cuda {self.architecture} {what}, {self.schedule}"
-        return f"<metajit kernel {self.key or '-'} {what}: {len(self.ops)} ops, {'cached in ' + self.where if self.where else 'not compiled yet'}>"
+        where = "cached in " + self.where if self.where else "not compiled yet"
+        return f"<metajit kernel {self.key or '-'} {what}: {len(self.ops)} ops, {where}>"
 
     def __str__(self):
         parts = [f"// key: {self.key or '(library call)'}  cached: {self.where or 'no'}"]

@@ -37,7 +37,8 @@ class Profile:
                          f"{entry['name']}")
         if len(self.entries) > limit:
             rest = sum(entry["seconds"] for entry in self.entries[limit:])
-            lines.append(f"{rest * 1e3:9.3f} {100 * rest / total:5.1f}        ({len(self.entries) - limit} more kernels)")
+            lines.append(f"{rest * 1e3:9.3f} {100 * rest / total:5.1f}        "
+                         f"({len(self.entries) - limit} more kernels)")
         lines.append(f"{self.total_seconds * 1e3:9.3f} total in kernels")
         return "\n".join(lines)
 

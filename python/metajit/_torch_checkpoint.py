@@ -12,7 +12,6 @@ offsets are checked before numpy's as_strided).
 """
 import io
 import pickle
-import zipfile
 from collections import OrderedDict
 
 import numpy as np

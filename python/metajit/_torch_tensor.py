@@ -147,7 +147,8 @@ def matrix_transpose(self):
 for _name, _function in {
     "size": size, "__format__": __format__, "new_tensor": new_tensor, "new_full": new_full,
     "new_empty": new_empty, "is_floating_point": is_floating_point, "element_size": element_size,
-    "get_device": get_device, "device": property(device_property), "type": cast_to_type, "ndimension": lambda self: self.ndim,
+    "get_device": get_device, "device": property(device_property), "type": cast_to_type,
+    "ndimension": lambda self: self.ndim,
     "mT": property(matrix_transpose),
 }.items():
     setattr(Var, _name, _function)

@@ -335,9 +335,11 @@ def __iter__(self):
 
 
 for _name, _function in {
-    "reshape": reshape, "view": view, "stride": stride, "permute": permute, "transpose": transpose, "broadcast_to": broadcast_to,
+    "reshape": reshape, "view": view, "stride": stride, "permute": permute, "transpose": transpose,
+    "broadcast_to": broadcast_to,
     "astype": astype, "sum": _reduction("add"), "prod": _reduction("mul"), "max": _extreme("max"),
-    "min": _extreme("min"), "amax": _reduce_over("max", "amax"), "amin": _reduce_over("min", "amin"), "mean": mean, "__getitem__": getitem, "__setitem__": setitem,
+    "min": _extreme("min"), "amax": _reduce_over("max", "amax"), "amin": _reduce_over("min", "amin"), "mean": mean,
+    "__getitem__": getitem, "__setitem__": setitem,
     "__array__": __array__,
     "__bool__": _scalar(bool), "__float__": _scalar(float), "__int__": _scalar(int), "maximum": maximum,
     "minimum": minimum, "__iter__": __iter__,

@@ -123,13 +123,11 @@ TEST(KernelIrTest, ALetVariableKeepsItsValuesRange) {
 
 // A reduction loop over r whose Lets are `lets` and whose value is `value` (cumsum's triangle, by hand).
 IrStatement reduction_over_r(ReduceOp op, std::vector<IrStatement> lets, IrExprPtr value) {
-  IrStatement loop{IrStatement::Kind::ReduceLoop, "sum_0", DType::Float32, std::move(value), nullptr, nullptr, -1, op,
-                   {{"r2", 64}}, std::move(lets), ""};
-  return loop;
+  return IrStatement::reduce_loop("sum_0", DType::Float32, op, {{"r2", 64}}, std::move(value), std::move(lets));
 }
 
 IrStatement let(const std::string& name, DType dtype, IrExprPtr value) {
-  return IrStatement{IrStatement::Kind::Let, name, dtype, std::move(value), nullptr, nullptr, -1, ReduceOp::Add, {}, {}, ""};
+  return IrStatement::let(name, dtype, std::move(value));
 }
 
 TEST(KernelIrTest, RunningSumGuardsAreFoundThroughLetsForTheirIndexOnly) {

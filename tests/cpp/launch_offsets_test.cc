@@ -19,16 +19,13 @@ IrExprPtr multiply(IrExprPtr left, IrExprPtr right) { return ir_index(IndexOpera
 // out0[i * 8 + j] = in0[reads[0]] + in0[reads[1]] + ... + in1[other]
 IrKernel kernel_reading(const std::vector<IrExprPtr>& reads, IrExprPtr other) {
   IrKernel kernel;
-  kernel.buffers = {{"out0", DType::Float32, {4, 8}, true}, {"in0", DType::Float32, {1000}, false},
-                    {"in1", DType::Float32, {1000}, false}};
+  kernel.buffers = {IrBuffer::output("out0", DType::Float32, {4, 8}), IrBuffer::input("in0", DType::Float32, {1000}),
+                    IrBuffer::input("in1", DType::Float32, {1000})};
   kernel.domain = {4, 8};
   IrExprPtr value = ir_load(2, DType::Float32, other);
   for (const IrExprPtr& read : reads) value = ir_binary(BinaryOp::Add, DType::Float32, value, ir_load(1, DType::Float32, read));
-  IrStatement store{IrStatement::Kind::Store};
-  store.value = value;
-  store.offset = add(multiply(ir_loop_variable("i0", 4), ir_int(8)), ir_loop_variable("i1", 8));
-  store.buffer = 0;
-  kernel.body.push_back(store);
+  kernel.body.push_back(
+      IrStatement::store(0, add(multiply(ir_loop_variable("i0", 4), ir_int(8)), ir_loop_variable("i1", 8)), value));
   return kernel;
 }
 

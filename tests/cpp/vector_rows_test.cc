@@ -28,27 +28,23 @@ Kernel compile_and_link(const std::string& source) {
 IrKernel two_output_kernel() {
   IrKernel kernel;
   Shape shape{kRows, kLength};
-  kernel.buffers = {{"out0", DType::Float32, shape, true}, {"out1", DType::Float32, shape, true},
-                    {"in0", DType::Float32, shape, false}};
+  kernel.buffers = {IrBuffer::output("out0", DType::Float32, shape), IrBuffer::output("out1", DType::Float32, shape),
+                    IrBuffer::input("in0", DType::Float32, shape)};
   kernel.domain = shape;
   auto row_offset = [](const std::string& variable) {
     return ir_index(IndexOperator::Add, ir_loop_variable(variable, kLength),
                     ir_index(IndexOperator::Multiply, ir_loop_variable("i0", kRows), ir_int(kLength)));
   };
-  IrStatement sum;
-  sum.kind = IrStatement::Kind::ReduceLoop;
-  sum.name = "sum_0";
-  sum.loops = {{"r1", kLength}};
-  sum.value = ir_unary(UnaryOp::Exp, DType::Float32, ir_load(2, DType::Float32, row_offset("r1")));
+  IrStatement sum =
+      IrStatement::reduce_loop("sum_0", DType::Float32, ReduceOp::Add, {{"r1", kLength}},
+                               ir_unary(UnaryOp::Exp, DType::Float32, ir_load(2, DType::Float32, row_offset("r1"))));
   sum.spill = "sum_0_terms";
   kernel.row_body.push_back(sum);
   IrExprPtr term = ir_variable("sum_0_terms[i1]", DType::Float32);
-  IrStatement first{IrStatement::Kind::Store, "", DType::Float32,
-                    ir_binary(BinaryOp::Divide, DType::Float32, term, ir_variable("sum_0", DType::Float32)),
-                    row_offset("i1"), nullptr, 0};
-  IrStatement second{IrStatement::Kind::Store, "", DType::Float32,
-                     ir_binary(BinaryOp::Multiply, DType::Float32, term, ir_float(2.0, DType::Float32)),
-                     row_offset("i1"), nullptr, 1};
+  IrStatement first = IrStatement::store(
+      0, row_offset("i1"), ir_binary(BinaryOp::Divide, DType::Float32, term, ir_variable("sum_0", DType::Float32)));
+  IrStatement second = IrStatement::store(
+      1, row_offset("i1"), ir_binary(BinaryOp::Multiply, DType::Float32, term, ir_float(2.0, DType::Float32)));
   kernel.body = {first, second};
   return kernel;
 }
@@ -81,8 +77,7 @@ TEST(VectorRowsTest, TermsLiveInTheOutputStoredLastAndValuesMatchStdExp) {
 TEST(VectorRowsTest, AStashReadAfterEveryStoreStaysOnTheStack) {
   IrKernel kernel = two_output_kernel();
   // A Let after both stores reads the terms: neither output row may hold them.
-  IrStatement late{IrStatement::Kind::Let, "late", DType::Float32, ir_variable("sum_0_terms[i1]", DType::Float32)};
-  kernel.body.push_back(late);
+  kernel.body.push_back(IrStatement::let("late", DType::Float32, ir_variable("sum_0_terms[i1]", DType::Float32)));
   std::string source = render_cpp(kernel).source;
   EXPECT_NE(source.find("alignas(64) float sum_0_terms[45]"), std::string::npos) << source;
 }
@@ -92,32 +87,24 @@ TEST(VectorRowsTest, AStashReadAfterEveryStoreStaysOnTheStack) {
 IrKernel softmax_kernel(int64_t rows, int64_t length) {
   IrKernel kernel;
   Shape shape{rows, length};
-  kernel.buffers = {{"out0", DType::Float32, shape, true}, {"in0", DType::Float32, shape, false}};
+  kernel.buffers = {IrBuffer::output("out0", DType::Float32, shape), IrBuffer::input("in0", DType::Float32, shape)};
   kernel.domain = shape;
   auto row_offset = [&](const std::string& variable) {
     return ir_index(IndexOperator::Add, ir_loop_variable(variable, length),
                     ir_index(IndexOperator::Multiply, ir_loop_variable("i0", rows), ir_int(length)));
   };
-  IrStatement maximum;
-  maximum.kind = IrStatement::Kind::ReduceLoop;
-  maximum.reduce_op = ReduceOp::Maximum;
-  maximum.name = "max_0";
-  maximum.loops = {{"r1", length}};
-  maximum.value = ir_load(1, DType::Float32, row_offset("r1"));
-  kernel.row_body.push_back(maximum);
-  IrStatement sum;
-  sum.kind = IrStatement::Kind::ReduceLoop;
-  sum.name = "sum_1";
-  sum.loops = {{"r1", length}};
-  sum.value = ir_unary(UnaryOp::Exp, DType::Float32,
-                       ir_binary(BinaryOp::Subtract, DType::Float32, ir_load(1, DType::Float32, row_offset("r1")),
-                                 ir_variable("max_0", DType::Float32)));
+  kernel.row_body.push_back(IrStatement::reduce_loop("max_0", DType::Float32, ReduceOp::Maximum, {{"r1", length}},
+                                                     ir_load(1, DType::Float32, row_offset("r1"))));
+  IrStatement sum = IrStatement::reduce_loop(
+      "sum_1", DType::Float32, ReduceOp::Add, {{"r1", length}},
+      ir_unary(UnaryOp::Exp, DType::Float32,
+               ir_binary(BinaryOp::Subtract, DType::Float32, ir_load(1, DType::Float32, row_offset("r1")),
+                         ir_variable("max_0", DType::Float32))));
   sum.spill = "sum_1_terms";
   kernel.row_body.push_back(sum);
   IrExprPtr term = ir_variable("sum_1_terms[i1]", DType::Float32);
-  kernel.body = {{IrStatement::Kind::Store, "", DType::Float32,
-                  ir_binary(BinaryOp::Divide, DType::Float32, term, ir_variable("sum_1", DType::Float32)),
-                  row_offset("i1"), nullptr, 0}};
+  kernel.body = {IrStatement::store(
+      0, row_offset("i1"), ir_binary(BinaryOp::Divide, DType::Float32, term, ir_variable("sum_1", DType::Float32)))};
   return kernel;
 }
 

@@ -38,7 +38,8 @@ def check_gradients(function, *arrays, rtol=1e-5, atol=1e-6, seed=0, epsilon=1e-
     analytic = [gradient.numpy() for gradient in analytic]
     numeric = numeric_gradients(function, arrays, weights, epsilon)
     for index, (got, expected) in enumerate(zip(analytic, numeric)):
-        assert got.shape == arrays[index].shape, f"input {index}: gradient shape {got.shape}, expected {arrays[index].shape}"
+        assert got.shape == arrays[index].shape, \
+            f"input {index}: gradient shape {got.shape}, expected {arrays[index].shape}"
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, err_msg=f"gradient of input {index}")
     return analytic
 

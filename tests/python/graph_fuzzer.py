@@ -732,7 +732,7 @@ class IE:
 
 def _index_context(grid_shape, xshape, yshape, extras):
     grid_shape = tuple(grid_shape)
-    loops = [np.array(l) for l in np.indices(grid_shape, dtype=np.int64)] if grid_shape else []
+    loops = [np.array(loop) for loop in np.indices(grid_shape, dtype=np.int64)] if grid_shape else []
     return {"grid": grid_shape, "loops": loops, "xshape": tuple(xshape), "yshape": tuple(yshape), "extras": extras}
 
 

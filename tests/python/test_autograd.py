@@ -125,7 +125,9 @@ def test_reduction_gradients(reduction, dim, keepdim, positive):
         if dim is None:
             return getattr(t, torch_name)()
         if reduction in ("prod",):
-            return t.prod(dim, keepdim=keepdim) if isinstance(dim, int) else t.prod(0, keepdim=True).prod(1, keepdim=True)
+            if isinstance(dim, int):
+                return t.prod(dim, keepdim=keepdim)
+            return t.prod(0, keepdim=True).prod(1, keepdim=True)
         return getattr(t, torch_name)(dim, keepdim=keepdim)
     np.testing.assert_allclose(got[0], torch_gradients(reference, positive)[0], rtol=1e-9)
 

@@ -37,7 +37,8 @@ def test_grad_src_reads_forward_output_and_inputs():
     b = mj.array(b_values, requires_grad=True)
     source = "for (int64_t i = 0; i < out0_numel; ++i) out0_p[i] = in0_p[i] * in1_p[i];"
     grad_a = "for (int64_t i = 0; i < out0_numel; ++i) out0_p[i] = dout_p[i] * pout_p[i] / in0_p[i];"
-    grad_b = "for (int i = 0; i < in0_shape0; ++i) for (int j = 0; j < in0_shape1; ++j) out0(i, j) = dout(i, j) * in0(i, j);"
+    grad_b = ("for (int i = 0; i < in0_shape0; ++i) for (int j = 0; j < in0_shape1; ++j) "
+              "out0(i, j) = dout(i, j) * in0(i, j);")
     y = mj.code(a.shape, a.dtype, [a, b], source, grad_src=[grad_a, grad_b])
     ga, gb = mj.grad((y * y).sum(), [a, b])
     assert_close(ga, 2 * a_values * b_values * b_values, rtol=1e-12)
@@ -66,8 +67,10 @@ def test_multiple_output_gradients_run_each_source_once():
     values = np.array([1.0, 2.0, 3.0])
     x = mj.array(values, requires_grad=True)
     double, square = mj.code([[3], [3]], ["float64", "float64"], [x],
-                             "for (int i = 0; i < 3; ++i) { out0_p[i] = 2 * in0_p[i]; out1_p[i] = in0_p[i] * in0_p[i]; }",
-                             grad_src=["for (int i = 0; i < 3; ++i) out0_p[i] = 2 * dout0_p[i] + 2 * in0_p[i] * dout1_p[i];"])
+                             "for (int i = 0; i < 3; ++i) { out0_p[i] = 2 * in0_p[i]; "
+                             "out1_p[i] = in0_p[i] * in0_p[i]; }",
+                             grad_src=["for (int i = 0; i < 3; ++i) "
+                                       "out0_p[i] = 2 * dout0_p[i] + 2 * in0_p[i] * dout1_p[i];"])
     assert_close(mj.grad((3 * double + square).sum(), x), 6 + 2 * values, rtol=1e-12)
     # Only one output used: the other incoming gradient is zeros.
     assert_close(mj.grad(square.sum(), x), 2 * values, rtol=1e-12)
@@ -119,7 +122,8 @@ def test_syntax_error_names_user_line_and_python_line():
 
 def test_header_error_is_reported_in_header_lines():
     x = mj.array(np.ones(3, dtype=np.float32))
-    y = mj.code([3], "float32", [x], "out0_p[0] = helper();", cpu_header="float helper() {\n  return undefined_name;\n}")
+    y = mj.code([3], "float32", [x], "out0_p[0] = helper();",
+                cpu_header="float helper() {\n  return undefined_name;\n}")
     with pytest.raises(mj.CompileError, match=r"cpu_header:2:"):
         y.numpy()
 

@@ -13,7 +13,8 @@ from conftest import ALL_DTYPES, assert_close
 def test_array_keeps_numpy_dtype_and_values(dtype, rng):
     data = (rng.standard_normal((3, 5)) * 50).astype(dtype)
     x = mj.array(data)
-    assert x.dtype == dtype and x.shape == (3, 5) and x.ndim == 2 and x.numel() == 15 and x.size() == (3, 5) and x.size(-1) == 5
+    assert x.dtype == dtype and x.shape == (3, 5) and x.ndim == 2 and x.numel() == 15
+    assert x.size() == (3, 5) and x.size(-1) == 5
     assert x.is_computed
     assert_close(x, data, rtol=0)
 

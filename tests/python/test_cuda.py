@@ -13,7 +13,8 @@ import metajit.nn.functional as F
 from metajit.cache import bundle as bundle_format
 from conftest import PACKAGE_ROOT
 
-needs_nvrtc = pytest.mark.skipif(not mj.cuda.nvrtc_available(), reason="NVRTC (pip install nvidia-cuda-nvrtc) is missing")
+needs_nvrtc = pytest.mark.skipif(not mj.cuda.nvrtc_available(),
+                                 reason="NVRTC (pip install nvidia-cuda-nvrtc) is missing")
 no_driver = pytest.mark.skipif(mj.cuda.is_available(), reason="this machine has a usable NVIDIA driver")
 
 
@@ -43,7 +44,8 @@ def test_use_cuda_raises_an_error_that_says_what_is_missing():
 
 @no_driver
 def test_metajit_device_cuda_warns_and_stays_on_the_cpu():
-    result = run_python("import metajit as mj, numpy as np; print((mj.array(np.ones(3, np.float32)) * 2).numpy().sum())",
+    result = run_python("import metajit as mj, numpy as np; "
+                        "print((mj.array(np.ones(3, np.float32)) * 2).numpy().sum())",
                         METAJIT_DEVICE="cuda")
     assert result.returncode == 0, result.stderr
     assert "METAJIT_DEVICE=cuda" in result.stderr and "libcuda.so.1" in result.stderr

@@ -114,7 +114,8 @@ def test_convolutional_training_steps_match_pytorch():
     torch = pytest.importorskip("torch")
     tf = torch.nn.functional
     images, labels = rand(4, 2, 10, 10), np.random.default_rng(7).integers(0, 3, 4)
-    initial = {"conv": rand(5, 2, 3, 3, seed=8) * 0.3, "bias": rand(5, seed=9) * 0.1, "linear": rand(125, 3, seed=10) * 0.1}
+    initial = {"conv": rand(5, 2, 3, 3, seed=8) * 0.3, "bias": rand(5, seed=9) * 0.1,
+               "linear": rand(125, 3, seed=10) * 0.1}
     ours = {name: mj.array(value, requires_grad=True) for name, value in initial.items()}
     theirs = {name: torch.tensor(value, requires_grad=True) for name, value in initial.items()}
     optimizer = mj.optim.SGD(list(ours.values()), lr=0.05, momentum=0.9)
@@ -125,7 +126,8 @@ def test_convolutional_training_steps_match_pytorch():
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        torch_hidden = tf.max_pool2d(tf.conv2d(torch.from_numpy(images), theirs["conv"], theirs["bias"], padding=1).relu(), 2)
+        torch_hidden = tf.max_pool2d(
+            tf.conv2d(torch.from_numpy(images), theirs["conv"], theirs["bias"], padding=1).relu(), 2)
         torch_loss = tf.cross_entropy(torch_hidden.reshape(4, 125) @ theirs["linear"], torch.from_numpy(labels))
         torch_optimizer.zero_grad()
         torch_loss.backward()
@@ -160,7 +162,8 @@ def test_code_op_reading_an_unknown_data_name_says_so():
 def test_code_op_without_cuda_src_runs_on_the_cpu_between_gpu_kernels():
     values = rand(50)
     before = mj.array(values) * 2  # a GPU kernel
-    middle = mj.code([50], "float32", [before], cpu_src="for (int i = 0; i < in0_shape0; i++) out0_p[i] = in0_p[i] + 5;")
+    middle = mj.code([50], "float32", [before],
+                     cpu_src="for (int i = 0; i < in0_shape0; i++) out0_p[i] = in0_p[i] + 5;")
     after = (middle * 3).exp() * 0.001  # a GPU kernel reading the host's value
     assert_close(after, np.exp((values * 2 + 5) * 3) * 0.001, rtol=1e-5)
 

@@ -5,7 +5,8 @@ failing seed and prints a minimal reproducer (also: python tools/fuzz.py --seed 
 
 Constructs listed in graph_fuzzer.KNOWN_BUGS are not generated here; each known bug's reproducer runs as an xfail
 below (strict unless the bug depends on the CPU), so fixing the bug turns that test red until its entry moves
-to graph_fuzzer.FIXED_BUGS, whose reproducers and original seeds must pass. About 3 s with a warm kernel cache, about 20 s cold (2,000 kernels)."""
+to graph_fuzzer.FIXED_BUGS, whose reproducers and original seeds must pass. About 3 s with a warm kernel cache,
+about 20 s cold (2,000 kernels)."""
 import pytest
 
 from graph_fuzzer import FIXED_BUGS, KNOWN_BUGS, run_gradient_case, run_value_case

@@ -8,9 +8,9 @@ import pytest
 import metajit as mj
 import metajit.nn.functional as F
 from conftest import assert_close, cpu_backend
+from test_vector_rows import kernel_sources, numpy_softmax, partial_check_output
 
 pytestmark = cpu_backend  # the CPU backend's own kernels (conftest.cpu_backend)
-from test_vector_rows import kernel_sources, numpy_softmax, partial_check_output
 
 
 def causal_scores(rng, rows, columns, batch=2):

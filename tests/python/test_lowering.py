@@ -8,7 +8,6 @@ import pytest
 import metajit as mj
 import metajit.nn.functional as F
 from conftest import cpu_backend
-from gradient_check import torch_gradients
 from lowering_checks import (ATOL, CONVOLUTIONS, RTOL, both_ways, check_forward_and_both_gradients,
                              check_users_reindex_convolution, evaluate, floats)
 
@@ -290,7 +289,8 @@ def test_a_biased_projection_read_in_slices_adds_its_bias_in_the_call(rng):
     assert not lone_bias_additions(kernels), lone_bias_additions(kernels)
 
     data = floats(rng, 4, 16, 64)
-    ours, theirs = mj.nn.MultiheadAttention(64, 4, batch_first=True), torch.nn.MultiheadAttention(64, 4, batch_first=True)
+    ours = mj.nn.MultiheadAttention(64, 4, batch_first=True)
+    theirs = torch.nn.MultiheadAttention(64, 4, batch_first=True)
     ours.load_state_dict({key: value.detach().numpy() for key, value in theirs.state_dict().items()})
     (result,), _ = both_ways(lambda x: ours(x, x, x, need_weights=False)[0], data)
     reference = theirs(*[torch.from_numpy(data)] * 3, need_weights=False)[0].detach().numpy()
@@ -660,7 +660,7 @@ def test_a_weight_copy_dies_with_its_buffer(rng):
         value, _, reused = reorders_of(lambda: F.conv2d(mj.array(x), weights, padding=1))
         np.testing.assert_allclose(value, torch_conv2d(x, w, padding=1), rtol=RTOL, atol=ATOL)
         assert reused == 0
-        del weights
+        weights = None  # frees the buffer (the lambda above reads the name, so it is rebound rather than deleted)
 
 
 def test_an_optimizer_step_gives_the_next_run_new_weight_copies(rng):

@@ -165,7 +165,8 @@ def test_regression_losses_match_torch(reduction, rng):
     ]
     for ours, reference, options in cases:
         mine = {key: mj.array(value) if isinstance(value, np.ndarray) else value for key, value in options.items()}
-        theirs = {key: torch.tensor(value) if isinstance(value, np.ndarray) else value for key, value in options.items()}
+        theirs = {key: torch.tensor(value) if isinstance(value, np.ndarray) else value
+                  for key, value in options.items()}
         got = ours(mj.array(prediction), mj.array(target), reduction=reduction, **mine)
         expected = reference(torch.tensor(prediction), torch.tensor(target), reduction=reduction, **theirs)
         assert_close(got, expected.numpy(), rtol=1e-12, atol=1e-14)

@@ -347,7 +347,8 @@ def test_flatten_squeeze_unsqueeze_flip_match_torch(cube):
         (mj.squeeze(mj.array(cube[:, :1, None])), torch.squeeze(single)),
         (mj.array(cube[:, :1, None]).squeeze(1), single.squeeze(1)),
         (mj.squeeze(mj.array(cube[:, :1, None]), (0, 3)), torch.squeeze(single, (0, 3))),
-        (mj.unsqueeze(x, 0), torch.unsqueeze(t, 0)), (x.unsqueeze(-1), t.unsqueeze(-1)), (x.unsqueeze(2), t.unsqueeze(2)),
+        (mj.unsqueeze(x, 0), torch.unsqueeze(t, 0)), (x.unsqueeze(-1), t.unsqueeze(-1)),
+        (x.unsqueeze(2), t.unsqueeze(2)),
         (mj.flip(x, (0, 2)), torch.flip(t, (0, 2))), (x.flip(1), t.flip(1)), (x.flip(-1, 0), t.flip(-1, 0)),
     ]
     for ours, theirs in pairs:

@@ -9,7 +9,6 @@ broadcast and sum rules. A subscript repeated within one operand ("ii->i") takes
 import string
 
 from .. import _core
-from .._core import Var
 from .tensor import _as_var
 
 __all__ = ["einsum"]

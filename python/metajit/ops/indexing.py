@@ -15,7 +15,7 @@ was sliced from x earlier keeps the old values (Vars never share storage).
 """
 import numpy as np
 
-from .. import _core, array, full, is_grad_enabled, where
+from .. import _core, array, full, where
 from .._core import Var
 
 __all__ = ["index_put", "masked_fill"]
@@ -319,7 +319,8 @@ def _mask_fast_path(input, key, value):
         if len(key) != 1:
             return None
         key = key[0]
-    if not (isinstance(key, Var) and key.dtype == "bool") and not (isinstance(key, np.ndarray) and key.dtype == np.bool_):
+    boolean_var = isinstance(key, Var) and key.dtype == "bool"
+    if not boolean_var and not (isinstance(key, np.ndarray) and key.dtype == np.bool_):
         return None
     mask_rank = key.ndim
     if mask_rank == 0 or tuple(key.shape) != tuple(input.shape[:mask_rank]):

@@ -3,7 +3,6 @@ power 1/p, computed as average pooling of x^p times the window size. Gradients c
 elementwise ops."""
 import math
 
-from .. import _core
 from .pool import avg_pool1d, avg_pool2d, avg_pool3d
 from .tensor import _as_var
 

@@ -9,7 +9,6 @@ one element.
 Average-pooling divisors depend only on shapes: they are elementwise functions of arange vectors, one per
 spatial dimension, which fuse into the same kernel."""
 from .. import _core
-from .._core import Var
 from .conv import _affine, _batched, _is_integer, _tuple
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",

@@ -490,7 +490,8 @@ def _scan_along(input, op, from_end):
         totals = inside[tuple([slice(None)] * block_dim + [block - 1])]
     # The exclusive scan of the block totals, as the inclusive scan of the totals shifted right by one (not the
     # inclusive scan undone by the totals: inf - inf or 0 / 0 would turn a block into NaN).
-    shifted = pad(totals, [0, 0] * len(tail) + [1, 0], value=fill)[tuple([slice(None)] * len(head) + [slice(0, blocks)])]
+    shifted = pad(totals, [0, 0] * len(tail) + [1, 0], value=fill)
+    shifted = shifted[tuple([slice(None)] * len(head) + [slice(0, blocks)])]
     before = _scan_along(shifted, op, from_end).reshape(head + [blocks, 1] + tail)
     combined = inside + before if op == "add" else inside * before
     joined = combined.reshape(head + [blocks * block] + tail)

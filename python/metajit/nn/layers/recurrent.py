@@ -82,7 +82,7 @@ class _RecurrentBase(Module):
         sequence = input if batched else input.unsqueeze(1)
         if batched and self.batch_first:
             sequence = sequence.transpose(0, 1)
-        length, batch = sequence.shape[0], sequence.shape[1]
+        batch = sequence.shape[1]
         states = self._initial_states(hx, batch, batched, sequence)
         finals = [[] for _ in states]
         directions = ("", "_reverse") if self.bidirectional else ("",)
@@ -186,7 +186,7 @@ class _LSTMLayer(Function):
     def forward(ctx, projected, weight_hh, bias_hh, hidden, cell, reverse):
         length, size = projected.shape[0], hidden.shape[-1]
         order = range(length - 1, -1, -1) if reverse else range(length)
-        outputs, ctx.gates, ctx.previous, ctx.cell_tanh = [None] * length, [None] * length, [None] * length, [None] * length
+        outputs, ctx.gates, ctx.previous, ctx.cell_tanh = ([None] * length for _ in range(4))
         for time in order:
             total = projected[time] + _affine(hidden, weight_hh, bias_hh)
             gates = (total[:, :size].sigmoid(), total[:, size:2 * size].sigmoid(), total[:, 2 * size:3 * size].tanh(),
