@@ -95,6 +95,9 @@ std::string name_node(const Node& node) {
 }  // namespace
 
 const char* unary_op_name(UnaryOp op) { return kUnaryNames[int(op)]; }
+
+std::vector<std::string> unary_op_names() { return {std::begin(kUnaryNames), std::end(kUnaryNames)}; }
+std::vector<std::string> binary_op_names() { return {std::begin(kBinaryNames), std::end(kBinaryNames)}; }
 const char* binary_op_name(BinaryOp op) { return kBinaryNames[int(op)]; }
 
 UnaryOp unary_op_from_name(const std::string& name) {

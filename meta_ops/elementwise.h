@@ -24,6 +24,9 @@ const char* unary_op_name(UnaryOp op);
 const char* binary_op_name(BinaryOp op);
 UnaryOp unary_op_from_name(const std::string& name);    // throws on unknown names
 BinaryOp binary_op_from_name(const std::string& name);
+// Every op's name, in enum order: the one list the bindings and the Python package build their functions from.
+std::vector<std::string> unary_op_names();
+std::vector<std::string> binary_op_names();
 bool is_comparison(BinaryOp op);
 bool is_logical(BinaryOp op);
 

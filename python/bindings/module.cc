@@ -420,12 +420,12 @@ PYBIND11_MODULE(_core, module) {
         return unary(self->dtype == DType::Bool ? UnaryOp::LogicalNot : UnaryOp::BitwiseNot, self);
       });
   // Unary methods: x.exp(), x.relu(), ...
-  for (const char* name : {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
-                           "floor", "ceil", "round", "logical_not", "bitwise_not", "log1p", "expm1", "log2", "log10",
-                           "erf", "tan", "asin", "acos", "atan", "sinh", "cosh"}) {
+  for (const std::string& name : unary_op_names()) {
     UnaryOp op = unary_op_from_name(name);
-    var.def(name, [op](const NodePtr& self) { return unary(op, self); });
+    var.def(name.c_str(), [op](const NodePtr& self) { return unary(op, self); });
   }
+  module.def("unary_op_names", &unary_op_names, "Every elementwise unary op's name (meta_ops/elementwise.cc).");
+  module.def("binary_op_names", &binary_op_names, "Every elementwise binary op's name (meta_ops/elementwise.cc).");
 
   module.def("array", [](py::handle value) { return as_node(value); });
   // A Var of its own holding the same node: no alias of the argument's values (a contiguous() that PyTorch copies).

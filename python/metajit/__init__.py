@@ -274,15 +274,13 @@ def _make_binary(name):
     return function
 
 
-for _name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "floor", "ceil",
-              "round", "logical_not", "bitwise_not", "log1p", "expm1", "log2", "log10", "erf", "tan", "asin", "acos",
-              "atan", "sinh", "cosh"):
+for _name in _core.unary_op_names():  # the engine's list (meta_ops/elementwise.cc), not a copy of it
     globals()[_name] = _make_unary(_name)
     if _name not in __all__:  # relu, sigmoid and tanh are also in the operator library's list
         __all__.append(_name)
-for _name in ("add", "sub", "mul", "div", "floor_div", "mod", "pow", "maximum", "minimum", "less", "less_equal",
-              "greater", "greater_equal", "not_equal", "logical_and", "logical_or", "logical_xor",
-              "bitwise_and", "bitwise_or", "bitwise_xor"):
+for _name in _core.binary_op_names():
+    if _name == "equal":  # mj.equal is torch.equal (one bool for whole tensors); mj.eq is the elementwise op
+        continue
     globals()[_name] = _make_binary(_name)
     __all__.append(_name)
 
