@@ -98,6 +98,9 @@ struct Node {
   // stores it, as a target, instead of inlining it into its readers, so the next update starts from a stored
   // value rather than from an ever-longer expression (core/executor.cc).
   bool store_when_read = false;
+  // The value a write through a view gave its base in grad mode (PyTorch's CopySlices): like a node whose gradient
+  // read saved values, a second backward through it raises unless the first kept the graph.
+  bool written_through_view = false;
   // Set by backward() without retain_graph on the nodes it went through whose gradient read saved values (not on
   // leaves): once computed, such a node drops its inputs like any other, so the values only backward needed can
   // be freed (PyTorch frees a graph's saved tensors the same way). A node with this set and no inputs has lost

@@ -20,7 +20,7 @@ std::vector<int> saved_values(const Node& node);
 // computed, which frees its inputs.
 void require_graph(const Node& node) {
   if (!node.backward_taken.load(std::memory_order_relaxed)) return;
-  if (!node.inputs.empty() && !saved_values(node).empty())
+  if (!node.inputs.empty() && (node.written_through_view || !saved_values(node).empty()))
     throw std::runtime_error(
         "Trying to backward through the graph a second time (or directly access saved tensors after they have "
         "already been freed): " + node.op_name() + " " + shape_to_string(node.shape) + " (created at " +
@@ -266,10 +266,10 @@ std::vector<NodePtr> gradient_leaves(const NodePtr& output) {
 
 void mark_backward_taken(const NodePtr& output) {
   if (!output->requires_grad) return;
-  // Only where the gradient read saved values, which PyTorch frees: through a clone, a sum or a view a later
-  // backward still works there, so such a node keeps its edges when it is computed.
+  // Only where the gradient read saved values, which PyTorch frees, and at writes through views (CopySlices):
+  // through a clone, a sum or a view a later backward still works, so such a node keeps its edges when computed.
   for (Node* node : gradient_graph_nodes(output))
-    if (node->any_input_requires_grad() && !saved_values(*node).empty())
+    if (node->any_input_requires_grad() && (node->written_through_view || !saved_values(*node).empty()))
       node->backward_taken.store(true, std::memory_order_relaxed);
 }
 

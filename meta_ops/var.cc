@@ -604,7 +604,10 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
   NodePtr replacement = write_back_path(group_->value, steps_, steps_.size(), std::move(value));
   NodePtr before = group_->value;
   group_->replace_value(successor(group_->value, std::move(replacement), outside_graph));
-  if (!steps_.empty()) group_->remember(written);
+  if (!steps_.empty()) {
+    group_->remember(written);
+    if (!outside_graph && group_->value->requires_grad) group_->value->written_through_view = true;
+  }
   carry_to_gradient(group_->gradient_of, before, group_->value);
   ++group_->version;
   // A detached alias passes the values written, not their history, on to the values it aliases: through the

@@ -448,3 +448,30 @@ def test_a_second_backward_through_a_clone_computed_in_between():
         ((b * b).sum() + (a * 2.0).sum()).backward()
         return {"read": read, "a.grad": a.grad}
     run_both(program)
+
+
+@pytest.mark.parametrize("write", ["fill_", "add_", "view add_", "view fill_", "whole view add_", "setitem",
+                                   "copy_ into a view"])
+def test_a_second_backward_after_a_write_raises_where_pytorch_does(write):
+    """PyTorch refuses a second backward through a value written through a view (its CopySlices) and allows it
+    after a plain in-place op that saves nothing."""
+    writes = {
+        "fill_": lambda lib, y: y.fill_(2),
+        "add_": lambda lib, y: y.add_(1),
+        "view add_": lambda lib, y: y[1:].add_(1),
+        "view fill_": lambda lib, y: y[1:].fill_(1),
+        "whole view add_": lambda lib, y: y[:].add_(1),
+        "setitem": lambda lib, y: y.__setitem__(0, 5.0),
+        "copy_ into a view": lambda lib, y: y[:2].copy_(lib.zeros(2)),
+    }
+
+    def second_backward_raises(lib):
+        y = lib.ones(3, requires_grad=True) + 1
+        writes[write](lib, y)
+        y.sum().backward()
+        try:
+            y.sum().backward()
+        except RuntimeError:
+            return True
+        return False
+    assert second_backward_raises(mj) == second_backward_raises(torch)

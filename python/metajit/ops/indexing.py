@@ -380,13 +380,24 @@ def masked_fill(input, mask, value):
     return where(mask, value, input)
 
 
+def _selects_everything(key, rank):
+    """Whether an indexing key is only full slices, no more than `rank`, and at most one Ellipsis (x[:], x[...],
+    x[:, :])."""
+    parts = key if isinstance(key, tuple) else (key,)
+    ellipses = sum(part is Ellipsis for part in parts)
+    full = all(part is Ellipsis or (isinstance(part, slice) and part == slice(None)) for part in parts)
+    return full and ellipses <= 1 and len(parts) - ellipses <= rank
+
+
 def setitem(self, key, value):
     """x[key] = value, as PyTorch: a key of integers, slices, None and ... names a view of x, and value (broadcast
     to it, cast to x's dtype) is copied into that view, so x and every view sharing its values see it; other
     keys write index_put(x, key, value) into x. The new value is computed now, so a loop of writes never builds
     one ever-deeper expression."""
     first_node_id = _core.next_node_id()
-    target = _core.basic_view(self, key)
+    # x[:] = v and x[...] = v write x itself, as PyTorch's indexing returns x for such keys (no view): a second
+    # backward through x then works as after any in-place op, where one through a view's write raises.
+    target = self if self.ndim > 0 and _selects_everything(key, self.ndim) else _core.basic_view(self, key)
     if target is None:
         parsed = _Key(self.shape, key)
         if not parsed.advanced:
