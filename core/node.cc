@@ -1,4 +1,4 @@
-// Node lifetime bookkeeping (the live-node gauge behind mj.stats()["vars_live"]) and small shape helpers.
+// Node lifetime bookkeeping (the live-node gauge behind mj.stats()["vars_live"]).
 #include "core/node.h"
 
 #include <algorithm>
@@ -19,21 +19,6 @@ ProvenanceHook provenance_hook = nullptr;
 OpNamer op_namer = nullptr;
 
 }  // namespace
-
-int64_t shape_numel(const Shape& shape) {
-  int64_t count = 1;
-  for (int64_t extent : shape) count *= extent;
-  return count;
-}
-
-std::string shape_to_string(const Shape& shape) {  // no ostringstream: kernel rendering calls this a lot
-  std::string text = "[";
-  for (size_t dim = 0; dim < shape.size(); ++dim) {
-    if (dim) text += ", ";
-    text += std::to_string(shape[dim]);
-  }
-  return text + "]";
-}
 
 const char* node_kind_name(NodeKind kind) {
   switch (kind) {

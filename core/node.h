@@ -10,13 +10,10 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/shape.h"
 #include "core/storage.h"
 
 namespace metajit {
-
-using Shape = std::vector<int64_t>;
-int64_t shape_numel(const Shape& shape);
-std::string shape_to_string(const Shape& shape);
 
 // The graph vocabulary. Elementwise family: Constant .. Cast. Reindex family: View, Reshape, Reindex.
 // Reindex-reduce family: Reduce, ReindexReduce. Data is a computed leaf. Two opaque kinds stand outside the

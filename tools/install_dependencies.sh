@@ -27,7 +27,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev      # C++ tests
   libbenchmark-dev               # C++ micro-benchmarks
   libxxhash-dev                  # kernel-cache content hashing
-  libdnnl-dev                    # oneDNN: matmul and convolution lowering (ops/)
+  libdnnl-dev                    # oneDNN: matmul and convolution lowering (libraries/)
   nlohmann-json3-dev             # JSON for the kernel dump index (METAJIT_DUMP_DIR)
   clang-format-14                # make format-check (.clang-format; the same major version as the LLVM above)
 )

@@ -5,7 +5,7 @@
 #include <unordered_map>
 
 #include "core/executor.h"
-#include "jit/contraction.h"
+#include "jit/plan/contraction.h"
 #include "jit/plan/plan.h"
 
 namespace metajit {

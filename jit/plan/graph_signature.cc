@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "jit/contraction.h"
+#include "jit/plan/contraction.h"
 #include "jit/plan/sibling_kernels.h"
 
 namespace metajit {

@@ -1,17 +1,17 @@
 // A plan as a value: the kernels computing some pending values, in launch order, with the nodes they read and
 // write given as positions in the graph signature's node list, so a plan holds no graph alive and one plan
 // serves every graph with the same signature. The planner (jit/plan/planner.h) makes one; a runner
-// (jit/graph_executor.h for the CPU, jit/cuda_graph_runner.h) runs it against a signature's nodes.
+// (jit/run/graph_executor.h for the CPU, jit/run/cuda_graph_runner.h) runs it against a signature's nodes.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "jit/contraction.h"
-#include "jit/cpp_renderer.h"
-#include "jit/cuda_renderer.h"
-#include "jit/lowering.h"
+#include "jit/codegen/cpp/cpp_renderer.h"
+#include "jit/codegen/cuda/cuda_renderer.h"
+#include "jit/ir/lowering.h"
 #include "jit/plan/buffer_lifetimes.h"
+#include "jit/plan/contraction.h"
 #include "jit/plan/graph_signature.h"
 
 namespace metajit {
@@ -20,7 +20,7 @@ struct PlannedKernel {
   LoweredKernel lowered;
   RenderedKernel rendered;  // empty when a library call does all the work
   std::string key;          // of `rendered`
-  // Per buffer of `rendered`, the elements its launch adds to the buffer's start (jit/launch_offsets.h); empty
+  // Per buffer of `rendered`, the elements its launch adds to the buffer's start (jit/ir/launch_offsets.h); empty
   // when none. `lowered.kernel`, which the CUDA renderer reads, still has them in its index expressions.
   std::vector<int64_t> buffer_offsets;
   // A vendor-library call computing the kernel's contraction. With `rendered` set it writes a temporary that
@@ -30,7 +30,7 @@ struct PlannedKernel {
   std::string contraction;  // the matched contraction (Contraction::describe), also when no library took it
   bool code = false;        // a Code op: `rendered` is the user's kernel, launched once for all its outputs
   bool on_host = false;     // in plans for the GPU: a Code op without cuda_src, run on the CPU from `rendered`
-  RenderedCudaKernel cuda;  // in plans for the GPU (jit/cuda_graph_runner.h), instead of `rendered`
+  RenderedCudaKernel cuda;  // in plans for the GPU (jit/run/cuda_graph_runner.h), instead of `rendered`
   std::string cuda_key;     // of `cuda`, for the CUDA binary cache ("" under the emulator)
 };
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/node.h"
-#include "jit/contraction.h"
+#include "jit/plan/contraction.h"
 #include "jit/plan/plan.h"
 
 namespace metajit {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "core/node.h"
-#include "jit/contraction.h"
-#include "jit/lowering.h"
+#include "jit/ir/lowering.h"
+#include "jit/plan/contraction.h"
 #include "jit/plan/planner.h"
 
 namespace metajit {

@@ -4,11 +4,11 @@
 // offset added at launch) and keyed for the kernel cache. A Code op renders the user's kernel.
 #include <optional>
 
-#include "jit/code_kernel.h"
-#include "jit/kernel_cache.h"
-#include "jit/launch_offsets.h"
+#include "jit/codegen/code_ops/code_kernel.h"
+#include "jit/ir/launch_offsets.h"
+#include "jit/ir/reduce_loop_merging.h"
 #include "jit/plan/planning_state.h"
-#include "jit/reduce_loop_merging.h"
+#include "jit/toolchain/kernel_cache.h"
 #include "meta_ops/code.h"
 
 namespace metajit {

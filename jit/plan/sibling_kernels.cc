@@ -21,7 +21,7 @@ std::atomic<bool> enabled_{flag_boolean(Flag::MultipleOutputs)};
 
 // Elementwise and gather kernels only: a reduction's loops (column sums, row passes) and library calls have
 // shapes of their own that the renderer and the matcher look for. A scatter onto the source's own indices
-// lowers as a pointwise kernel of its source (jit/lowering.cc), but its node has no elementwise value to join.
+// lowers as a pointwise kernel of its source (jit/ir/lowering.cc), but its node has no elementwise value to join.
 bool joinable(const LoweredKernel& lowered, const ContractionMatch& match) {
   const NodePtr& output = lowered.output;
   if (!output || output->kind == NodeKind::Code || output->kind == NodeKind::ReindexReduce || match.contraction ||

@@ -8,8 +8,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "jit/contraction.h"
-#include "jit/lowering.h"
+#include "jit/ir/lowering.h"
+#include "jit/plan/contraction.h"
 
 namespace metajit {
 

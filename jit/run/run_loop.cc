@@ -4,8 +4,8 @@
 
 #include "core/executor.h"
 #include "core/stats.h"
-#include "jit/graph_executor.h"
 #include "jit/plan/buffer_lifetimes.h"
+#include "jit/run/graph_executor.h"
 
 namespace metajit {
 

@@ -6,11 +6,11 @@
 #include "var_caster.h"
 
 #include "cache/disk_store.h"
-#include "jit/cpp_prelude.h"
-#include "jit/kernel_cache.h"
-#include "jit/kernel_entry.h"
-#include "jit/runtime_support.h"
-#include "jit/target_info.h"
+#include "jit/codegen/cpp/cpp_prelude.h"
+#include "jit/codegen/cpp/runtime_support.h"
+#include "jit/toolchain/kernel_cache.h"
+#include "jit/toolchain/kernel_entry.h"
+#include "jit/toolchain/target_info.h"
 
 namespace py = pybind11;
 using namespace metajit;
@@ -22,7 +22,7 @@ void bind_cache(py::module_& module) {
   module.def("compiler_identity", [&cache] { return cache.compiler_identity(); });
   module.def("host_cpu_name", &host_cpu_name);
   module.def("host_cpu_features", &host_cpu_features);
-  // The source and key of the runtime support object (jit/runtime_support.h) kernels call out of line into.
+  // The source and key of the runtime support object (jit/codegen/cpp/runtime_support.h) kernels call out of line into.
   module.def("runtime_support_source", [] { return cpp_runtime_support().source; });
   module.def("cpp_prelude_for", &cpp_prelude_for);  // the prelude a kernel body naming these helpers gets
   module.def("runtime_support_key", [&cache] { return cache.key_for(cpp_runtime_support().source); });

@@ -8,19 +8,19 @@
 
 #include "var_caster.h"
 
-#include "jit/code_kernel.h"
-#include "jit/compiler.h"
-#include "jit/cuda_binary_cache.h"
-#include "jit/cuda_driver.h"
-#include "jit/cuda_emulator.h"
-#include "jit/cuda_graph_runner.h"
-#include "jit/cuda_renderer.h"
-#include "jit/graph_executor.h"
-#include "jit/kernel_cache.h"
-#include "jit/kernel_entry.h"
-#include "jit/nvrtc_compiler.h"
+#include "jit/codegen/code_ops/code_kernel.h"
+#include "jit/codegen/cuda/cuda_renderer.h"
+#include "jit/run/cuda_driver.h"
+#include "jit/run/cuda_emulator.h"
+#include "jit/run/cuda_graph_runner.h"
+#include "jit/run/graph_executor.h"
+#include "jit/toolchain/compiler.h"
+#include "jit/toolchain/cuda_binary_cache.h"
+#include "jit/toolchain/kernel_cache.h"
+#include "jit/toolchain/kernel_entry.h"
+#include "jit/toolchain/nvrtc_compiler.h"
+#include "libraries/cuda_libraries.h"
 #include "meta_ops/code.h"
-#include "ops/cuda_libraries.h"
 
 namespace py = pybind11;
 using namespace metajit;
@@ -168,7 +168,7 @@ void bind_cuda(py::module_& module) {
     return kernels;
   }, "The CUDA kernels that computing these Vars would launch, rendered for one architecture; runs nothing.");
 
-  // Computes `nodes` by running their CUDA kernels in the CPU emulator (jit/cuda_emulator.h): tests of the CUDA
+  // Computes `nodes` by running their CUDA kernels in the CPU emulator (jit/run/cuda_emulator.h): tests of the CUDA
   // renderer's numbers on machines without a GPU. Returns (bytes, dtype, shape) per node.
   module.def("emulate_cuda", [](const std::vector<NodePtr>& nodes, int64_t max_blocks) {
     std::map<const Node*, std::vector<char>> values;

@@ -1,5 +1,6 @@
-// Tests for the compiler backends (jit/compiler.h) and the object loader (jit/object_loader.h): compile real
-// kernels, load them, run them against std::exp, and check that errors come back as exceptions with usable text.
+// Tests for the compiler backends (jit/toolchain/compiler.h) and the object loader (jit/toolchain/object_loader.h):
+// compile real kernels, load them, run them against std::exp, and check that errors come back as exceptions with usable
+// text.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "jit/compiler.h"
-#include "jit/object_loader.h"
-#include "jit/target_info.h"
+#include "jit/toolchain/compiler.h"
+#include "jit/toolchain/object_loader.h"
+#include "jit/toolchain/target_info.h"
 
 namespace metajit {
 namespace {

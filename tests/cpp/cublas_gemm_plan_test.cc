@@ -1,4 +1,4 @@
-// plan_cublas_gemm (ops/cuda_contraction_backend.h): how a matrix product's row-major layouts become cuBLAS's
+// plan_cublas_gemm (libraries/cuda_contraction_backend.h): how a matrix product's row-major layouts become cuBLAS's
 // column-major strided-batched SGEMM. The plan runs here through a plain-loop model of what cuBLAS computes for
 // those arguments (including its leading-dimension rules), against the product computed from the layouts
 // directly, so every orientation, transpose, padding and broadcast is checked without a GPU.
@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "ops/cuda_contraction_backend.h"
+#include "libraries/cuda_contraction_backend.h"
 
 namespace metajit {
 namespace {

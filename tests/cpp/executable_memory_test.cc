@@ -1,5 +1,5 @@
-// Tests for the kernel memory arenas (jit/executable_memory.h): a kernel's code, constants and data regions stay
-// within one reserved span, however the rest of the process maps memory in between, because code reaches its
+// Tests for the kernel memory arenas (jit/toolchain/executable_memory.h): a kernel's code, constants and data regions
+// stay within one reserved span, however the rest of the process maps memory in between, because code reaches its
 // constants with 32-bit relative offsets.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "jit/executable_memory.h"
+#include "jit/toolchain/executable_memory.h"
 
 namespace metajit {
 namespace {

@@ -9,7 +9,7 @@
 #include "core/executor.h"
 #include "core/stats.h"
 #include "core/thread_pool.h"
-#include "jit/graph_executor.h"
+#include "jit/run/graph_executor.h"
 #include "meta_ops/broadcast.h"
 #include "meta_ops/elementwise.h"
 #include "meta_ops/reduce.h"

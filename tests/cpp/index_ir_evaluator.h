@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "jit/kernel_ir.h"
+#include "jit/ir/kernel_ir.h"
 
 namespace metajit {
 

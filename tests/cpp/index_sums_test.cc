@@ -1,4 +1,4 @@
-// Tests for the index-sum simplifications ir_index applies (jit/index_sums.cc): the reshape pieces that must
+// Tests for the index-sum simplifications ir_index applies (jit/ir/index_sums.cc): the reshape pieces that must
 // cancel do, and every rewrite keeps the value. Values are checked by evaluating the simplified IR over every
 // point of small loop ranges against the formula computed directly in C++ (floor semantics throughout).
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <random>
 #include <string>
 
-#include "jit/index_sums.h"
-#include "jit/kernel_ir.h"
+#include "jit/ir/index_sums.h"
+#include "jit/ir/kernel_ir.h"
 #include "tests/cpp/index_ir_evaluator.h"
 
 namespace metajit {

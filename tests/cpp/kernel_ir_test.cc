@@ -1,13 +1,14 @@
-// Tests for ir_fold_by_ranges, which folds comparisons, min and max by the operands' value ranges (jit/kernel_ir.cc): a
-// folded result must equal the unfolded expression at every point of the loop range, and the guards and clamps
-// of an index inside one piece of its loop (what the C++ renderer's piece loops rely on) must fold away.
+// Tests for ir_fold_by_ranges, which folds comparisons, min and max by the operands' value ranges
+// (jit/ir/kernel_ir.cc): a folded result must equal the unfolded expression at every point of the loop range, and the
+// guards and clamps of an index inside one piece of its loop (what the C++ renderer's piece loops rely on) must fold
+// away.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <string>
 
-#include "jit/kernel_ir.h"
+#include "jit/ir/kernel_ir.h"
 #include "tests/cpp/index_ir_evaluator.h"
 
 namespace metajit {

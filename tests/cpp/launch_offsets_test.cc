@@ -1,4 +1,4 @@
-// Tests for move_constant_offsets_to_launch (jit/launch_offsets.h): after the move, the offset passed at launch
+// Tests for move_constant_offsets_to_launch (jit/ir/launch_offsets.h): after the move, the offset passed at launch
 // plus each read's new offset must equal the read's old offset at every loop point, and the source (ir_key of
 // the reads) must no longer depend on where the slice starts.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/launch_offsets.h"
+#include "jit/ir/launch_offsets.h"
 #include "tests/cpp/index_ir_evaluator.h"
 
 namespace metajit {

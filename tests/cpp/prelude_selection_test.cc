@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "jit/cpp_prelude.h"
-#include "jit/prelude_selection.h"
+#include "jit/codegen/common/prelude_selection.h"
+#include "jit/codegen/cpp/cpp_prelude.h"
 
 namespace metajit {
 namespace {

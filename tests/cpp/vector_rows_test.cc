@@ -1,14 +1,14 @@
-// Tests for the explicit-SIMD row loops of the C++ renderer (jit/cpp_renderer.cc with
-// jit/vector_expression_renderer.cc) on hand-built kernel IR: where a row's kept terms live when two outputs read
-// them, and that the compiled kernel computes what std::exp says.
+// Tests for the explicit-SIMD row loops of the C++ renderer (jit/codegen/cpp/cpp_renderer.cc with
+// jit/codegen/cpp/vector_expression_renderer.cc) on hand-built kernel IR: where a row's kept terms live when two
+// outputs read them, and that the compiled kernel computes what std::exp says.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "jit/cpp_renderer.h"
-#include "jit/kernel_cache.h"
+#include "jit/codegen/cpp/cpp_renderer.h"
+#include "jit/toolchain/kernel_cache.h"
 
 namespace metajit {
 namespace {

@@ -2395,7 +2395,7 @@ FIXED_BUGS = [
         "name": "a product over copies of pow(negative, non-integer) gave a number instead of NaN",
         "description": "Reduction loops were generated with `#pragma clang fp reassociate(on)` over the whole "
                        "loop body, so LLVM folded pow(x, a) * pow(x, a) into pow(x, 2a): pow(-2, 3.5) twice "
-                       "gave pow(-2, 7) = -128 instead of NaN. Fixed in jit/cpp_renderer.cc: only the "
+                       "gave pow(-2, 7) = -128 instead of NaN. Fixed in jit/codegen/cpp/cpp_renderer.cc: only the "
                        "accumulation of a sum is reassociated, products never.",
         "reproducer": "import numpy as np\n"
                       "import metajit as mj\n"
@@ -2415,8 +2415,8 @@ FIXED_BUGS = [
                        "([1, 1, 1, 0] instead of [1, 2, 1, 0] in the first four rows). It happens with any AVX2 "
                        "or AVX-512 target (-march=skylake too; not with -mllvm "
                        "-enable-interleaved-mem-accesses=false). Users saw wrong gradients of F.pad with "
-                       "reflect, circular and replicate modes. Fixed in jit/cpp_renderer.cc: only the innermost "
-                       "loop of a scatter may be vectorised.",
+                       "reflect, circular and replicate modes. Fixed in jit/codegen/cpp/cpp_renderer.cc: only the "
+                       "innermost loop of a scatter may be vectorised.",
         "reproducer": "import numpy as np\n"
                       "import metajit as mj\n"
                       "result = mj.reindex_reduce(mj.array(np.ones((5, 4))), 'add', [5, 4], ['i0', 'abs(i1 - 2)'])\n"
@@ -2454,7 +2454,7 @@ FIXED_BUGS = [
                        "needed the forward's max and sum, which (all dims being 1) looked like reductions at the "
                        "kernel's output index and were emitted inside the enclosing loop, where their "
                        "loop variable r0 shadowed the outer one and they reused its loads: the gradient came out "
-                       "-0.016 instead of 0.177. Fixed in jit/lowering.cc: inside a per-row loop only per-row "
+                       "-0.016 instead of 0.177. Fixed in jit/ir/lowering.cc: inside a per-row loop only per-row "
                        "reductions are inlined, so reduction loops are never nested.",
         "reproducer": "import numpy as np\n"
                       "import metajit as mj\n"
@@ -2473,7 +2473,7 @@ FIXED_BUGS = [
         "description": "float16 kernels computed in float32 and rounded only when storing. argmin stores the "
                        "minimum (rounded to float16) and then compares the recomputed, unrounded values with it: "
                        "no value matched, so every result was the dim's length (5 for 5 rows). Found by seed "
-                       "401461 (value mode): argmin(exp(float16 [5, 31]), dim=0). Fixed in jit/lowering.cc: "
+                       "401461 (value mode): argmin(exp(float16 [5, 31]), dim=0). Fixed in jit/ir/lowering.cc: "
                        "every float16 op's result is rounded as it is produced (docs/type_promotion.md).",
         "reproducer": "import numpy as np\n"
                       "import metajit as mj\n"
@@ -2510,8 +2510,8 @@ FIXED_BUGS = [
                        "subtraction after it wherever it chose: in max(sum(p) - p) with p = softmax(x), the loop "
                        "computing the maximum and the element loop of the gradient rounded sum(p) - p differently "
                        "(1 ulp), the tie mask matched nowhere there, and the gradient came out wrong. Found by seed "
-                       "71103 (grad mode). Fixed in jit/clang_compiler.cc: -ffp-contract=on contracts only within "
-                       "one expression, and a kernel writes each op as its own statement.",
+                       "71103 (grad mode). Fixed in jit/toolchain/clang_compiler.cc: -ffp-contract=on contracts only "
+                       "within one expression, and a kernel writes each op as its own statement.",
         "reproducer": "import numpy as np\n"
                       "import metajit as mj\n"
                       "data = np.array([[-1.3568611401622506, -1.6293696481038196]])\n"

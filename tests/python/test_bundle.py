@@ -67,7 +67,7 @@ print(int(np.array_equal(values, expected)), int(stats["kernels_compiled"]), int
 
 
 def test_a_bundle_recorded_at_one_position_serves_every_other(tmp_path):
-    """Slices compile as x[0] with their offset added at launch (jit/launch_offsets.h): the kernels recorded for
+    """Slices compile as x[0] with their offset added at launch (jit/ir/launch_offsets.h): the kernels recorded for
     step 0 of a loop over x[t] serve step 37 in a deployment that may not compile."""
     model = """
 import numpy as np, metajit as mj
@@ -94,8 +94,8 @@ print(int(np.array_equal(values, np.load({str(tmp_path / 'expected.npy')!r}))), 
 
 
 def test_a_bundle_recorded_after_warm_up_still_carries_the_runtime_support(tmp_path):
-    """The runtime support object (jit/runtime_support.h) is linked once, by the first kernel that calls into it;
-    a recording that starts later must still carry it, or the deployed exp kernel could not be linked."""
+    """The runtime support object (jit/codegen/cpp/runtime_support.h) is linked once, by the first kernel that calls
+    into it; a recording that starts later must still carry it, or the deployed exp kernel could not be linked."""
     values = "x = mj.array(np.linspace(-100, 100, 77, dtype=np.float32))\nvalues = (x.exp() + 3.0).numpy()\n"
     record = f"""
 import numpy as np, metajit as mj

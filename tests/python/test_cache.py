@@ -76,7 +76,7 @@ def test_second_fresh_process_compiles_nothing(tmp_path):
 
 
 # Inputs beyond +-86 send a vector to the full-range exp, which hosts without AVX-512 take from the runtime
-# support object (jit/runtime_support.h) rather than compiling it into each kernel.
+# support object (jit/codegen/cpp/runtime_support.h) rather than compiling it into each kernel.
 SUPPORT_INPUTS = [0.5, -1.0, 86.5, 88.7, 100.0, -87.0, -90.0, -103.0, -104.5, -150.0, float("nan"), float("inf"),
                   float("-inf"), -0.0] + [0.37 * step for step in range(-30, 30)]
 SUPPORT_PROGRAM = f"""

@@ -1,4 +1,4 @@
-"""Contractions through cuBLAS and cuDNN on the GPU (ops/cuda_contraction_backend.h): matrix products with every
+"""Contractions through cuBLAS and cuDNN on the GPU (libraries/cuda_contraction_backend.h): matrix products with every
 transpose and broadcast batch, and convolutions forward and both gradients (stride, padding, dilation, groups,
 depthwise, 1x1, 1-D, transposed, a user's own reindex convolution). Each case runs with lowering on and off
 (mj.flags.lowering) and is compared with PyTorch on the CPU; `library_calls` in mj.stats() counts the calls.

@@ -144,7 +144,7 @@ def test_long_chain_of_ops(rng):
 
 
 def test_a_very_long_chain_is_cut_into_kernels_of_bounded_size(rng):
-    """A kernel builds at most 256 values by inlining (jit/lowering.cc, kMaxInlinedValues); past that, the next
+    """A kernel builds at most 256 values by inlining (jit/ir/lowering.cc, kMaxInlinedValues); past that, the next
     state read by several ops is stored and the chain continues in another kernel. Before the recompute policy
     cuts them, a recurrence's kernels inlined its whole chain: planning an LSTM's gradients took a minute."""
     data = rng.standard_normal(4096).astype(np.float32)

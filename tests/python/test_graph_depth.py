@@ -80,7 +80,7 @@ def test_a_lazy_chain_of_a_million_additions_runs_in_bounded_memory():
 def test_views_composed_in_a_loop_stay_linear():
     """Each reshape's source indices use the whole flat offset, so composing views doubled the written-out index
     at every step: 24 steps of this loop took 68 s and 23 GB, and 8 steps with a backward compiled for minutes
-    (jit/lowering.cc kMaxIndexTreeSize now stores the view instead). About 0.5 s."""
+    (jit/ir/lowering.cc kMaxIndexTreeSize now stores the view instead). About 0.5 s."""
     values = run_program("""
         import resource
         import numpy as np

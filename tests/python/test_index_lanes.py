@@ -1,5 +1,5 @@
-"""Index values on vector lanes (jit/vector_expression_renderer.cc, mj_index_lanes in the C++ prelude): masks and
-values computed from the element loop's own index, a causal mask's j <= i or an arange, run as int64 (and
+"""Index values on vector lanes (jit/codegen/cpp/vector_expression_renderer.cc, mj_index_lanes in the C++ prelude):
+masks and values computed from the element loop's own index, a causal mask's j <= i or an arange, run as int64 (and
 float64) lanes inside the explicit-SIMD loops instead of sending the whole loop back to scalar code. Checked against
 numpy in float64, at the host's width and, through clang++, at 256 and 128 bits."""
 import numpy as np

@@ -1,4 +1,4 @@
-"""Position-independent kernels (jit/launch_offsets.h): a constant offset that every read of an input adds (x[t]
+"""Position-independent kernels (jit/ir/launch_offsets.h): a constant offset that every read of an input adds (x[t]
 of a sequence) is added to the buffer's address at launch instead of being compiled into the kernel, so the
 kernels of x[0], x[1], ... share one source and one cache key. Each check compares the values with numpy and
 the kernels' keys across offsets with each other."""

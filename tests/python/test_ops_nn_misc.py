@@ -190,7 +190,7 @@ def test_nearest_upsampling_by_two_gathers_without_guards(rng):
 
 
 def test_bilinear_resampling_is_a_stored_column_pass_then_a_row_pass(rng):
-    """Linear modes resample one dim per pass, the last dim first, in PyTorch's order of blending (jit/lowering.cc,
+    """Linear modes resample one dim per pass, the last dim first, in PyTorch's order of blending (jit/ir/lowering.cc,
     gathers_again): the column pass is stored, and the row pass reads two whole rows of it per output row with plain
     loads, instead of one kernel gathering all four corners of every output element (2.4x slower at
     [32, 16, 56, 56]). Forward and gradient match PyTorch's."""

@@ -1,7 +1,7 @@
-"""Piece loops (jit/cpp_renderer.cc, piece_loops): a pointwise kernel whose element index is guarded or clamped
-against constants (a cat along the last dim, constant padding) runs its element loop once per piece between the
-guards' edges, with the guards and clamps folded away. Every element must still be written exactly once with the
-right piece's value, whatever the pieces' sizes, however the threads cut the flat range, and in gradients."""
+"""Piece loops (jit/codegen/cpp/cpp_renderer.cc, piece_loops): a pointwise kernel whose element index is guarded or
+clamped against constants (a cat along the last dim, constant padding) runs its element loop once per piece between the
+guards' edges, with the guards and clamps folded away. Every element must still be written exactly once with the right
+piece's value, whatever the pieces' sizes, however the threads cut the flat range, and in gradients."""
 import numpy as np
 import pytest
 

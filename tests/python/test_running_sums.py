@@ -1,5 +1,5 @@
 """Running sums: a sum over r of terms kept only where r <= the last index i (cumsum's triangle, or a user's own
-reindex written that way) renders as one pass along each row (jit/cpp_renderer.cc, running_sum), and so does
+reindex written that way) renders as one pass along each row (jit/codegen/cpp/cpp_renderer.cc, running_sum), and so does
 its gradient, a scatter of every element into the targets r <= i (reverse_running_sum). Results must match
 numpy for every length, dtype and dim, and sums whose terms depend on the position must not take those paths."""
 import re

@@ -1,5 +1,5 @@
 """Transposing kernels: an input read with a large stride along the output's last dim and contiguously along an
-earlier dim is walked in 16 x 16 tiles (jit/cpp_renderer.cc, transposed_body). The tiles must cover every
+earlier dim is walked in 16 x 16 tiles (jit/codegen/cpp/cpp_renderer.cc, transposed_body). The tiles must cover every
 element exactly once, for any extents (not multiples of the tile), ranks, dtypes and fused work. Full tiles of
 float32 kernels transpose through registers (full_tile_vectors, mj_transpose_tile), at every vector width."""
 import numpy as np

@@ -1,7 +1,7 @@
-"""Explicit SIMD (jit/vector_expression_renderer.cc): the row loops of softmax, log-softmax, layer norm and their
-like, and elementwise kernels using exp, run on mj_float_vector lanes, ending in a partial vector. Checked against
-numpy (float64) over lengths around the vector width and its multiples, with NaN, inf and signed zeros; the
-vector exp is checked bit for bit against the scalar one at 512, 256 and 128 bits with the system Clang."""
+"""Explicit SIMD (jit/codegen/cpp/vector_expression_renderer.cc): the row loops of softmax, log-softmax, layer norm and
+their like, and elementwise kernels using exp, run on mj_float_vector lanes, ending in a partial vector. Checked against
+numpy (float64) over lengths around the vector width and its multiples, with NaN, inf and signed zeros; the vector exp
+is checked bit for bit against the scalar one at 512, 256 and 128 bits with the system Clang."""
 import math
 import shutil
 import subprocess

@@ -11,7 +11,7 @@ cd "$root"
 extension=$(ls python/metajit/_core*.so | head -1)
 mkdir -p .device/static
 cp build/*/libmetajit_*.a .device/static/
-# oneDNN's headers: binding sources include ops/ headers that name oneDNN types (a few hundred KB).
+# oneDNN's headers: binding sources include libraries/ headers that name oneDNN types (a few hundred KB).
 rm -rf .device/include && mkdir -p .device/include
 cp -r /usr/include/oneapi /usr/include/dnnl*.h /usr/include/dnnl*.hpp .device/include/
 if [ "${1:-}" = "--static-only" ] && [ -f .device/runtime.tar.xz ]; then exit 0; fi

@@ -130,7 +130,7 @@ def _blend(input, sizes, corners):
     """Linear resampling as one pass per resized dim, the last dim first. PyTorch blends in the same order (the
     columns of each row, then the rows), so the rounding is the same; and the passes over outer dims read the
     last-dim pass at whole rows, with plain loads, where one fused kernel would gather every corner separately
-    (the planner stores the last-dim pass: jit/lowering.cc, gathers_again)."""
+    (the planner stores the last-dim pass: jit/ir/lowering.cc, gathers_again)."""
     if all(len(dim_corners) == 1 for dim_corners in corners):  # same size everywhere: a copy
         return _gather(input, sizes, [dim_corners[0][0] for dim_corners in corners])
     result = input

@@ -145,7 +145,8 @@ def _place_and_add(pieces, dim):
     return result
 
 
-_MOST_PIECES = 8  # a kernel renders its loop once per piece up to this many (jit/cpp_renderer.cc, piece_loops)
+# A kernel renders its loop once per piece up to this many (jit/codegen/cpp/cpp_renderer.cc, piece_loops).
+_MOST_PIECES = 8
 _MOST_PIECES_IN_A_KERNEL = _MOST_PIECES ** 2  # more than this: each group's join is a kernel of its own
 
 

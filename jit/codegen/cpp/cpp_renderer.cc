@@ -1,0 +1,1178 @@
+// IR -> C++ text. Values compute in float for float16 storage (converted at loads and stores); index math is
+// int64 with the index language's floor semantics, rendered as plain C operators where the range analysis
+// proves both sides non-negative. Sum loops reassociate only their accumulation, so they vectorise.
+#include "jit/codegen/cpp/cpp_renderer.h"
+
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "jit/codegen/common/expression_renderer.h"
+#include "jit/codegen/common/kernel_symbol.h"
+#include "jit/codegen/cpp/cpp_prelude.h"
+#include "jit/codegen/cpp/vector_expression_renderer.h"
+#include "jit/ir/index_sums.h"
+
+namespace metajit {
+
+namespace {
+// The most lanes a vector has (AVX-512's 16 floats): a row whose length is a multiple of the parts times this
+// needs no vector tail at any width.
+constexpr int64_t kVectorLanesAtMost = 16;
+// The fewest output columns a column sum's call takes (see render).
+constexpr int64_t kColumnChunk = 256;
+// An element that loads from an address it computed from another load (a gather, an embedding lookup, an
+// index_select) counts as this many streaming elements when choosing the parallel grain: such loads wait on
+// memory one by one. F.gather of [2048, 16] from [2048, 1024] ran on one thread (32768 elements, one grain).
+constexpr int64_t kDependentLoadWork = 8;
+// Side of a transposing kernel's tiles (transposed_body). A 1024^2 float transpose on one thread, best of 50
+// (LLVM gathers the strided reads 16 at a time): 0.61 ms with tiles of 8, 0.46 with 16, 0.78 with 32, 1.26 with 64.
+constexpr int64_t kTransposeTile = 16;
+}  // namespace
+
+namespace {
+
+class Renderer : ExpressionRenderer {
+ public:
+  explicit Renderer(const IrKernel& kernel) : ExpressionRenderer(kernel, SourceDialect::Cpp) {}
+
+  // max/min of floats as an integer max/min of order keys plus a NaN flag (see mj_order_key): vectorises.
+  void float_extremum_loop(const IrStatement& statement, int depth) {
+    std::string pad(depth * 2, ' ');
+    const char* key_type = statement.dtype == DType::Float64 ? "int64_t" : "int32_t";
+    std::string type = value_type(statement.dtype);
+    std::string key = statement.name + "_key", nan = statement.name + "_nan", value = statement.name + "_value";
+    bool maximum = statement.reduce_op == ReduceOp::Maximum;
+    out_ << pad << key_type << " " << key << " = mj_order_key((" << type << ")"
+         << identity(statement.reduce_op, statement.dtype) << ");\n";
+    out_ << pad << "int32_t " << nan << " = 0;\n";
+    loop_headers(statement.loops, depth);
+    int inner = depth + int(statement.loops.size());
+    std::string body_pad(inner * 2, ' ');
+    // No reassociation here: integer keys vectorise without it, and the max-pool gradient recomputes these
+    // values in other kernels and compares them for equality, so they must round as everywhere else.
+    statements(statement.body, inner);
+    out_ << body_pad << "const " << type << " " << value << " = " << expression(statement.value) << ";\n";
+    out_ << body_pad << "const " << key_type << " " << value << "_key = mj_order_key(" << value << ");\n";
+    out_ << body_pad << key << " = " << value << "_key " << (maximum ? ">" : "<") << " " << key << " ? " << value
+         << "_key : " << key << ";\n";
+    out_ << body_pad << nan << " |= (" << value << " != " << value << ");\n";
+    loop_ends(statement.loops.size(), depth);
+    out_ << pad << "const " << type << " " << statement.name << " = " << nan << " ? ("
+         << not_a_number(statement.dtype) << ") : mj_from_order_key("
+         << key << ");\n";
+  }
+
+  // The row-sized array a row sum keeps its terms in (IrStatement::spill). When the row's elements store to a
+  // float32 output row in order, and nothing reads the terms after that store, the terms go in that output row
+  // itself: its cache lines are then fetched while the sum computes, not in the element loop (softmax 15% faster).
+  void stash_declaration(const IrStatement& statement, int depth) {
+    std::string pad(depth * 2, ' ');
+    int last = int(kernel_.domain.size()) - 1;
+    std::string element = "i" + std::to_string(last);
+    std::string read = statement.spill + "[" + element + "]";
+    const std::vector<IrStatement>& body = kernel_.body;
+    for (size_t index = 0; statement.value->dtype == DType::Float32 && index < body.size(); ++index) {
+      const IrStatement& store = body[index];
+      if (store.kind != IrStatement::Kind::Store || kernel_.buffers[store.buffer].dtype != DType::Float32 ||
+          stash_hosts_.count(store.buffer) || !VectorExpressionRenderer::unit_stride(store.offset, element))
+        continue;
+      bool row_offset = only_index_variables(store.offset, last);
+      bool read_later = false;
+      for (size_t later = index + 1; later < body.size(); ++later)
+        for (const IrExprPtr& part : {body[later].value, body[later].offset, body[later].condition})
+          if (part && mentions_variable(part, read)) read_later = true;
+      if (!row_offset || read_later) continue;
+      stash_hosts_.insert(store.buffer);
+      IrExprPtr row_start = substitute(store.offset, element, ir_int(0));
+      out_ << pad << "float* const " << statement.spill << " = &" << kernel_.buffers[store.buffer].name << "["
+           << expression(row_start) << "];  // this row of the output, until its elements overwrite it\n";
+      return;
+    }
+    out_ << pad << "alignas(64) " << value_type(statement.value->dtype) << " " << statement.spill << "["
+         << statement.loops[0].second << "];\n";
+  }
+
+  // Whether the only variables in `offset` are the domain indices i0 .. i<last> (so it can be computed per row),
+  // and `also` when given.
+  static bool only_index_variables(const IrExprPtr& offset, int last, const std::string& also = "") {
+    if (offset->kind == IrKind::Variable) {
+      if (!also.empty() && offset->name == also) return true;
+      for (int dim = 0; dim <= last; ++dim)
+        if (offset->name == "i" + std::to_string(dim)) return true;
+      return false;
+    }
+    for (const IrExprPtr& argument : offset->args)
+      if (!only_index_variables(argument, last, also)) return false;
+    return true;
+  }
+
+  // The unit-stride loads of a row loop, one per buffer.
+  static void row_loads(const IrExprPtr& node, const std::string& variable, std::map<int, IrExprPtr>& loads) {
+    if (node->kind == IrKind::Load && VectorExpressionRenderer::unit_stride(node->args[0], variable))
+      loads.emplace(node->buffer, node->args[0]);
+    for (const IrExprPtr& argument : node->args) row_loads(argument, variable, loads);
+  }
+
+  // A row reduction that reads a buffer an earlier reduction of the same row has already read (softmax's exp
+  // pass after its max pass) runs from cache: meanwhile, fetch that buffer's row after next (17% on softmax).
+  // Prefetches never fault, so an address past the buffer's end is harmless.
+  std::string row_prefetches(const IrStatement& statement, const std::string& pad) {
+    const std::string& variable = statement.loops[0].first;
+    std::map<int, IrExprPtr> loads;
+    for (const IrStatement& let : statement.body) row_loads(let.value, variable, loads);
+    row_loads(statement.value, variable, loads);
+    int rank = int(kernel_.domain.size());
+    std::string row_index = "i" + std::to_string(rank - 2);
+    IrExprPtr ahead = ir_index(IndexOperator::Add, ir_loop_variable(row_index, kernel_.domain[rank - 2]), ir_int(2));
+    std::string text;
+    for (const auto& [buffer, offset] : loads) {
+      bool again = !row_buffers_read_.insert(buffer).second;
+      if (!again || !only_index_variables(offset, rank - 1, variable)) continue;
+      text += pad + "__builtin_prefetch(&" + kernel_.buffers[buffer].name + "[" +
+              expression(substitute(offset, row_index, ahead)) + "]);\n";
+    }
+    return text;
+  }
+
+  static IrExprPtr substitute(const IrExprPtr& expression, const std::string& name, const IrExprPtr& replacement) {
+    if (expression->kind == IrKind::Variable) return expression->name == name ? replacement : expression;
+    std::vector<IrExprPtr> args;
+    for (const IrExprPtr& argument : expression->args) args.push_back(substitute(argument, name, replacement));
+    return ir_with_args(expression, std::move(args));
+  }
+
+  // A float32 sum, max or min over one loop that reads contiguously along it, as explicit SIMD: a few vector
+  // accumulators side by side (independent dependency chains), then the rest one vector at a time, the last
+  // vector partial. A row kernel's reductions over its row, and also a reduction kernel's own (x.exp().sum(-1),
+  // cross entropy's passes), whose scalar loop LLVM vectorised with exp lane by lane. False when the loop does
+  // not fit (see VectorExpressionRenderer); the caller renders it scalar.
+  bool vector_row_reduction(const IrStatement& statement, int depth) {
+    if (statement.loops.size() != 1 || statement.dtype != DType::Float32) return false;
+    ReduceOp op = statement.reduce_op;
+    bool sum = op == ReduceOp::Add, maximum = op == ReduceOp::Maximum;
+    if (!sum && !maximum && op != ReduceOp::Minimum) return false;
+    const std::string& variable = statement.loops[0].first;
+    int64_t extent = statement.loops[0].second;
+    VectorExpressionRenderer vector(*this, kernel_, variable), tail(*this, kernel_, variable);
+    if (!vector.accepts(statement.body, false, statement.value) || !vector.varies(statement.value)) return false;
+    tail.accepts(statement.body, false, statement.value);
+    // Sums: two chains cover the add latency; max/min bodies are short, so four.
+    int parts = sum ? 2 : 4;
+    std::string pad(depth * 2, ' '), inner(depth * 2 + 4, ' ');
+    std::string name = statement.name, lanes = name + "_lanes", nan_lanes = name + "_nan_lanes";
+    std::string done = name + "_vectors_end", last = variable + "_lanes";
+    auto per_part = [&](const std::string& text) {
+      std::string list;
+      for (int part = 0; part < parts; ++part) list += (part ? ", " : "") + text;
+      return "{" + list + "}";
+    };
+    std::string identity = sum ? "0.0f" : maximum ? "-__builtin_inff()" : "__builtin_inff()";
+    // One vector of terms into accumulator `slot`. In the tail, lanes past the end take the identity and are not
+    // stored.
+    auto step = [&](VectorExpressionRenderer& renderer, const std::string& slot, const std::string& indent,
+                    bool partial) {
+      out_ << renderer.statements(statement.body, indent);
+      if (row_level_ && !partial) out_ << row_prefetches(statement, indent);
+      std::string value = name + (sum ? "_term" : "_value"), text = renderer.vector_expression(statement.value);
+      if (partial)
+        text = "(__builtin_convertvector(mj_index_lanes(" + variable + ") < " + std::to_string(extent) +
+               ", mj_mask_vector) ? " + text + " : mj_splat(" + identity + "))";
+      out_ << indent << "const mj_float_vector " << value << " = " << text << ";\n";
+      std::string accumulator = lanes + "[" + slot + "]";
+      if (sum) {
+        if (!statement.spill.empty())
+          out_ << indent << (partial ? "mj_store_lanes(&" : "mj_store_vector(&") << statement.spill << "[" << variable
+               << "], " << value << (partial ? ", " + last : "") << ");\n";
+        out_ << indent << accumulator << " += " << value << ";\n";
+        return;
+      }
+      // Lane by lane a tie between -0 and +0 keeps the earlier; the lanes are combined by order key (exact).
+      out_ << indent << accumulator << " = " << value << (maximum ? " > " : " < ") << accumulator << " ? " << value
+           << " : " << accumulator << ";\n";
+      out_ << indent << nan_lanes << "[" << slot << "] |= (" << value << " != " << value << ");\n";
+    };
+    out_ << pad << "mj_float_vector " << lanes << "[" << parts << "] = " << per_part("mj_splat(" + identity + ")") << ";\n";
+    if (!sum)
+      out_ << pad << "mj_mask_vector " << nan_lanes << "[" << parts << "] = " << per_part("mj_splat_mask(false)") << ";\n";
+    out_ << pad << "int64_t " << done << " = 0;\n";
+    // The parts already unroll the loop. Unrolled fully (a short constant row), the next pass's loads of the same
+    // row became the values this pass loaded, held across the passes in spilled registers: softmax's [4096, 1024]
+    // kernel spilled 3 KB a row and ran 20-25% slower than with the loop kept.
+    out_ << pad << "#pragma clang loop unroll(disable)\n";
+    out_ << pad << "for (; " << done << " + " << parts << " * MJ_LANES <= " << extent << "; " << done << " += " << parts
+         << " * MJ_LANES) {\n";
+    out_ << pad << "  #pragma unroll\n";
+    out_ << pad << "  for (int part = 0; part < " << parts << "; ++part) {\n";
+    out_ << inner << "const int64_t " << variable << " = " << done << " + part * MJ_LANES;\n";
+    step(vector, "part", inner, false);
+    out_ << pad << "  }\n" << pad << "}\n";
+    // The rest (fewer than `parts` vectors) a vector at a time, the last one partial: a scalar remainder of up to
+    // 63 elements had made a row of 1023 2.5x (max) to 3.4x (a sum of exp) slower per element than one of 1024.
+    if (extent % (parts * kVectorLanesAtMost) != 0) {
+      tail.limit_lanes(last);
+      out_ << pad << "#pragma clang loop unroll(disable) vectorize(disable)\n";
+      out_ << pad << "for (; " << done << " < " << extent << "; " << done << " += MJ_LANES) {\n";
+      out_ << pad << "  const int64_t " << variable << " = " << done << ";\n";
+      out_ << pad << "  const int64_t " << last << " = " << extent << " - " << variable << " < MJ_LANES ? " << extent
+           << " - " << variable << " : MJ_LANES;\n";
+      step(tail, "0", pad + "  ", true);
+      out_ << pad << "}\n";
+    }
+    std::string type = value_type(statement.dtype);
+    if (sum) {
+      std::string total = lanes + "[0]";
+      for (int part = 1; part < parts; ++part) total += " + " + lanes + "[" + std::to_string(part) + "]";
+      out_ << pad << type << " " << name << " = mj_sum_lanes(" << total << ");\n";
+      return true;
+    }
+    std::string keys = name + "_lane_keys", nans = nan_lanes + "[0]";
+    out_ << pad << "mj_mask_vector " << keys << " = mj_order_key(" << lanes << "[0]);\n";
+    for (int part = 1; part < parts; ++part) {
+      std::string key = "mj_order_key(" + lanes + "[" + std::to_string(part) + "])";
+      out_ << pad << keys << " = " << key << (maximum ? " > " : " < ") << keys << " ? " << key << " : " << keys << ";\n";
+      nans += " | " + nan_lanes + "[" + std::to_string(part) + "]";
+    }
+    out_ << pad << "const " << type << " " << name << " = mj_any_lane(" << nans << ") ? (" << not_a_number(statement.dtype)
+         << ") : mj_from_order_key(" << (maximum ? "mj_max_lane(" : "mj_min_lane(") << keys << "));\n";
+    return true;
+  }
+
+  // "for (...) {" for each loop of a reduction, outermost first, from depth on.
+  void loop_headers(const std::vector<std::pair<std::string, int64_t>>& loops, int depth) {
+    for (size_t level = 0; level < loops.size(); ++level) {
+      const auto& loop = loops[level];
+      out_ << std::string((depth + level) * 2, ' ') << "for (int64_t " << loop.first << " = 0; " << loop.first
+           << " < " << loop.second << "; ++" << loop.first << ") {\n";
+    }
+  }
+
+  void loop_ends(size_t count, int depth) {
+    for (size_t level = count; level > 0; --level) out_ << std::string((depth + level - 1) * 2, ' ') << "}\n";
+  }
+
+  // A sum (or product, or logical reduction) loop.
+  void reduce_loop(const IrStatement& statement, int depth) {
+    std::string pad(depth * 2, ' ');
+    out_ << pad << value_type(statement.dtype) << " " << statement.name << " = "
+         << identity(statement.reduce_op, statement.dtype) << ";\n";
+    loop_headers(statement.loops, depth);
+    int inner = depth + int(statement.loops.size());
+    std::string body_pad(inner * 2, ' ');
+    statements(statement.body, inner);
+    if (is_floating(statement.dtype) && statement.reduce_op == ReduceOp::Add) {
+      // Only the accumulation may be reassociated (that is what lets the loop vectorise). With the whole
+      // body reassociable LLVM rewrites the summed values too, e.g. pow(x, a) * pow(x, a) into
+      // pow(x, 2a), which is a number where the true value is NaN (x < 0). Products are never
+      // reassociated, for the same reason.
+      std::string term = statement.name + "_term";
+      out_ << body_pad << "const " << value_type(statement.dtype) << " " << term << " = "
+           << expression(statement.value) << ";\n";
+      if (!statement.spill.empty())
+        out_ << body_pad << statement.spill << "[" << statement.loops[0].first << "] = " << term << ";\n";
+      out_ << body_pad << "{\n" << body_pad << "#pragma clang fp reassociate(on)\n";
+      out_ << body_pad << "  " << statement.name << " = "
+           << combine(statement.reduce_op, statement.dtype, statement.name, term) << ";\n";
+      out_ << body_pad << "}\n";
+    } else {
+      out_ << body_pad << statement.name << " = "
+           << combine(statement.reduce_op, statement.dtype, statement.name, expression(statement.value)) << ";\n";
+    }
+    loop_ends(statement.loops.size(), depth);
+  }
+
+  void statements(const std::vector<IrStatement>& list, int depth) {
+    for (const IrStatement& statement : list) this->statement(statement, depth);
+  }
+
+  void statement(const IrStatement& statement, int depth) {
+    std::string pad(depth * 2, ' ');
+    switch (statement.kind) {
+      case IrStatement::Kind::Let:
+        out_ << pad << let_line(statement) << "\n";
+        break;
+      case IrStatement::Kind::Store:
+        out_ << pad << store_line(statement) << "\n";
+        break;
+      case IrStatement::Kind::ReduceLoop: {
+        bool float_extremum = is_floating(statement.dtype) &&
+                              (statement.reduce_op == ReduceOp::Maximum || statement.reduce_op == ReduceOp::Minimum);
+        if (!statement.spill.empty()) stash_declaration(statement, depth);
+        if (vector_row_reduction(statement, depth)) break;
+        if (float_extremum)
+          float_extremum_loop(statement, depth);
+        else
+          reduce_loop(statement, depth);
+        break;
+      }
+      case IrStatement::Kind::ScatterAccumulate: {
+        const IrBuffer& buffer = kernel_.buffers[statement.buffer];
+        std::string target = buffer.name + "[" + expression(statement.offset) + "]";
+        std::string current = buffer.dtype == DType::Float16 ? "mj_half_to_float(" + target + ")" : target;
+        std::string updated = combine(kernel_.scatter_op, statement.dtype, current, expression(statement.value));
+        if (buffer.dtype == DType::Float16) updated = "mj_float_to_half(" + updated + ")";
+        if (statement.condition)
+          out_ << pad << "if (" << expression(statement.condition) << ") " << target << " = " << updated << ";\n";
+        else
+          out_ << pad << target << " = " << updated << ";\n";
+        break;
+      }
+    }
+  }
+
+  // The body takes its buffers as __restrict__ parameters: LLVM honours restrict on parameters only, and
+  // without it a kernel reading more than a few buffers needs more runtime overlap checks than the vectoriser
+  // allows (8), so it stayed scalar (a batch-norm backward kernel with 9 inputs ran 5x slower).
+  std::string parameters() {
+    std::string text;
+    for (const IrBuffer& buffer : kernel_.buffers) {
+      text += std::string("    ") + (buffer.is_output ? "" : "const ") + dtype_c_type(buffer.dtype) + "* __restrict__ " +
+              buffer.name + ",  // " + dtype_name(buffer.dtype) + " " + shape_to_string(buffer.shape) + "\n";
+    }
+    return text + "    int64_t begin, int64_t end";
+  }
+
+  std::string arguments() {
+    std::string text;
+    for (size_t index = 0; index < kernel_.buffers.size(); ++index) {
+      const IrBuffer& buffer = kernel_.buffers[index];
+      text += std::string("(") + (buffer.is_output ? "" : "const ") + dtype_c_type(buffer.dtype) + "*)buffers[" +
+              std::to_string(index) + "], ";
+    }
+    return text + "begin, end";
+  }
+
+  // Declares i0 .. i(rank-2) from `row`, the index of a row (every dim but the last); or i0 .. i`highest` from
+  // the flat index `remaining` over those dims, the quotients on the way named `quotient`<dim>. The indices are
+  // `index_type` (mutable where a loop steps them).
+  void row_indices() { row_indices("row", int(kernel_.domain.size()) - 2); }
+  void row_indices(std::string remaining, int highest, const std::string& pad = "    ",
+                   const std::string& index_type = "const int64_t ", const std::string& quotient = "row_") {
+    const Shape& domain = kernel_.domain;
+    for (int dim = highest; dim >= 0; --dim) {
+      if (dim == 0) {
+        out_ << pad << index_type << "i0 = " << remaining << ";\n";
+      } else {
+        out_ << pad << index_type << "i" << dim << " = " << remaining << " % " << domain[dim] << ";\n";
+        out_ << pad << "const int64_t " << quotient << dim << " = " << remaining << " / " << domain[dim] << ";\n";
+        remaining = quotient + std::to_string(dim);
+      }
+    }
+  }
+
+  // The element loop [begin, end) over `element` as explicit SIMD, MJ_LANES elements at a time, when every
+  // statement has a vector form; false (nothing rendered) otherwise. The last vector may be partial: its loads
+  // and stores take only the lanes left (mj_load_lanes), so the body is compiled once, not again as a scalar
+  // remainder loop (an exp chain's compile went from about 15 to 11 ms).
+  bool vector_element_loop(const std::string& element, const std::string& begin, const std::string& end,
+                           const std::set<std::string>& stashes, int depth) {
+    VectorExpressionRenderer vector(*this, kernel_, element, stashes);
+    if (!vector.accepts(kernel_.body, true)) return false;
+    std::string pad(depth * 2, ' '), lanes = element + "_lanes";
+    vector.limit_lanes(lanes);
+    out_ << pad << "for (int64_t " << element << " = " << begin << "; " << element << " < " << end << "; " << element
+         << " += MJ_LANES) {\n";
+    out_ << pad << "  const int64_t " << lanes << " = " << end << " - " << element << " < MJ_LANES ? " << end << " - "
+         << element << " : MJ_LANES;\n";
+    out_ << vector.statements(kernel_.body, pad + "  ");
+    out_ << pad << "}\n";
+    return true;
+  }
+
+  // Elementwise kernels go explicit SIMD only for exp (and sigmoid, tanh and erf, which use it), sin and cos: LLVM
+  // vectorises everything else as well, but applies exp lane by lane at about twice the instructions (see the
+  // vector mj_exp in the prelude), and sin and cos not at all (their libm fallback is a call).
+  bool kernel_uses_vector_math() const {
+    for (const IrStatement& statement : kernel_.body)
+      for (const IrExprPtr& part : {statement.value, statement.offset, statement.condition})
+        if (part && contains_vector_math(part)) return true;
+    return false;
+  }
+
+  static bool contains_vector_math(const IrExprPtr& node) {
+    if (node->kind == IrKind::Unary && node->dtype == DType::Float32) {
+      UnaryOp op = UnaryOp(node->op);
+      if (op == UnaryOp::Exp || op == UnaryOp::Sigmoid || op == UnaryOp::Tanh || op == UnaryOp::Sin || op == UnaryOp::Cos ||
+          op == UnaryOp::Erf)
+        return true;
+    }
+    for (const IrExprPtr& argument : node->args)
+      if (contains_vector_math(argument)) return true;
+    return false;
+  }
+
+  // Whether an element statement loads at an address computed from a loaded value (a let: loop variables
+  // carry their extent, lets none).
+  bool reads_at_loaded_addresses() const {
+    std::vector<const IrExpr*> loads;
+    for (const IrStatement& statement : kernel_.body)
+      if (statement.value) expression_loads(statement.value.get(), &loads);
+    for (const IrExpr* load : loads)
+      if (depends_on_values(*load->args[0])) return true;
+    return false;
+  }
+
+  static bool depends_on_values(const IrExpr& node) {
+    if (node.kind == IrKind::Load || (node.kind == IrKind::Variable && node.integer == 0)) return true;
+    for (const IrExprPtr& argument : node.args)
+      if (depends_on_values(*argument)) return true;
+    return false;
+  }
+
+  // Loads inside a reduction's loop body and value (lets included).
+  // Every load in `expression` (its buffer, and its offset in args[0]).
+  static void expression_loads(const IrExpr* expression, std::vector<const IrExpr*>* loads) {
+    std::vector<const IrExpr*> pending{expression};
+    while (!pending.empty()) {
+      const IrExpr* current = pending.back();
+      pending.pop_back();
+      if (current->kind == IrKind::Load) loads->push_back(current);
+      for (const IrExprPtr& argument : current->args) pending.push_back(argument.get());
+    }
+  }
+
+  static void reduction_loads(const IrStatement& statement, std::vector<const IrExpr*>* loads) {
+    for (const IrStatement& inner : statement.body)
+      if (inner.value) expression_loads(inner.value.get(), loads);
+    expression_loads(statement.value.get(), loads);
+  }
+
+  // A sum over outer dims (a bias gradient: the sum over batch and sequence of [N, L, C]) computed one output
+  // element at a time strides through memory, a cache line per term, each line fetched again for each of its
+  // columns (5 ms for a [2048, 1024] sum here; a max over dim 0 of the same, 5.9 ms). Such a kernel is a column
+  // sum (or max, or min) when its body is that one reduction and then element-wise work, every load in it is
+  // contiguous along the output's last dim, and its innermost loop is not.
+  // Lets may come before the sum (the load of a gradient the sum is added to, `grad + dy.sum(0)`) when the sum
+  // does not read them; they are evaluated after it, with the element-wise work (that kernel took 6.1 ms instead
+  // of 0.16 for a [2048, 1024] column sum: every accumulated bias gradient has that form).
+  const IrStatement* column_sum() const {
+    const std::vector<IrStatement>& body = kernel_.body;
+    size_t first = 0;
+    while (first < body.size() && body[first].kind == IrStatement::Kind::Let) ++first;
+    if (first == body.size() || body[first].kind != IrStatement::Kind::ReduceLoop) return nullptr;
+    const IrStatement& sum = body[first];
+    for (size_t position = 0; position < first; ++position) {
+      const std::string& name = body[position].name;
+      if (mentions_variable(sum.value, name)) return nullptr;
+      for (const IrStatement& inner : sum.body)
+        for (const IrExprPtr& part : {inner.value, inner.offset, inner.condition})
+          if (part && mentions_variable(part, name)) return nullptr;
+    }
+    // Also max and min (softmax over dim 0, x.max(0)), and integers (argmax over dim 0 takes the least index).
+    bool column_op = sum.reduce_op == ReduceOp::Add || sum.reduce_op == ReduceOp::Maximum ||
+                     sum.reduce_op == ReduceOp::Minimum;
+    if (!column_op || sum.dtype == DType::Bool || !sum.spill.empty() || sum.loops.empty()) return nullptr;
+    for (size_t position = first + 1; position < body.size(); ++position)
+      if (body[position].kind == IrStatement::Kind::ReduceLoop || body[position].kind == IrStatement::Kind::ScatterAccumulate)
+        return nullptr;
+    std::string element = "i" + std::to_string(kernel_.domain.size() - 1);
+    const std::string& innermost = sum.loops.back().first;
+    std::vector<const IrExpr*> loads;
+    reduction_loads(sum, &loads);
+    bool contiguous = false;
+    for (const IrExpr* load : loads) {
+      const IrExprPtr& offset = load->args[0];
+      int64_t along_element, along_innermost;
+      if (!index_coefficient(offset, element, &along_element) || (along_element != 0 && along_element != 1) ||
+          !index_coefficient(offset, innermost, &along_innermost))
+        return nullptr;
+      if (along_element == 1 && (along_innermost == 1 || along_innermost == -1)) return nullptr;
+      contiguous = contiguous || along_element == 1;
+    }
+    return contiguous ? &sum : nullptr;
+  }
+
+  // The column sum for output elements [begin, end) of the last dim: the sum's loops go outside, and a tile of
+  // columns accumulates side by side (a vectorised pass over a contiguous piece of each input row). Every column
+  // still adds its terms in loop order, one after another.
+  void column_sum_loops(const IrStatement& sum, const std::string& begin, const std::string& end, int depth) {
+    constexpr int64_t kTile = 1024;  // columns; their accumulators (4 KB) stay in L1
+    std::string pad(depth * 2, ' '), inner_pad((depth + 1) * 2, ' ');
+    std::string element = "i" + std::to_string(kernel_.domain.size() - 1);
+    std::string columns = sum.name + "_columns", type = value_type(sum.dtype);
+    column_sums_ = true;
+    out_ << pad << "for (int64_t tile = " << begin << "; tile < " << end << "; tile += " << kTile << ") {\n";
+    out_ << inner_pad << "const int64_t tile_end = " << end << " - tile < " << kTile << " ? " << end << " : tile + "
+         << kTile << ";\n";
+    out_ << inner_pad << type << " " << columns << "[" << kTile << "];\n";
+    out_ << inner_pad << "for (int64_t " << element << " = tile; " << element << " < tile_end; ++" << element << ") "
+         << columns << "[" << element << " - tile] = " << identity(sum.reduce_op, sum.dtype) << ";\n";
+    loop_headers(sum.loops, depth + 1);
+    int inner = depth + 1 + int(sum.loops.size());
+    std::string loop_pad(inner * 2, ' '), body_pad((inner + 1) * 2, ' ');
+    out_ << loop_pad << "for (int64_t " << element << " = tile; " << element << " < tile_end; ++" << element << ") {\n";
+    statements(sum.body, inner + 1);
+    out_ << body_pad << columns << "[" << element << " - tile] = "
+         << combine(sum.reduce_op, sum.dtype, columns + "[" + element + " - tile]", expression(sum.value)) << ";\n";
+    out_ << loop_pad << "}\n";
+    loop_ends(sum.loops.size(), depth + 1);
+    out_ << inner_pad << "for (int64_t " << element << " = tile; " << element << " < tile_end; ++" << element << ") {\n";
+    out_ << inner_pad << "  const " << type << " " << sum.name << " = " << columns << "[" << element << " - tile];\n";
+    std::vector<IrStatement> rest;
+    for (const IrStatement& statement : kernel_.body)
+      if (&statement != &sum) rest.push_back(statement);
+    statements(rest, depth + 2);
+    out_ << inner_pad << "}\n";
+    out_ << pad << "}\n";
+  }
+
+  // A running sum: the kernel's first statement sums terms r = 0 .. R-1, each kept only where r <= the index i
+  // of dim rank - from_end (cumsum's triangle: reindex to [..., n, R] with r > i reading 0, then a sum over r),
+  // the terms depending on nothing else of i. Element i's sum is element i-1's plus term i, so a row is one
+  // pass instead of n sums of up to R terms (a [256, 64, 64] triangle took 5.3 ms). Products (cumprod, terms
+  // past i reading 1) run the same way. from_end 1: along the last dim, row by row (running_sum_body); 2: along
+  // the next-to-last, a scan over dim -2 of [..., n, B] that cumsum writes that way when B is wide, instead of
+  // transposing twice (column_running_sum_body, which has no row body). The ReduceLoop, or nullptr.
+  const IrStatement* running_sum(int from_end) const {
+    const std::vector<IrStatement>& body = kernel_.body;
+    int rank = int(kernel_.domain.size());
+    if (rank < from_end || body.empty() || body[0].kind != IrStatement::Kind::ReduceLoop) return nullptr;
+    if (from_end > 1 && !kernel_.row_body.empty()) return nullptr;
+    const IrStatement& sum = body[0];
+    if (!sum.spill.empty()) return nullptr;
+    for (size_t position = 1; position < body.size(); ++position)
+      if (body[position].kind == IrStatement::Kind::ReduceLoop || body[position].kind == IrStatement::Kind::ScatterAccumulate)
+        return nullptr;
+    return ir_running_sum_guard(sum, "i" + std::to_string(rank - from_end)) ? &sum : nullptr;
+  }
+
+  // Work items are (every index before dim rank-2, a tile of the last dim). Each walks dim rank-2 in order with
+  // one accumulator per column of its tile; the column loop is contiguous in memory, so it vectorises.
+  void column_running_sum_body(const IrStatement& sum) {
+    constexpr int64_t kTile = 1024;  // columns; their accumulators (4 KB) stay in L1
+    const Shape& domain = kernel_.domain;
+    int rank = int(domain.size());
+    int64_t along = domain[rank - 2], columns = domain[rank - 1], terms = sum.loops[0].second;
+    int64_t tiles = std::max<int64_t>(1, (columns + kTile - 1) / kTile);
+    std::string step = "i" + std::to_string(rank - 2), column = "i" + std::to_string(rank - 1);
+    std::string totals = sum.name + "_columns", type = value_type(sum.dtype);
+    out_ << "  for (int64_t item = begin; item < end; ++item) {\n";
+    out_ << "    const int64_t tile = item % " << tiles << ";\n";
+    row_indices("(item / " + std::to_string(tiles) + ")", rank - 3);
+    out_ << "    const int64_t column_begin = tile * " << kTile << ";\n";
+    out_ << "    const int64_t column_end = column_begin + " << kTile << " < " << columns << " ? column_begin + " << kTile
+         << " : " << columns << ";\n";
+    out_ << "    " << type << " " << totals << "[" << std::min(kTile, columns) << "];\n";
+    out_ << "    for (int64_t " << column << " = column_begin; " << column << " < column_end; ++" << column << ") "
+         << totals << "[" << column << " - column_begin] = " << identity(sum.reduce_op, sum.dtype) << ";\n";
+    out_ << "    for (int64_t " << step << " = 0; " << step << " < " << along << "; ++" << step << ") {\n";
+    out_ << "      for (int64_t " << column << " = column_begin; " << column << " < column_end; ++" << column << ") {\n";
+    std::string total = totals + "[" + column + " - column_begin]";
+    if (terms < along) out_ << "        if (" << step << " < " << terms << ")\n";
+    out_ << "        {\n          const int64_t " << sum.loops[0].first << " = " << step << ";\n";
+    statements(sum.body, 5);
+    out_ << "          " << total << " = " << combine(sum.reduce_op, sum.dtype, total, expression(sum.value)) << ";\n";
+    out_ << "        }\n";
+    out_ << "        const " << type << " " << sum.name << " = " << total << ";\n";
+    statements(std::vector<IrStatement>(kernel_.body.begin() + 1, kernel_.body.end()), 4);
+    out_ << "      }\n    }\n  }\n";
+    column_items_ = shape_numel(domain) / std::max<int64_t>(1, along * columns) * tiles;
+    column_item_work_ = along * std::min(kTile, columns);
+  }
+
+  // [begin, end) is a range of rows; each row's sum runs along it once, adding its terms in order.
+  void running_sum_body(const IrStatement& sum) {
+    const Shape& domain = kernel_.domain;
+    int rank = int(domain.size());
+    int64_t extent = domain[rank - 1], terms = sum.loops[0].second;
+    std::string element = "i" + std::to_string(rank - 1);
+    out_ << "  for (int64_t row = begin; row < end; ++row) {\n";
+    row_indices();
+    // The row's own reductions first (a long cumsum's offset: the scan of the block totals before this block).
+    row_level_ = true;
+    row_buffers_read_.clear();
+    statements(kernel_.row_body, 2);
+    row_level_ = false;
+    if (terms == extent && vector_running_sum_loop(sum, element, extent)) {
+      out_ << "  }\n";
+      running_rows_ = shape_numel(domain) / std::max<int64_t>(1, extent);
+      return;
+    }
+    out_ << "    " << value_type(sum.dtype) << " " << sum.name << " = " << identity(sum.reduce_op, sum.dtype) << ";\n";
+    out_ << "    for (int64_t " << element << " = 0; " << element << " < " << extent << "; ++" << element << ") {\n";
+    if (terms < extent) out_ << "      if (" << element << " < " << terms << ")\n";
+    out_ << "      {\n        const int64_t " << sum.loops[0].first << " = " << element << ";\n";
+    statements(sum.body, 4);
+    out_ << "        " << sum.name << " = " << combine(sum.reduce_op, sum.dtype, sum.name, expression(sum.value))
+         << ";\n      }\n";
+    statements(std::vector<IrStatement>(kernel_.body.begin() + 1, kernel_.body.end()), 3);
+    out_ << "    }\n  }\n";
+    running_rows_ = shape_numel(domain) / std::max<int64_t>(1, extent);
+  }
+
+  // A float32 running sum's row as explicit SIMD: each vector of terms (the kept term of the guard, at r = i) is
+  // scanned across its lanes (mj_prefix_sum), plus the total of the vectors before it, and the rest of the
+  // element body runs on that vector. The chain from one vector to the next is one add and one lane read, not
+  // one add per element (a block of cumsum was bound by the add's latency). The sums are the serial ones
+  // reassociated within each vector. False (nothing rendered) when a statement has no vector form.
+  bool vector_running_sum_loop(const IrStatement& sum, const std::string& element, int64_t extent) {
+    if (sum.dtype != DType::Float32) return false;
+    bool product = sum.reduce_op == ReduceOp::Multiply;
+    IrExprPtr guarded = ir_running_sum_guard(sum, element);
+    IrExprPtr condition = ir_let_value(sum, guarded->args[0]);
+    IrExprPtr position = ir_loop_variable(element, extent);
+    std::vector<IrStatement> vector_body;  // the sum's Lets but the guard's, at r = i; then the term
+    for (const IrStatement& let : sum.body) {
+      if (let.kind != IrStatement::Kind::Let) return false;
+      if (let.value == condition || let.value == guarded) continue;
+      vector_body.push_back(substitute_statement(let, sum.loops[0].first, position));
+    }
+    std::string term = sum.name + "_term";
+    vector_body.push_back(IrStatement::let(
+        term, DType::Float32, ir_fold_by_ranges(substitute(guarded->args[1], sum.loops[0].first, position))));
+    // The scanned vector takes the sum's name: the element statements read it there.
+    IrStatement scanned = IrStatement::let(sum.name, DType::Float32, ir_variable(term, DType::Float32));
+    std::vector<IrStatement> elements(kernel_.body.begin() + 1, kernel_.body.end());
+    std::vector<IrStatement> everything = vector_body;
+    everything.push_back(scanned);
+    everything.insert(everything.end(), elements.begin(), elements.end());
+    VectorExpressionRenderer vector(*this, kernel_, element);
+    // A term that is the same at every element (a scan of a broadcast scalar) stays a scalar Let: scalar loop.
+    if (!vector.accepts(everything, true) || !vector.varies(ir_variable(sum.name, DType::Float32))) return false;
+    std::string lanes = element + "_lanes", total = sum.name + "_before";
+    vector.limit_lanes(lanes);
+    out_ << "    float " << total << " = " << (product ? "1.0f" : "0.0f") << ";\n";
+    out_ << "    for (int64_t " << element << " = 0; " << element << " < " << extent << "; " << element
+         << " += MJ_LANES) {\n";
+    out_ << "      const int64_t " << lanes << " = " << extent << " - " << element << " < MJ_LANES ? " << extent
+         << " - " << element << " : MJ_LANES;\n";
+    out_ << vector.statements(vector_body, "      ");
+    out_ << "      const mj_float_vector " << sum.name << " = " << (product ? "mj_prefix_product(" : "mj_prefix_sum(")
+         << term << ") " << (product ? "*" : "+") << " " << total << ";\n";
+    out_ << "      " << total << " = " << sum.name << "[" << lanes << " - 1];\n";
+    out_ << vector.statements(elements, "      ");
+    out_ << "    }\n";
+    return true;
+  }
+
+  // The loads of a pointwise kernel that step at least half a tile along the last dim, with a linear offset.
+  std::vector<const IrExpr*> strided_loads() const {
+    std::string element = "i" + std::to_string(kernel_.domain.size() - 1);
+    std::vector<const IrExpr*> loads, strided;
+    for (const IrStatement& statement : kernel_.body) expression_loads(statement.value.get(), &loads);
+    for (const IrExpr* load : loads) {
+      int64_t along_element;
+      if (index_coefficient(load->args[0], element, &along_element) && std::abs(along_element) >= kTransposeTile / 2)
+        strided.push_back(load);
+    }
+    return strided;
+  }
+
+  // A transposing kernel: the output is written along its last dim, but some input is read with a large stride
+  // there and contiguously along an earlier dim `across` (a transpose, NHWC <-> NCHW). Walked row by row, every
+  // element of a row touches another cache line and, past 1024 floats of stride, another page: a 4096^2
+  // transpose took 85 ms. In square tiles both sides use whole cache lines and a few dozen pages at a time.
+  // -1 when the kernel does not have that form.
+  int transposed_dim() const {
+    int rank = int(kernel_.domain.size());
+    if (rank < 2 || !kernel_.row_body.empty() || kernel_.domain[rank - 1] < kTransposeTile / 2) return -1;
+    for (const IrStatement& statement : kernel_.body)
+      if (statement.kind != IrStatement::Kind::Let && statement.kind != IrStatement::Kind::Store) return -1;
+    for (const IrExpr* load : strided_loads()) {
+      const IrExprPtr& offset = load->args[0];
+      for (int dim = rank - 2; dim >= 0; --dim) {
+        int64_t along_dim;
+        if (kernel_.domain[dim] >= kTransposeTile / 4 &&
+            index_coefficient(offset, "i" + std::to_string(dim), &along_dim) && along_dim == 1)
+          return dim;
+      }
+    }
+    return -1;
+  }
+
+  // [begin, end) is a range of tiles: kTransposeTile x kTransposeTile squares of the dims `across` and last,
+  // for every index of the other dims; the last dim's tiles vary fastest.
+  void transposed_body(int across) {
+    const Shape& domain = kernel_.domain;
+    int rank = int(domain.size());
+    int64_t tile = kTransposeTile;
+    int64_t across_tiles = (domain[across] + tile - 1) / tile, last_tiles = (domain[rank - 1] + tile - 1) / tile;
+    std::string last = "i" + std::to_string(rank - 1), over = "i" + std::to_string(across);
+    out_ << "  for (int64_t tile = begin; tile < end; ++tile) {\n";
+    out_ << "    const int64_t last_tile = tile % " << last_tiles << ";\n";
+    out_ << "    const int64_t across_tile = tile / " << last_tiles << " % " << across_tiles << ";\n";
+    std::string remaining = "tile / " + std::to_string(last_tiles * across_tiles);
+    for (int dim = rank - 2; dim >= 0; --dim) {
+      if (dim == across) continue;
+      out_ << "    const int64_t i" << dim << " = " << remaining << " % " << domain[dim] << ";\n";
+      remaining = "(" + remaining + " / " + std::to_string(domain[dim]) + ")";
+    }
+    auto bounds = [&](const std::string& variable, const std::string& tile_index, int64_t extent) {
+      out_ << "    const int64_t " << variable << "_begin = " << tile_index << " * " << tile << ";\n";
+      out_ << "    const int64_t " << variable << "_end = " << variable << "_begin + " << tile << " < " << extent
+           << " ? " << variable << "_begin + " << tile << " : " << extent << ";\n";
+    };
+    bounds(over, "across_tile", domain[across]);
+    bounds(last, "last_tile", domain[rank - 1]);
+    // Each tile waits about one memory latency for its strided lines (every one on a page of its own); asking
+    // for the next tile's lines now overlaps the waits (the 4096^2 transpose kernel on 2 threads: median 10.7-13.2 -> 8.6-10.9 ms).
+    // Past the last tile the addresses run off the buffer, which a prefetch never faults on.
+    std::set<std::string> prefetched;
+    for (const IrExpr* load : strided_loads()) {
+      if (!only_index_variables(load->args[0], rank - 1)) continue;
+      IrExprPtr ahead = substitute(load->args[0], last, ir_variable("ahead", DType::Int64));
+      std::string address = kernel_.buffers[load->buffer].name + "[" +
+                            expression(substitute(ahead, over, ir_variable(over + "_begin", DType::Int64))) + "]";
+      if (!prefetched.insert(address).second) continue;
+      out_ << "    for (int64_t ahead = " << last << "_end; ahead < " << last << "_end + " << tile << "; ++ahead) "
+           << "__builtin_prefetch(&" << address << ");\n";
+    }
+    full_tile_vectors(across);
+    out_ << "    for (int64_t " << over << " = " << over << "_begin; " << over << " < " << over << "_end; ++" << over
+         << ") {\n";
+    out_ << "      #pragma clang loop unroll(disable) interleave_count(1)\n";
+    out_ << "      for (int64_t " << last << " = " << last << "_begin; " << last << " < " << last << "_end; ++" << last
+         << ") {\n";
+    statements(kernel_.body, 4);
+    out_ << "      }\n    }\n  }\n";
+    tiles_ = shape_numel(domain) / domain[across] / domain[rank - 1] * across_tiles * last_tiles;
+  }
+
+  // `expression` with the nodes in `replacements` (by identity) replaced.
+  static IrExprPtr replace_nodes(const IrExprPtr& expression, const std::map<const IrExpr*, IrExprPtr>& replacements) {
+    auto found = replacements.find(expression.get());
+    if (found != replacements.end()) return found->second;
+    if (expression->args.empty()) return expression;
+    std::vector<IrExprPtr> args;
+    for (const IrExprPtr& argument : expression->args) args.push_back(replace_nodes(argument, replacements));
+    return ir_with_args(expression, std::move(args));
+  }
+
+  // The full tiles of a float32 transposing kernel as vectors along the last dim: each strided load's 16 x 16
+  // block is read as 16 contiguous vectors along `across` and transposed in registers (mj_transpose_tile); the
+  // body then runs one vector of the last dim at a time, fully unrolled, taking the strided values from the
+  // transposed rows. In the scalar tile loop LLVM fetched them with gathers (vgatherqps), one element a lane:
+  // NCHW -> NHWC of [32, 64, 56, 56] took 5.4-6.0 ms on 2 threads, 3.6-3.8 ms this way. Tiles cut short by the
+  // end of a dim keep the scalar loop. Emits nothing when a strided load or the body does not fit.
+  void full_tile_vectors(int across) {
+    int rank = int(kernel_.domain.size());
+    if (kernel_.domain[across] < kTransposeTile || kernel_.domain[rank - 1] < kTransposeTile) return;  // none full
+    std::string last = "i" + std::to_string(rank - 1), over = "i" + std::to_string(across);
+    std::map<const IrExpr*, IrExprPtr> replacements;
+    std::vector<std::string> transposes;
+    for (const IrExpr* load : strided_loads()) {
+      if (replacements.count(load)) continue;
+      const IrExprPtr& offset = load->args[0];
+      int64_t along_last = 0, along_over = 0;
+      if (kernel_.buffers[load->buffer].dtype != DType::Float32 || load->dtype != DType::Float32 ||
+          !only_index_variables(offset, rank - 1) || !index_coefficient(offset, last, &along_last) || along_last <= 0 ||
+          !index_coefficient(offset, over, &along_over) || along_over != 1)
+        return;
+      std::string tile = "tile_" + std::to_string(replacements.size());
+      IrExprPtr corner = substitute(substitute(offset, last, ir_variable(last + "_begin", DType::Int64)), over,
+                                    ir_variable(over + "_begin", DType::Int64));
+      transposes.push_back("      mj_float_vector " + tile + "[" + std::to_string(kTransposeTile) + " * " +
+                           std::to_string(kTransposeTile) + " / MJ_LANES];\n      mj_transpose_tile(&" +
+                           kernel_.buffers[load->buffer].name + "[" + expression(corner) + "], " +
+                           std::to_string(along_last) + "LL, " + tile + ");\n");
+      replacements[load] = ir_variable(
+          tile + "[tile_row * (" + std::to_string(kTransposeTile) + " / MJ_LANES) + tile_column / MJ_LANES]",
+          DType::Float32);
+    }
+    if (replacements.empty()) return;
+    std::vector<IrStatement> body = kernel_.body;
+    for (IrStatement& statement : body) {
+      if (statement.value) statement.value = replace_nodes(statement.value, replacements);
+      if (statement.offset) statement.offset = replace_nodes(statement.offset, replacements);
+    }
+    VectorExpressionRenderer vector(*this, kernel_, last);
+    for (const auto& [load, row] : replacements) vector.read_vector(row->name);
+    if (!vector.accepts(body, true)) return;
+    std::string tile = std::to_string(kTransposeTile);
+    out_ << "    if (" << over << "_end - " << over << "_begin == " << tile << " && " << last << "_end - " << last
+         << "_begin == " << tile << ") {\n";
+    for (const std::string& transpose : transposes) out_ << transpose;
+    // Constant tile coordinates once unrolled: the transposed rows stay in registers.
+    out_ << "      #pragma unroll\n";
+    out_ << "      for (int64_t tile_row = 0; tile_row < " << tile << "; ++tile_row) {\n";
+    out_ << "        const int64_t " << over << " = " << over << "_begin + tile_row;\n";
+    out_ << "        #pragma unroll\n";
+    out_ << "        for (int64_t tile_column = 0; tile_column < " << tile << "; tile_column += MJ_LANES) {\n";
+    out_ << "          const int64_t " << last << " = " << last << "_begin + tile_column;\n";
+    out_ << vector.statements(body, "          ");
+    out_ << "        }\n      }\n      continue;\n    }\n";
+  }
+
+  // Where a guard or clamp of the element index changes value: `element + c` compared with, or clamped to, a
+  // constant k flips at element = k - c (k - c + 1 for <=, > and min). A cat (pieces read through padded reindexes,
+  // then added) has one such edge per piece boundary.
+  static void guard_edges(const IrExprPtr& node, const std::string& element, std::set<int64_t>& edges) {
+    if (node->kind == IrKind::IndexBinary) {
+      IndexOperator op = IndexOperator(node->op);
+      bool flips_after = op == IndexOperator::LessEqual || op == IndexOperator::Greater;
+      bool compares = op == IndexOperator::Less || op == IndexOperator::GreaterEqual || flips_after ||
+                      op == IndexOperator::Minimum || op == IndexOperator::Maximum;
+      int64_t offset, constant;
+      for (int side = 0; compares && side < 2; ++side) {
+        if (!element_plus_constant(node->args[side], element, &offset) ||
+            node->args[1 - side]->kind != IrKind::IntConstant)
+          continue;
+        constant = node->args[1 - side]->integer;
+        // With the constant on the left, `k < e + c` flips where `e + c <= k` does. A clamp is continuous, so
+        // its edge goes where the piece boundary would be: max(e + c, k) at the first e above k, min past it.
+        bool after = op == IndexOperator::Minimum || (op != IndexOperator::Maximum && (side == 0) == flips_after);
+        edges.insert(constant - offset + (after ? 1 : 0));
+      }
+    }
+    for (const IrExprPtr& argument : node->args) guard_edges(argument, element, edges);
+  }
+
+  // Whether `node` is `element + offset` for a constant offset.
+  static bool element_plus_constant(const IrExprPtr& node, const std::string& element, int64_t* offset) {
+    if (node->kind == IrKind::Variable && node->name == element) return *offset = 0, true;
+    if (node->kind != IrKind::IndexBinary) return false;
+    IndexOperator op = IndexOperator(node->op);
+    if (op != IndexOperator::Add && op != IndexOperator::Subtract) return false;
+    const IrExprPtr& left = node->args[0];
+    const IrExprPtr& right = node->args[1];
+    if (right->kind == IrKind::IntConstant && element_plus_constant(left, element, offset))
+      return *offset += op == IndexOperator::Add ? right->integer : -right->integer, true;
+    if (op == IndexOperator::Add && left->kind == IrKind::IntConstant && element_plus_constant(right, element, offset))
+      return *offset += left->integer, true;
+    return false;
+  }
+
+  static void statement_edges(const IrStatement& statement, const std::string& element, std::set<int64_t>& edges) {
+    for (const IrExprPtr& node : {statement.value, statement.offset, statement.condition})
+      if (node) guard_edges(node, element, edges);
+    for (const IrStatement& inner : statement.body) statement_edges(inner, element, edges);
+  }
+
+  // 0, the edges inside the row, and `last`: the pieces of the element loop; just {0, last} when there are none,
+  // or too many to be worth a copy of the loop body each.
+  std::vector<int64_t> piece_edges(const std::vector<IrStatement>& body, const std::string& element, int64_t last) {
+    constexpr size_t kMostPieces = 8;
+    std::set<int64_t> edges;
+    for (const IrStatement& statement : body) statement_edges(statement, element, edges);
+    std::vector<int64_t> pieces{0};
+    for (int64_t edge : edges)
+      if (edge > 0 && edge < last) pieces.push_back(edge);
+    pieces.push_back(last);
+    if (pieces.size() > kMostPieces + 1) return {0, last};
+    return pieces;
+  }
+
+  static IrStatement substitute_statement(const IrStatement& statement, const std::string& name,
+                                          const IrExprPtr& replacement) {
+    IrStatement result = statement;
+    for (IrExprPtr* part : {&result.value, &result.offset, &result.condition})
+      if (*part) *part = ir_fold_by_ranges(substitute(*part, name, replacement));
+    for (IrStatement& inner : result.body) inner = substitute_statement(inner, name, replacement);
+    return result;
+  }
+
+  // The element loop once per piece, the element index there being `piece_begin + offset within the piece`:
+  // the index ranges then decide every guard and clamp (ir_fold_by_ranges), so out-of-piece reads vanish and
+  // the rest are plain loads that vectorise (a cat of three pieces was three clamped, guarded loads per element).
+  void piece_loops(const std::vector<IrStatement>& body, const std::string& element, const std::vector<int64_t>& edges,
+                   const char* loop_pragma, int depth) {
+    std::string pad(depth * 2, ' '), within = element + "_in_piece";
+    for (size_t piece = 0; piece + 1 < edges.size(); ++piece) {
+      std::string low = std::to_string(edges[piece]), high = std::to_string(edges[piece + 1]);
+      IrExprPtr index = ir_index(IndexOperator::Add, ir_loop_variable(within, edges[piece + 1] - edges[piece]),
+                                 ir_int(edges[piece]));
+      std::vector<IrStatement> piece_body;
+      for (const IrStatement& statement : body) piece_body.push_back(substitute_statement(statement, element, index));
+      out_ << pad << "// columns [" << low << ", " << high << ")\n";
+      out_ << pad << loop_pragma;
+      out_ << pad << "for (int64_t " << element << " = column_begin > " << low << " ? column_begin : " << low << "; "
+           << element << " < (column_end < " << high << " ? column_end : " << high << "); ++" << element << ") {\n";
+      out_ << pad << "  const int64_t " << within << " = " << element << " - " << low << ";\n";
+      statements(piece_body, depth + 1);
+      out_ << pad << "}\n";
+    }
+  }
+
+  // The element loop of a flat pointwise kernel over [column_begin, column_end): once per piece of the row
+  // when the body's guards and clamps cut it into pieces, else once.
+  void element_loops(const std::vector<IrStatement>& body, const std::string& element, int64_t last,
+                     const char* loop_pragma, int depth) {
+    std::string pad(depth * 2, ' ');
+    std::vector<int64_t> edges = piece_edges(body, element, last);
+    if (edges.size() > 2) return piece_loops(body, element, edges, loop_pragma, depth);
+    out_ << pad << loop_pragma;
+    out_ << pad << "for (int64_t " << element << " = column_begin; " << element << " < column_end; ++" << element
+         << ") {\n";
+    statements(body, depth + 1);
+    out_ << pad << "}\n";
+  }
+
+  // Row pieces: when guards and clamps cut an outer dim into pieces (a cat along dim 0: rows of the first input,
+  // then of the second), each row belongs to one piece, so the row picks its piece's copy of the element loops,
+  // where that dim's index is `piece_begin + offset` and the index ranges fold the other pieces' reads away.
+  // False when no outer dim has pieces.
+  bool row_piece_loops(const std::string& element, int64_t last, const char* loop_pragma) {
+    constexpr size_t kMostLoopCopies = 16;  // row pieces times column pieces: each is a copy of the body to compile
+    const Shape& domain = kernel_.domain;
+    size_t column_pieces = piece_edges(kernel_.body, element, last).size() - 1;
+    for (size_t dim = 0; dim + 1 < domain.size(); ++dim) {
+      std::string variable = "i" + std::to_string(dim), within = variable + "_in_piece";
+      std::vector<int64_t> edges = piece_edges(kernel_.body, variable, domain[dim]);
+      if (edges.size() <= 2 || (edges.size() - 1) * column_pieces > kMostLoopCopies) continue;
+      for (size_t piece = 0; piece + 1 < edges.size(); ++piece) {
+        std::string low = std::to_string(edges[piece]), high = std::to_string(edges[piece + 1]);
+        IrExprPtr index = ir_index(IndexOperator::Add, ir_loop_variable(within, edges[piece + 1] - edges[piece]),
+                                   ir_int(edges[piece]));
+        std::vector<IrStatement> piece_body;
+        for (const IrStatement& statement : kernel_.body)
+          piece_body.push_back(substitute_statement(statement, variable, index));
+        out_ << "    " << (piece == 0 ? "if (" : "} else if (") << variable << " < " << high << ") {  // rows ["
+             << low << ", " << high << ") of dim " << dim << "\n";
+        out_ << "      const int64_t " << within << " = " << variable << " - " << low << ";\n";
+        element_loops(piece_body, element, last, loop_pragma, 3);
+      }
+      out_ << "    }\n";
+      return true;
+    }
+    return false;
+  }
+
+  // Pointwise: [begin, end) is a range of flat output elements, walked row by row so the innermost loop is the
+  // contiguous last dimension.
+  void pointwise_body() {
+    const Shape& domain = kernel_.domain;
+    int rank = int(domain.size());
+    if (rank == 0) {
+      out_ << "  if (begin >= end) return;\n";
+      statements(kernel_.body, 1);
+      return;
+    }
+    if (const IrStatement* scan = running_sum(1)) return running_sum_body(*scan);
+    if (const IrStatement* scan = running_sum(2)) return column_running_sum_body(*scan);
+    // Unrolling and interleaving the element loop buy nothing measurable on these memory-bound loops but
+    // cost several milliseconds of compile time per kernel.
+    const char* loop_pragma = "#pragma clang loop unroll(disable) interleave_count(1)\n";
+    const IrStatement* columns = column_sum();
+    if (rank == 1) {
+      if (columns) return column_sum_loops(*columns, "begin", "end", 1);
+      if (kernel_uses_vector_math() && vector_element_loop("i0", "begin", "end", {}, 1)) return;
+      out_ << "  " << loop_pragma;
+      out_ << "  for (int64_t i0 = begin; i0 < end; ++i0) {\n";
+      statements(kernel_.body, 2);
+      out_ << "  }\n";
+      return;
+    }
+    int64_t last = domain[rank - 1];
+    int across = columns ? -1 : transposed_dim();
+    if (across >= 0) return transposed_body(across);
+    if (!kernel_.row_body.empty()) {
+      // [begin, end) is a range of whole rows: the row's reductions run once, then its elements.
+      out_ << "  for (int64_t row = begin; row < end; ++row) {\n";
+      row_indices();
+      row_level_ = true;
+      row_buffers_read_.clear();
+      statements(kernel_.row_body, 2);
+      row_level_ = false;
+      std::string element = "i" + std::to_string(rank - 1);
+      std::set<std::string> stashes;
+      for (const IrStatement& statement : kernel_.row_body)
+        if (!statement.spill.empty()) stashes.insert(statement.spill);
+      if (!vector_element_loop(element, "0", std::to_string(last), stashes, 2)) {
+        out_ << "    " << loop_pragma;
+        out_ << "    for (int64_t " << element << " = 0; " << element << " < " << last << "; ++" << element << ") {\n";
+        statements(kernel_.body, 3);
+        out_ << "    }\n";
+      }
+      out_ << "  }\n";
+      return;
+    }
+    // Rows shorter than a vector step their indices from one row to the next like an odometer: dividing the flat
+    // index again for every row cost more than the row's elements (max-pool's tie mask, rows of 2 elements:
+    // 16.7 ms for [32, 64, 28, 28, 2, 2]).
+    bool stepped = !columns && rank > 1 && last < kVectorLanesAtMost;
+    if (stepped) {
+      out_ << "  const int64_t first_row = begin / " << last << ";\n";
+      out_ << "  int64_t column_begin = begin - first_row * " << last << ";\n";
+      row_indices("first_row", rank - 2, "  ", "int64_t ", "first_row_");  // stepped below
+    }
+    out_ << "  for (int64_t flat = begin; flat < end;) {\n";
+    if (!stepped) {
+      out_ << "    const int64_t row = flat / " << last << ";\n";
+      out_ << "    const int64_t column_begin = flat - row * " << last << ";\n";
+    }
+    out_ << "    const int64_t column_end = (end - flat) < (" << last << " - column_begin) ? column_begin + (end - flat) : "
+         << last << ";\n";
+    if (!stepped) row_indices();
+    std::string element = "i" + std::to_string(rank - 1);
+    if (columns) {
+      column_sum_loops(*columns, "column_begin", "column_end", 2);
+    } else if (!kernel_uses_vector_math() || !vector_element_loop(element, "column_begin", "column_end", {}, 2)) {
+      if (!row_piece_loops(element, last, loop_pragma)) element_loops(kernel_.body, element, last, loop_pragma, 2);
+    }
+    out_ << "    flat += column_end - column_begin;\n";
+    if (stepped) {
+      out_ << "    column_begin = 0;\n";
+      step_row_indices(rank - 2, 2);
+    }
+    out_ << "  }\n";
+  }
+
+  // The next row: i`dim` + 1, carrying into the dims before it when it reaches its extent (i0 never wraps).
+  void step_row_indices(int dim, int depth) {
+    std::string pad(depth * 2, ' '), index = "i" + std::to_string(dim);
+    if (dim == 0) {
+      out_ << pad << "++i0;\n";
+      return;
+    }
+    out_ << pad << "if (++" << index << " == " << kernel_.domain[dim] << ") {\n";
+    out_ << pad << "  " << index << " = 0;\n";
+    step_row_indices(dim - 1, depth + 1);
+    out_ << pad << "}\n";
+  }
+
+  // Scatter: the output (or this thread's rows of it) starts at the reduction identity, then every input element
+  // is accumulated into its target.
+  void scatter_body() {
+    const Shape& domain = kernel_.domain;
+    const IrBuffer& output = kernel_.buffers[0];
+    int64_t output_count = shape_numel(output.shape);
+    std::string init = identity(kernel_.scatter_op, output.dtype);
+    if (output.dtype == DType::Float16) init = "mj_float_to_half(" + init + ")";
+    if (kernel_.scatter_split_rows) {
+      int64_t row_size = output_count / output.shape[0];
+      out_ << "  for (int64_t element = begin * " << row_size << "; element < end * " << row_size
+           << "; ++element) out0[element] = " << init << ";\n";
+    } else {
+      out_ << "  if (begin >= end) return;\n";
+      out_ << "  for (int64_t element = 0; element < " << output_count << "; ++element) out0[element] = " << init << ";\n";
+    }
+    const IrStatement* scan = reverse_running_sum();
+    size_t looped = scan ? domain.size() - 2 : domain.size();  // a reverse running sum walks its last two itself
+    int depth = 1;
+    for (size_t dim = 0; dim < looped; ++dim) {
+      std::string pad(depth * 2, ' ');
+      // Clang 14 miscompiles a scatter whose small inner loops were fully unrolled into an outer loop that it
+      // then vectorises: two accumulations into the same element in one unrolled body become one interleaved
+      // store group, and one of the additions is lost (sum of abs(i - 2) targets gave 1 where 2 was due). Only
+      // the innermost loop may be vectorised; its dependences are analysed correctly.
+      if (dim + 1 < domain.size()) out_ << pad << "#pragma clang loop vectorize(disable)\n";
+      if (dim == 0 && kernel_.scatter_split_rows)
+        out_ << pad << "for (int64_t i0 = begin; i0 < end; ++i0) {\n";
+      else
+        out_ << pad << "for (int64_t i" << dim << " = 0; i" << dim << " < " << domain[dim] << "; ++i" << dim << ") {\n";
+      ++depth;
+    }
+    if (scan)
+      reverse_running_sum_loop(*scan, depth);
+    else
+      statements(kernel_.body, depth);
+    for (size_t dim = 0; dim < looped; ++dim) {
+      --depth;
+      out_ << std::string(depth * 2, ' ') << "}\n";
+    }
+  }
+
+  // The gradient of a running sum, as a scatter: each element i of the next-to-last dim adds its value into
+  // every target r <= i along the last dim (out[r] = sum of the values at i >= r), the value depending on
+  // nothing of r and the target on nothing of i. Walking i downwards, one accumulator gives each r its sum:
+  // one pass instead of up to n additions per element (cumsum's backward spent 6 of its 6.5 ms there). The
+  // ScatterAccumulate, or nullptr.
+  const IrStatement* reverse_running_sum() const {
+    const Shape& domain = kernel_.domain;
+    int rank = int(domain.size());
+    if (rank < 2 || kernel_.scatter_op != ReduceOp::Add || (rank == 2 && kernel_.scatter_split_rows)) return nullptr;
+    const std::vector<IrStatement>& body = kernel_.body;
+    if (body.empty() || body.back().kind != IrStatement::Kind::ScatterAccumulate || !body.back().condition)
+      return nullptr;
+    std::string target_index = "i" + std::to_string(rank - 1), source_index = "i" + std::to_string(rank - 2);
+    for (size_t position = 0; position + 1 < body.size(); ++position)
+      if (body[position].kind != IrStatement::Kind::Let || mentions_variable(body[position].value, target_index))
+        return nullptr;
+    const IrStatement& scatter = body.back();
+    if (!ir_at_most(scatter.condition, target_index, source_index) || mentions_variable(scatter.value, target_index))
+      return nullptr;
+    if (!only_index_variables(scatter.offset, rank - 1) || mentions_variable(scatter.offset, source_index))
+      return nullptr;
+    return &scatter;
+  }
+
+  void reverse_running_sum_loop(const IrStatement& scatter, int depth) {
+    const Shape& domain = kernel_.domain;
+    int rank = int(domain.size());
+    std::string pad(depth * 2, ' '), inner((depth + 1) * 2, ' ');
+    std::string target_index = "i" + std::to_string(rank - 1), source_index = "i" + std::to_string(rank - 2);
+    std::string total = "running_total";
+    out_ << pad << value_type(scatter.dtype) << " " << total << " = " << identity(ReduceOp::Add, scatter.dtype) << ";\n";
+    out_ << pad << "for (int64_t " << source_index << " = " << domain[rank - 2] - 1 << "; " << source_index
+         << " >= 0; --" << source_index << ") {\n";
+    out_ << inner << "const int64_t " << target_index << " = " << source_index << ";\n";
+    statements(std::vector<IrStatement>(kernel_.body.begin(), kernel_.body.end() - 1), depth + 1);
+    out_ << inner << total << " = " << combine(ReduceOp::Add, scatter.dtype, total, expression(scatter.value))
+         << ";\n";
+    const IrBuffer& buffer = kernel_.buffers[scatter.buffer];
+    std::string target = buffer.name + "[" + expression(scatter.offset) + "]";
+    std::string current = buffer.dtype == DType::Float16 ? "mj_half_to_float(" + target + ")" : target;
+    std::string updated = combine(ReduceOp::Add, scatter.dtype, current, total);
+    if (buffer.dtype == DType::Float16) updated = "mj_float_to_half(" + updated + ")";
+    std::string write = target + " = " + updated + ";\n";
+    if (domain[rank - 1] < domain[rank - 2])
+      out_ << inner << "if (" << target_index << " < " << domain[rank - 1] << ") " << write;
+    else
+      out_ << inner << write;
+    out_ << pad << "}\n";
+  }
+
+  RenderedKernel render() {
+    RenderedKernel rendered;
+    std::ostringstream header;
+    header << "// metajit kernel: " << (kernel_.kind == IrKernel::Kind::Pointwise ? "pointwise" : "scatter")
+           << " over " << shape_to_string(kernel_.domain) << "\n// fused ops (op, shape, created at):\n";
+    for (const std::string& line : kernel_.fused_ops) header << "//   " << line << "\n";
+    rendered.header_comment = header.str();
+    out_ << "\nstatic __attribute__((noinline)) void kernel_body(\n" << parameters() << ") {\n";
+    if (kernel_.kind == IrKernel::Kind::Pointwise) {
+      pointwise_body();
+      rendered.work_items = shape_numel(kernel_.domain);
+      int64_t element_work = kernel_.inner_work * (reads_at_loaded_addresses() ? kDependentLoadWork : 1);
+      rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, element_work));
+      if (column_items_ >= 0) {  // work items are column tiles of a running sum along dim rank-2
+        rendered.work_items = column_items_;
+        rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, column_item_work_));
+      } else if (running_rows_ >= 0) {  // work items are rows
+        rendered.work_items = running_rows_;
+        rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, kernel_.domain.back()));
+      } else if (tiles_ >= 0) {  // work items are tiles
+        rendered.work_items = tiles_;
+        rendered.grain = std::max<int64_t>(1, 32768 / (kTransposeTile * kTransposeTile * std::max<int64_t>(1, kernel_.inner_work)));
+      } else if (!kernel_.row_body.empty()) {  // work items are rows
+        int64_t last = kernel_.domain.back();
+        rendered.work_items = last == 0 ? 0 : rendered.work_items / last;
+        rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, last * kernel_.inner_work + kernel_.row_work));
+      } else if (column_sums_) {
+        // Each call walks every input row over its columns: at least kColumnChunk of them, so a row's piece is
+        // 16 cache lines the prefetcher follows, not 4 (64-column pieces, 4 KB apart: x.max(0) of [2048, 1024]
+        // ran at a third of the cache's bandwidth).
+        rendered.grain = std::max(rendered.grain, kColumnChunk);
+      }
+    } else {
+      scatter_body();
+      rendered.work_items = kernel_.scatter_split_rows ? kernel_.domain[0] : 1;
+      int64_t row_work = kernel_.scatter_split_rows ? shape_numel(kernel_.domain) / kernel_.domain[0] : 1;
+      rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, row_work));
+    }
+    out_ << "}\n\nextern \"C\" void " << kKernelSymbol << "(void* const* buffers, int64_t begin, int64_t end) {\n"
+         << "  kernel_body(" << arguments() << ");\n}\n";
+    std::string body = out_.str();
+    rendered.source = cpp_prelude_for(body) + body;
+    return rendered;
+  }
+
+ private:
+  std::ostringstream out_;
+  bool row_level_ = false;      // rendering a row kernel's row_body
+  std::set<int> stash_hosts_;   // output buffers holding a row's terms (stash_declaration)
+  int64_t tiles_ = -1;          // a transposing kernel's tile count (transposed_body); -1 otherwise
+  int64_t running_rows_ = -1;   // a running-sum kernel's row count (running_sum_body); -1 otherwise
+  int64_t column_items_ = -1;   // a column running sum's work items (column_running_sum_body); -1 otherwise
+  bool column_sums_ = false;    // the body is a column sum (column_sum_loops)
+  int64_t column_item_work_ = 0;
+  std::set<int> row_buffers_read_;  // buffers the row's vector reductions have read so far (row_prefetches)
+};
+
+}  // namespace
+
+RenderedKernel render_cpp(const IrKernel& kernel) { return Renderer(kernel).render(); }
+
+}  // namespace metajit
