@@ -449,6 +449,14 @@ void Var::derive() {
 
 VarPtr Var::make_view(const VarPtr& base, ViewStep step, std::vector<int64_t> strides, int64_t offset,
                       NodePtr node) {
+  // PyTorch refuses to build on a view made under no_grad once its storage was written in grad mode with history
+  // since: whether the view should carry that history is ambiguous.
+  if (grad_enabled() && base->no_grad_view_ && base->group_ && base->group_->grad_write_version > base->created_version_)
+    throw std::runtime_error(
+        "A view was created in no_grad mode and its base or another view of its base has been modified inplace with "
+        "grad mode enabled. Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+        "your code by moving both the view and the inplace either both inside the no_grad block (if you don't want "
+        "the inplace to be tracked) or both outside (if you want the inplace to be tracked).");
   if (!node) node = apply_view_step(base->node(), step);
   AliasGroup& shared = base->group();
   auto view = std::make_shared<Var>(std::move(node));
@@ -461,6 +469,7 @@ VarPtr Var::make_view(const VarPtr& base, ViewStep step, std::vector<int64_t> st
   view->made_in_grad_mode_ = grad_enabled();
   view->no_grad_view_of_grad_value_ = (!grad_enabled() && base->node_->requires_grad) || base->no_grad_view_of_grad_value_;
   view->no_grad_view_ = !grad_enabled() || base->no_grad_view_;
+  view->created_version_ = grad_enabled() && base->no_grad_view_ ? base->created_version_ : shared.version;
   bool from_leaf = is_leaf_requiring_grad(*base->node_) || base->view_of_leaf_;
   view->view_of_leaf_ = from_leaf && view->steps_.back().kind != ViewStep::Kind::Detach;
   return view;
@@ -610,6 +619,7 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
   }
   carry_to_gradient(group_->gradient_of, before, group_->value);
   ++group_->version;
+  if (!outside_graph && group_->value->requires_grad) group_->grad_write_version = group_->version;
   // A detached alias passes the values written, not their history, on to the values it aliases: through the
   // path from the parent's base to this Var (the Detach step reads the same elements), so only the elements
   // written move (a slice of an expanded alias writes its own elements).

@@ -32,6 +32,7 @@ struct ViewStep {
 struct AliasGroup {
   NodePtr value;
   uint64_t version = 0;
+  uint64_t grad_write_version = 0;      // `version` after the latest write in grad mode of a value with history
   std::shared_ptr<AliasGroup> parent;   // set for a detached alias
   std::vector<ViewStep> from_parent;    // the parent's base -> this base (ending with the Detach step)
   uint64_t parent_version_seen = 0;
@@ -131,6 +132,7 @@ class Var {
   std::shared_ptr<AliasGroup> group_;  // null until the first alias of this value is taken
   std::vector<ViewStep> steps_;        // from the group's base to this Var (empty: the base itself)
   uint64_t seen_version_ = 0;          // group_->version when node_ was derived
+  uint64_t created_version_ = 0;       // group_->version when this view was made (of a no_grad view: its origin's)
   bool made_in_grad_mode_ = true;      // re-derived nodes are built in the grad mode the view was made in
   bool view_of_leaf_ = false;          // a view (not through detach) of a leaf that requires grad
   bool no_grad_view_of_grad_value_ = false;  // made under no_grad from a value that requires grad

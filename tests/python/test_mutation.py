@@ -475,3 +475,14 @@ def test_a_second_backward_after_a_write_raises_where_pytorch_does(write):
             return True
         return False
     assert second_backward_raises(mj) == second_backward_raises(torch)
+
+
+def test_a_view_made_under_no_grad_refuses_new_views_after_a_tracked_write_to_its_base():
+    def program(lib):
+        base = lib.zeros(2, 3)
+        row = base[0]
+        with lib.no_grad():
+            flat = base.view(-1)
+        row.mul_(lib.ones(3, requires_grad=True))  # grad mode: the storage now has history
+        flat[:2]
+    raises_in_both(program, "A view was created in no_grad mode and its base")
