@@ -679,10 +679,9 @@ def test_schedule_errors():
 
 
 def test_lbfgs_step_updates_the_parameters_in_place_without_extra_copies():
-    """What stays allocated after an LBFGS step (max_iter=1) is at most the gradients, the new values, the flat
-    gradient and direction and one history pair (s, y): each the parameters' 288 bytes, plus the loss and
-    activations (768 bytes measured); a copy of the parameters per step would pass it. The parameters stay the
-    same leaf objects."""
+    """What stays allocated after four LBFGS steps (max_iter=1), counted from before the model was made, is the
+    parameters, their gradients, the history pair (s, y) and the activations: 768 bytes measured. A copy of the
+    parameters (288 bytes) kept per step would exceed the bound. The parameters stay the same leaf objects."""
     import gc
     gc.collect()
     before = mj.stats()["bytes_allocated"]
@@ -703,4 +702,4 @@ def test_lbfgs_step_updates_the_parameters_in_place_without_extra_copies():
             old = weight.numpy().copy()
             mj.reset_stats()
     assert model.weight is weight and weight.is_leaf and not np.array_equal(weight.numpy(), old)
-    assert mj.stats()["bytes_allocated"] - before <= 6 * 288 + 320
+    assert mj.stats()["bytes_allocated"] - before <= 4 * 288 + 320
