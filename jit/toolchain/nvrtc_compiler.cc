@@ -156,8 +156,10 @@ namespace {
 // The compile flags; part of every CUDA cache key. No multiply-add contraction, as on the CPU
 // (jit/toolchain/clang_compiler.cc): a value recomputed in several kernels must round alike in each, or a max
 // gradient's tie mask misses. CUDA's math functions call fma themselves and keep it; generated kernels are
-// memory-bound.
-const char* const kFlags[] = {"-std=c++17", "--fmad=false"};
+// memory-bound. NVVM's -O3 pipeline segfaults inside nvrtcCompileProgram on some fused kernels (a layer-norm
+// backward feeding a generated matrix product; NVRTC 13.0 and 13.5, tests/python/test_cuda.py keeps the kernel),
+// taking the process down; -O2 compiles them, and most kernels' binaries are the same at either level.
+const char* const kFlags[] = {"-std=c++17", "--fmad=false", "-Xnvvm=-opt=2"};
 }  // namespace
 
 std::string NvrtcCompiler::identity(const CudaTarget& target) const {

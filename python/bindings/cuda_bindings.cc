@@ -113,6 +113,16 @@ void bind_cuda(py::module_& module) {
     py::gil_scoped_release release;  // NVRTC runs on the thread pool meanwhile
     return precompile_cuda(nodes, target);
   }, "Compiles the CUDA kernels computing these Vars for one architecture, in parallel; returns how many compiled.");
+  module.def("nvrtc_compile", [](const std::string& source, int architecture) {
+    CudaTarget target;
+    target.architecture = architecture;
+    CudaBinary binary;
+    {
+      py::gil_scoped_release release;
+      binary = NvrtcCompiler::instance().compile(source, target);
+    }
+    return py::bytes(binary.bytes);
+  }, "CUDA source -> CUBIN (PTX for an architecture NVRTC does not know) with the flags generated kernels get.");
   module.def("parse_cuda_architecture", [](const std::string& text) { return CudaTarget::parse(text).architecture; });
 
   module.def("plan_cuda", [](const std::vector<NodePtr>& nodes, int architecture) {

@@ -117,6 +117,13 @@ def precompile(*vars, arch=None):
     return _core.precompile_cuda(list(vars), target_architecture(arch))
 
 
+def compile_source(source, arch=None):
+    """Compiles CUDA C++ `source` with NVRTC and the flags metajit's generated kernels get, for `arch` (default:
+    as target_architecture()); returns the CUBIN (PTX for an architecture NVRTC does not know) as bytes. Needs NVRTC
+    but no GPU; a compile error raises metajit.CompileError with NVRTC's log."""
+    return _core.nvrtc_compile(source, target_architecture(arch))
+
+
 def _start_from_environment():
     """METAJIT_DEVICE=cuda runs kernels on the GPU; on a machine that cannot, say why once and stay on the CPU.
     METAJIT_DEVICE=cuda-emulator runs them in the CPU emulator of CUDA kernels (tests)."""

@@ -145,6 +145,27 @@ def test_representative_groups_compile_to_cubin(name):
 
 
 @needs_nvrtc
+def test_a_kernel_that_crashed_nvrtc_compiles():
+    """NVRTC 13.0 and 13.5 segfault inside nvrtcCompileProgram on this kernel at NVVM's default -O3 (it took the
+    GPU test run down); generated kernels are compiled at -O2. In a subprocess, so a crash fails only this test."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda_sources", "nvvm_o3_segfault.cu")
+    program = ("import sys, metajit as mj\n"
+               f"binary = mj.cuda.compile_source(open({path!r}).read(), 'sm_90')\n"
+               "print(binary[:4] == b'\\x7fELF', len(binary))\n")
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert result.returncode == 0, f"exit status {result.returncode}: {result.stderr[-2000:]}"
+    is_elf, size = result.stdout.split()
+    assert is_elf == "True" and int(size) > 1000
+
+
+@needs_nvrtc
+def test_a_compile_error_in_cuda_source_raises_with_nvrtc_log():
+    with pytest.raises(mj.CompileError, match="undefined"):
+        mj.cuda.compile_source("extern \"C\" __global__ void k(float* out) { out[0] = undefined_name; }", "sm_90")
+
+
+@needs_nvrtc
 def test_keys_depend_on_the_architecture_and_compiles_are_cached():
     x = mj.array(rand(32, 50))
     value = (x * 3.25).tanh()
