@@ -23,6 +23,12 @@ import metajit as mj  # noqa: E402
 # the CPU backend's own machinery (its C++ kernel text and vector code, oneDNN library calls, the CPU kernel cache
 # and its compile counts) check nothing there, so they are skipped under CUDA execution; make test runs them all.
 CUDA_EXECUTION = mj.flags.use_cuda is not False
+if CUDA_EXECUTION:  # PyTorch on the GPU lets cuDNN and cuBLAS round operands to TF32; metajit computes float32
+    try:
+        import torch
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    except ImportError:
+        pass
 cpu_backend = pytest.mark.skipif(CUDA_EXECUTION, reason="checks the CPU backend; kernels run as CUDA kernels here")
 
 ALL_DTYPES = ["bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64"]

@@ -23,6 +23,7 @@ import pytest
 import torch
 
 import metajit as mj
+from conftest import CUDA_EXECUTION
 
 PROGRAMS_DIRECTORY = pathlib.Path(__file__).resolve().parent / "ported_programs"
 
@@ -78,6 +79,8 @@ def assert_results_match(expected, actual, rtol, atol, compare_state):
 
 
 RTOL, ATOL = 2e-5, 1e-6  # see the module docstring; ATOL is the floor for values near 0
+if CUDA_EXECUTION:  # both on a GPU: cuDNN's LSTM sums in its own order; word_language_model's embedding weights
+    ATOL = 5e-6     # near zero measured 2.1e-6 apart on an H200 (2 of 384), everything else within the CPU bounds
 
 # name: (steps, compare the final weights too).
 PROGRAMS = {

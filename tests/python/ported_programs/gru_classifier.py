@@ -77,7 +77,7 @@ def run(torch, modules, data, steps):
     val_loader = DataLoader(SequenceDataset(sequences[56:], labels[56:]), batch_size=8, collate_fn=collate_batch)
     model = modules["model"].to(device)
     positives = float(labels[:56].sum())
-    criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([(56 - positives) / positives]))
+    criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([(56 - positives) / positives], device=device))
     optimizer = torch.optim.Adam(model.parameters(), lr=2e-2, weight_decay=1e-4)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min", factor=0.5, patience=0)
 
@@ -98,8 +98,9 @@ def run(torch, modules, data, steps):
         val_loss, correct, seen = 0.0, 0, 0
         with torch.no_grad():
             for padded, lengths, target in val_loader:
-                logits = model(padded.to(device), lengths.to(device))
-                val_loss += criterion(logits, target.to(device)).item() * target.size(0)
+                padded, lengths, target = padded.to(device), lengths.to(device), target.to(device)
+                logits = model(padded, lengths)
+                val_loss += criterion(logits, target).item() * target.size(0)
                 correct += ((torch.sigmoid(logits) > 0.5).float() == target).sum().item()
                 seen += target.size(0)
         scheduler.step(val_loss / seen)

@@ -43,7 +43,7 @@ def build(torch):
             self.linear = nn.Linear(3, 1)
 
         def forward(self, x):
-            powers = x.unsqueeze(-1).pow(torch.tensor([1, 2, 3]))
+            powers = x.unsqueeze(-1).pow(torch.tensor([1, 2, 3], device=x.device))
             return self.linear(powers).flatten(0, 1)
 
     return {"polynomial": Polynomial3(), "features": Features()}

@@ -95,11 +95,12 @@ def run(torch, modules, data, steps):
     buffer = io.BytesIO()
     torch.save(model.state_dict(), buffer)
     buffer.seek(0)
-    restored = build(torch)["model"]
+    restored = build(torch)["model"].to(device)
     restored.load_state_dict(torch.load(buffer))
     restored.eval()
     with torch.no_grad():
         first_inputs, _ = next(iter(test_loader))
+        first_inputs = first_inputs.to(device)
         same = torch.equal(restored(first_inputs), model(first_inputs))
 
     return {"losses": losses, "test_loss": test_loss / total, "correct": correct, "reloaded_same": same,

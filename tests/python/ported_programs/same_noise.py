@@ -30,7 +30,7 @@ class SameNoise:
         return self._tensor(self._rng.random(self._shape(size)), dtype, device)
 
     def randn_like(self, input, dtype=None, **_):
-        return self._tensor(self._rng.standard_normal(tuple(input.shape)), dtype or input.dtype, None)
+        return self._tensor(self._rng.standard_normal(tuple(input.shape)), dtype or input.dtype, input.device)
 
     def rand_like(self, input, dtype=None, **_):
-        return self._tensor(self._rng.random(tuple(input.shape)), dtype or input.dtype, None)
+        return self._tensor(self._rng.random(tuple(input.shape)), dtype or input.dtype, input.device)
