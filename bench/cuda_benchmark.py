@@ -7,7 +7,9 @@ batches of calls, so host overhead overlaps the GPU's work as it does in a loop)
 - an elementwise chain (8 ops on 64M floats): GB/s, against a device-to-device copy of the same bytes (the
   machine's limit for a read-once-write-once kernel), target at least 85% of the copy;
 - softmax over rows (8192 x 8192): GB/s and the ratio to torch.softmax;
-- the ResNet-18 training step (CIFAR stem, batch 32, SGD with momentum): ms and the ratio to PyTorch eager.
+- training steps of ResNet-18 (CIFAR stem, batch 32) and the training benchmark's transformer LM (SGD with
+  momentum): ms, kernels and library calls per step, against PyTorch eager in float32, torch.compile's default
+  mode, and PyTorch's TF32 and bfloat16-autocast modes for reference.
 Needs a GPU; prints why and exits 0 without one (CI has none).
 """
 import argparse
@@ -20,6 +22,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))  # torch_reference_resnet
+sys.path.insert(0, HERE)  # training_benchmark's transformer LM
 
 
 def timed(function, synchronize, repeats, calls=20):
@@ -83,17 +86,39 @@ def benchmark_softmax(mj, torch, repeats):
             "limit_gbps": bytes_moved / copy / 1e9, "limit": "device-to-device copy", "max_error": error}
 
 
-def benchmark_resnet(mj, torch, repeats, profile=False):
+def step_counts(mj, step):
+    """Kernels launched and library calls made by one step (the step's plan is already compiled)."""
+    before = mj.stats()
+    step()
+    mj.cuda.synchronize()
+    after = mj.stats()
+    return (after["kernels_launched"] - before["kernels_launched"],
+            after["library_calls"] - before["library_calls"])
+
+
+def training_models(name, mj, torch):
+    """The same model in both frameworks, with the same batch: ResNet-18 (CIFAR stem, batch 32) or the training
+    benchmark's transformer LM (2 pre-norm blocks, width 256, 16 x 128 tokens)."""
+    import training_benchmark
+    images, labels = training_benchmark.batch_for(name, seed=2)
+    mj.seed(0)
+    torch.manual_seed(0)
+    if name == "resnet18":
+        from metajit.models import resnet18
+        from torch_reference_resnet import torch_resnet18_cifar
+        return resnet18(num_classes=10, stem="cifar"), torch_resnet18_cifar(), images, labels
+    model = training_benchmark.transformer_model(mj.nn, mj.nn.functional)
+    torch_model = training_benchmark.transformer_model(torch.nn, torch.nn.functional)
+    return model, torch_model, images, labels
+
+
+def benchmark_training(mj, torch, repeats, name, profile=False, compiled=True, autocast=True):
+    """One training step (forward, cross-entropy, backward, SGD with momentum) of `name` in metajit, PyTorch
+    eager in float32 (TF32 off, as metajit computes), PyTorch's defaults (TF32 on), torch.compile's default mode and
+    PyTorch under bfloat16 autocast; the step's kernels and library calls in metajit."""
     import metajit.nn.functional as F
     from metajit import optim
-    from metajit.models import resnet18
-    from torch_reference_resnet import torch_resnet18_cifar
-    rng = np.random.default_rng(2)
-    images = rng.standard_normal((32, 3, 32, 32)).astype(np.float32)
-    labels = rng.integers(0, 10, 32).astype(np.int64)
-
-    mj.seed(0)
-    model = resnet18(num_classes=10, stem="cifar")
+    model, torch_model, images, labels = training_models(name, mj, torch)
     model.cuda()
     optimizer = optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x, y = mj.array(images).cuda(), mj.array(labels).cuda()
@@ -106,44 +131,65 @@ def benchmark_resnet(mj, torch, repeats, profile=False):
         optimizer.step()
         losses.append(loss)
 
-    torch.manual_seed(0)
-    torch_model = torch_resnet18_cifar().cuda()
+    torch_model = torch_model.cuda()
     torch_optimizer = torch.optim.SGD(torch_model.parameters(), lr=0.01, momentum=0.9)
     tx, ty = torch.from_numpy(images).cuda(), torch.from_numpy(labels).cuda()
 
-    def step_torch():
-        loss = torch.nn.functional.cross_entropy(torch_model(tx), ty)
-        torch_optimizer.zero_grad()
-        loss.backward()
-        torch_optimizer.step()
+    def torch_step(forward, precision=None):
+        def step():
+            if precision is None:
+                loss = torch.nn.functional.cross_entropy(forward(tx), ty)
+            else:
+                with torch.autocast("cuda", dtype=precision):
+                    loss = torch.nn.functional.cross_entropy(forward(tx), ty)
+            torch_optimizer.zero_grad()
+            loss.backward()
+            torch_optimizer.step()
+        return step
 
     start = time.perf_counter()
     step_metajit()
     mj.cuda.synchronize()
     first_step = time.perf_counter() - start
     ours = timed(step_metajit, mj.cuda.synchronize, repeats, calls=1)
-    # metajit computes float32 exactly (cuDNN's FMA kernels); PyTorch's default lets cuDNN use TF32, which keeps
-    # 10 mantissa bits of each operand. The ratio is against PyTorch in float32; its TF32 time is reported too.
-    tf32 = timed(step_torch, torch.cuda.synchronize, repeats, calls=1)
+    kernels, library_calls = step_counts(mj, step_metajit)
+    row = {"name": f"{TRAINING_NAMES[name]} training step", "metajit_ms": ours * 1e3, "first_step_s": first_step,
+           "kernels_per_step": kernels, "library_calls_per_step": library_calls}
+    # metajit computes float32 exactly (cuDNN's FMA kernels, cuBLAS without TF32); PyTorch's default lets cuDNN
+    # use TF32, which keeps 10 mantissa bits of each operand. The ratio is against PyTorch in float32.
+    row["torch_tf32_ms"] = timed(torch_step(torch_model), torch.cuda.synchronize, repeats, calls=1) * 1e3
     saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-    theirs = timed(step_torch, torch.cuda.synchronize, repeats, calls=1)
+    row["torch_ms"] = timed(torch_step(torch_model), torch.cuda.synchronize, repeats, calls=1) * 1e3
+    if compiled:  # torch.compile's default mode; its compile time is reported apart from the step
+        compiled_model = torch.compile(torch_model)
+        start = time.perf_counter()
+        torch_step(compiled_model)()
+        torch.cuda.synchronize()
+        row["torch_compile_first_s"] = time.perf_counter() - start
+        row["torch_compile_ms"] = timed(torch_step(compiled_model), torch.cuda.synchronize, repeats, calls=1) * 1e3
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+    if autocast:  # the mixed-precision reference point (metajit has no bfloat16 autocast yet)
+        row["torch_bf16_ms"] = timed(torch_step(torch_model, torch.bfloat16), torch.cuda.synchronize, repeats,
+                                     calls=1) * 1e3
     if profile:  # where the step's time goes, kernel by kernel (each launch synchronized)
         with mj.profile() as report:
             step_metajit()
         print(report.table(20), flush=True)
-    loss_values = [float(loss.item()) for loss in losses[-3:]]
-    return {"name": "ResNet-18 training step (batch 32, 3x32x32)", "metajit_ms": ours * 1e3,
-            "torch_ms": theirs * 1e3, "torch_tf32_ms": tf32 * 1e3, "first_step_s": first_step,
-            "last_losses": loss_values}
+    row["last_losses"] = [float(loss.item()) for loss in losses[-3:]]
+    return row
+
+
+TRAINING_NAMES = {"resnet18": "ResNet-18 (batch 32, 3x32x32)",
+                  "transformer": "Transformer LM (2 blocks, width 256, batch 16 x 128 tokens)"}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--only", default="chain,softmax,resnet18")
-    parser.add_argument("--profile", action="store_true", help="print the ResNet-18 step's kernels by time")
+    parser.add_argument("--only", default="chain,softmax,resnet18,transformer")
+    parser.add_argument("--profile", action="store_true", help="print each training step's kernels by time")
+    parser.add_argument("--no-compile", action="store_true", help="leave out torch.compile (it compiles for a minute)")
     parser.add_argument("--output", default=None, help="also write the results as markdown here")
     arguments = parser.parse_args()
     import metajit as mj
@@ -154,33 +200,53 @@ def main():
     mj.flags.use_cuda = True
     device = torch.cuda.get_device_name(0)
     rows = []
-    benchmarks = {"chain": benchmark_chain, "softmax": benchmark_softmax, "resnet18": benchmark_resnet}
     for name in arguments.only.split(","):
-        repeats = arguments.repeats if name != "resnet18" else max(5, arguments.repeats // 4)
-        row = benchmarks[name](mj, torch, repeats, **({"profile": arguments.profile} if name == "resnet18" else {}))
+        if name in TRAINING_NAMES:
+            row = benchmark_training(mj, torch, max(5, arguments.repeats // 4), name, profile=arguments.profile,
+                                     compiled=not arguments.no_compile)
+        else:
+            row = {"chain": benchmark_chain, "softmax": benchmark_softmax}[name](mj, torch, arguments.repeats)
         rows.append(row)
         print(row, flush=True)
-    lines = [f"# CUDA benchmark on {device}", "", f"`python bench/cuda_benchmark.py --repeats {arguments.repeats}`", "",
-             "PyTorch / metajit above 1 means metajit is faster; GB/s counts one read and one write of the data.", "",
-             "| benchmark | metajit ms | PyTorch ms | PyTorch / metajit | metajit GB/s | limit GB/s | of limit |",
-             "|---|---|---|---|---|---|---|"]
-    for row in rows:
-        speedup = row["torch_ms"] / row["metajit_ms"]
-        if "limit_gbps" in row:
-            lines.append(f"| {row['name']} | {row['metajit_ms']:.3f} | {row['torch_ms']:.3f} | {speedup:.2f}x | "
-                         f"{row['metajit_gbps']:.0f} | {row['limit_gbps']:.0f} ({row['limit']}) | "
-                         f"{row['metajit_gbps'] / row['limit_gbps']:.0%} |")
-        else:
-            lines.append(f"| {row['name']} | {row['metajit_ms']:.3f} | {row['torch_ms']:.3f} | {speedup:.2f}x | | | |")
-        if "torch_tf32_ms" in row:
-            lines.append(f"| {row['name']}, PyTorch with TF32 (its default) | {row['metajit_ms']:.3f} | "
-                         f"{row['torch_tf32_ms']:.3f} | {row['torch_tf32_ms'] / row['metajit_ms']:.2f}x | | | |")
-    text = "\n".join(lines) + "\n"
+    text = report(rows, device, arguments)
     print(text)
     if arguments.output:
         with open(arguments.output, "w") as stream:
             stream.write(text)
     return 0
+
+
+def report(rows, device, arguments):
+    """bench/CUDA.md: the memory-bound kernels against a copy, then the training steps against PyTorch's modes."""
+    command = " ".join(["python bench/cuda_benchmark.py"] + sys.argv[1:])
+    lines = [f"# CUDA benchmark on {device}", "", f"`{command}`", "",
+             "Other / metajit above 1 means metajit is faster; GB/s counts one read and one write of the data.", "",
+             "| benchmark | metajit ms | PyTorch ms | PyTorch / metajit | metajit GB/s | limit GB/s | of limit |",
+             "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        if "limit_gbps" in row:
+            lines.append(f"| {row['name']} | {row['metajit_ms']:.3f} | {row['torch_ms']:.3f} | "
+                         f"{row['torch_ms'] / row['metajit_ms']:.2f}x | {row['metajit_gbps']:.0f} | "
+                         f"{row['limit_gbps']:.0f} ({row['limit']}) | {row['metajit_gbps'] / row['limit_gbps']:.0%} |")
+    training = [row for row in rows if "kernels_per_step" in row]
+    if training:
+        lines += ["", "Training steps (SGD with momentum). PyTorch float32 has TF32 off, as metajit computes; "
+                  "its defaults (TF32 on) and bfloat16 autocast are shown for reference.", "",
+                  "| model | metajit ms | kernels + library calls | PyTorch float32 ms | PyTorch / metajit | "
+                  "torch.compile ms | compile / metajit | PyTorch TF32 ms | PyTorch bf16 autocast ms |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for row in training:
+            ours = row["metajit_ms"]
+            compiled = (f"{row['torch_compile_ms']:.3f} | {row['torch_compile_ms'] / ours:.2f}x"
+                        if "torch_compile_ms" in row else "not run | ")
+            lines.append(f"| {row['name']} | {ours:.3f} | {row['kernels_per_step']:.0f} + "
+                         f"{row['library_calls_per_step']:.0f} | {row['torch_ms']:.3f} | "
+                         f"{row['torch_ms'] / ours:.2f}x | "
+                         f"{compiled} | {row['torch_tf32_ms']:.3f} | {row.get('torch_bf16_ms', float('nan')):.3f} |")
+        lines += [""] + [f"- {row['name']}: metajit's first step {row['first_step_s']:.1f} s (compiles its kernels)"
+                         + (f"; torch.compile's first step {row['torch_compile_first_s']:.1f} s"
+                            if "torch_compile_first_s" in row else "") for row in training]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

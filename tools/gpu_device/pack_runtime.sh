@@ -9,8 +9,11 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 extension=$(ls python/metajit/_core*.so | head -1)
-mkdir -p .device/static
-cp build/*/libmetajit_*.a .device/static/
+# Only the archives the current build defines: build/ can hold stale ones from renamed targets, and two copies of
+# the same objects would link whichever the linker meets first.
+rm -rf .device/static && mkdir -p .device/static
+grep -o '^build [^ :]*/libmetajit_[a-z_]*\.a' build/build.ninja | cut -d' ' -f2 | sed 's|^|build/|' \
+  | xargs -I{} cp {} .device/static/
 # oneDNN's headers: binding sources include libraries/ headers that name oneDNN types (a few hundred KB).
 rm -rf .device/include && mkdir -p .device/include
 cp -r /usr/include/oneapi /usr/include/dnnl*.h /usr/include/dnnl*.hpp .device/include/
@@ -27,6 +30,9 @@ ldd "$extension" | awk '$3 ~ /^\// {print $3}' | while read -r library; do
 done
 resource=$(ls -d /usr/lib/llvm-14/lib/clang/*/ | head -1)
 cp -r "$resource/include" "$stage/clang/include"
+# Other targets' intrinsics headers (Arm, RISC-V, OpenCL, ...) are never included on x86-64 and would push the
+# carried tree past the tool's 64 MiB.
+rm -rf "$stage"/clang/include/{arm,riscv,hexagon,opencl,ppc,altivec,htm,s390,msa,vecintrin,wasm}*
 echo "$(basename "$resource")" > "$stage/clang/version"
-tar -C "$stage" -cf - . | xz -T2 -6 > .device/runtime.tar.xz
+tar -C "$stage" -cf - . | xz -T2 -9e > .device/runtime.tar.xz
 ls -la .device/runtime.tar.xz
