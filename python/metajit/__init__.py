@@ -248,8 +248,6 @@ from ._function import Function  # noqa: E402
 from ._inspect import inspect  # noqa: E402
 from . import cache  # noqa: E402
 cache._start_from_environment()
-from . import _inplace  # noqa: E402
-_inplace._install()  # after ops: x.clamp_ and friends are written with the out-of-place ops
 from . import _torch_names  # noqa: E402
 from ._torch_names import *  # noqa: E402,F401,F403  (dtype constants, tensor, manual_seed, ...)
 __all__ += _torch_names.__all__
@@ -319,4 +317,5 @@ def __getattr__(name):
         return _BUILTIN_DTYPE_NAMES[name]
     raise _absent_name(name)
 
-_torch_tensor._install_function_methods()  # after every top-level function exists
+from . import _var_method_table  # noqa: E402
+_var_method_table.attach()  # last: some methods are top-level functions with the Var first

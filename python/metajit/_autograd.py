@@ -143,9 +143,8 @@ def stop_grad(x):
     return x.detach()
 
 
-Var.backward = backward
-Var.requires_grad_ = requires_grad_
-Var.assign = assign
-Var.update = assign  # Jittor's name
-Var.stop_grad = stop_grad
+# Attached by _var_method_table.py.
+VAR_METHODS = {"backward": backward, "requires_grad_": requires_grad_, "assign": assign,
+               "update": assign,  # Jittor's name
+               "stop_grad": stop_grad}
 functools.update_wrapper(backward, backward)

@@ -145,7 +145,9 @@ def _unary(name):
     return lambda self: getattr(self, name)()
 
 
-def _install():
+def in_place_var_methods():
+    """The in-place methods (x.add_(y), x.clamp_(...), x += y, ...), written with the out-of-place ops already on
+    Var; for _var_method_table.py, after the ops."""
     from .ops import pointwise, tensor, indexing
     methods = {
         "copy_": copy_, "fill_": fill_, "zero_": zero_, "normal_": normal_, "uniform_": uniform_,
@@ -200,5 +202,4 @@ def _install():
         "__ixor__": lambda a, b: a ^ b,
     }.items():
         methods[name] = _augmented(name, operator)
-    for name, method in methods.items():
-        setattr(Var, name, method)
+    return methods

@@ -144,26 +144,12 @@ def matrix_transpose(self):
     return self.transpose(-2, -1)
 
 
-for _name, _function in {
-    "size": size, "__format__": __format__, "new_tensor": new_tensor, "new_full": new_full,
-    "new_empty": new_empty, "is_floating_point": is_floating_point, "element_size": element_size,
-    "get_device": get_device, "device": property(device_property), "type": cast_to_type,
-    "ndimension": lambda self: self.ndim,
-    "mT": property(matrix_transpose),
-}.items():
-    setattr(Var, _name, _function)
-
-
 # Memory-placement calls of a data pipeline: a Var's memory is already what they ask for (pageable host memory
 # is what metajit copies from; a forked DataLoader worker shares nothing with the engine).
 def _returns_self(self, *args, **kwargs):
     return self
 
 
-Var.pin_memory = _returns_self
-Var.share_memory_ = _returns_self
-Var.is_pinned = lambda self: False
-Var.is_shared = lambda self: False
 
 def _missing_attribute(self, name):
     """Var.__getattr__, only reached when normal lookup fails: a PyTorch Tensor method metajit leaves out says so
@@ -172,13 +158,23 @@ def _missing_attribute(self, name):
     raise absent_method(name)
 
 
-Var.__getattr__ = _missing_attribute
+VAR_METHODS = {  # attached by _var_method_table.py
+    "size": size, "__format__": __format__, "new_tensor": new_tensor, "new_full": new_full,
+    "new_empty": new_empty, "is_floating_point": is_floating_point, "element_size": element_size,
+    "get_device": get_device, "device": property(device_property), "type": cast_to_type,
+    "ndimension": lambda self: self.ndim,
+    "mT": property(matrix_transpose),
+    "pin_memory": _returns_self, "share_memory_": _returns_self,
+    "is_pinned": lambda self: False, "is_shared": lambda self: False,
+    "__getattr__": _missing_attribute,
+}
 
 
-def _install_function_methods():
+def function_var_methods():
     """Tensor methods that are the top-level function with the Var first (x.addmm(a, b) is mj.addmm(x, a, b)),
-    for the functions that exist at the top level but were not yet methods."""
+    for the functions that exist at the top level but are not yet methods; for _var_method_table.py, last."""
     import metajit
+    methods = {}
     spellings = {"addmm": "addmm", "baddbmm": "baddbmm", "outer": "outer", "cross": "cross", "kron": "kron",
                  "logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor",
                  "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor",
@@ -196,14 +192,15 @@ def _install_function_methods():
             return _function(self, *args, **kwargs)
         method_of.__name__ = method
         method_of.__doc__ = f"mj.{function_name}(self, ...)"
-        setattr(Var, method, method_of)
+        methods[method] = method_of
     # Their in-place twins (x.addmm_(a, b), x.greater_(y), ...), written through _inplace like the others.
     from ._inplace import _from_out_of_place
     for method in ("addmm", "baddbmm", "addmv", "addr", "addbmm", "greater", "greater_equal", "less", "less_equal",
                    "not_equal", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
                    "bitwise_xor", "exp2"):
-        if hasattr(Var, method) and not hasattr(Var, method + "_"):
-            setattr(Var, method + "_", _from_out_of_place(
-                method + "_", lambda self, *args, _method=method, **kwargs: getattr(self, _method)(*args, **kwargs)))
+        if (hasattr(Var, method) or method in methods) and not hasattr(Var, method + "_"):
+            methods[method + "_"] = _from_out_of_place(
+                method + "_", lambda self, *args, _method=method, **kwargs: getattr(self, _method)(*args, **kwargs))
     if not hasattr(Var, "reshape_as"):
-        Var.reshape_as = lambda self, other: self.reshape(list(other.shape))
+        methods["reshape_as"] = lambda self, other: self.reshape(list(other.shape))
+    return methods

@@ -334,7 +334,7 @@ def __iter__(self):
     return (self[index] for index in range(self.shape[0]))
 
 
-for _name, _function in {
+VAR_METHODS = {
     "reshape": reshape, "view": view, "stride": stride, "permute": permute, "transpose": transpose,
     "broadcast_to": broadcast_to,
     "astype": astype, "sum": _reduction("add"), "prod": _reduction("mul"), "max": _extreme("max"),
@@ -356,7 +356,6 @@ for _name, _function in {
     "lt": lambda self, other: self < other, "le": lambda self, other: self <= other,
     "gt": lambda self, other: self > other, "ge": lambda self, other: self >= other,
     "mm": lambda self, other: self @ other, "bmm": lambda self, other: self @ other,
-}.items():
-    setattr(Var, _name, _function)
-Var.T = property(lambda self: _core.permute(self, list(range(self.ndim))[::-1]))
-Var.__array_priority__ = 1000  # numpy defers to Var's reflected operators
+    "T": property(lambda self: _core.permute(self, list(range(self.ndim))[::-1])),
+    "__array_priority__": 1000,  # numpy defers to Var's reflected operators
+}  # attached by _var_method_table.py

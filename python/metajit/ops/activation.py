@@ -10,7 +10,6 @@ import math
 import warnings
 
 from .. import _core, _dtype_name, where
-from .._core import Var
 from .tensor import _as_var, _normalize_dim, _normalize_dims
 
 __all__ = ["softmax", "log_softmax", "logsumexp", "relu", "relu6", "leaky_relu", "gelu", "silu", "sigmoid", "tanh",
@@ -243,9 +242,8 @@ def _method_logsumexp(self, dim, keepdim=False):
     return logsumexp(self, dim, keepdim)
 
 
-Var.softmax = _method_softmax
-Var.log_softmax = _method_log_softmax
-Var.logsumexp = _method_logsumexp
+VAR_METHODS = {"softmax": _method_softmax, "log_softmax": _method_log_softmax,  # attached by _var_method_table.py
+               "logsumexp": _method_logsumexp}
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):

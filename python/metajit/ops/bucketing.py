@@ -2,7 +2,6 @@
 PyTorch's. Each is a broadcast comparison followed by a sum (no host computation on the values); the results
 are integer counts or bin totals and have no gradient."""
 from .. import _core, _dtype_name
-from .._core import Var
 from .tensor import _as_var
 
 __all__ = ["bucketize", "searchsorted", "histc"]
@@ -82,6 +81,4 @@ def _method_bucketize(self, boundaries, *, out_int32=False, right=False):
     return bucketize(self, boundaries, out_int32=out_int32, right=right)
 
 
-for _name, _function in {"bucketize": _method_bucketize, "histc": histc}.items():
-    if not hasattr(Var, _name):
-        setattr(Var, _name, _function)
+VAR_METHODS_IF_ABSENT = {"bucketize": _method_bucketize, "histc": histc}  # attached by _var_method_table.py

@@ -4,7 +4,6 @@ the meta-op's; the index lists depend only on the sizes given, never on tensor v
 import numpy as np
 
 from .. import _core, array
-from .._core import Var
 from .layout import diag
 from .tensor import _as_var, _normalize_dim
 
@@ -83,6 +82,5 @@ def triu_indices(row, col, offset=0, *, dtype="int64", device=None, layout=None)
     return _indices("triu_indices", row, col, offset, dtype, False)
 
 
-for _name in ("diagonal", "diag_embed", "diagflat", "trace"):
-    if not hasattr(Var, _name):
-        setattr(Var, _name, globals()[_name])
+VAR_METHODS_IF_ABSENT = {"diagonal": diagonal, "diag_embed": diag_embed, "diagflat": diagflat,  # attached by
+                         "trace": trace}  # _var_method_table.py

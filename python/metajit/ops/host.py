@@ -67,6 +67,5 @@ def _method_unique(self, sorted=True, return_inverse=False, return_counts=False,
     return unique(self, sorted, return_inverse, return_counts, dim)
 
 
-for _name, _function in {"nonzero": _method_nonzero, "argwhere": _method_nonzero, "masked_select": masked_select,
-                         "unique": _method_unique, "allclose": allclose}.items():
-    setattr(Var, _name, _function)
+VAR_METHODS = {"nonzero": _method_nonzero, "argwhere": _method_nonzero, "masked_select": masked_select,  # attached
+               "unique": _method_unique, "allclose": allclose}  # by _var_method_table.py

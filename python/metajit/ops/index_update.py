@@ -111,6 +111,4 @@ def take_along_dim(input, indices, dim=None):
     return gather(input, dim, indices)
 
 
-for _name in __all__:
-    if not hasattr(Var, _name):
-        setattr(Var, _name, globals()[_name])
+VAR_METHODS_IF_ABSENT = {_name: globals()[_name] for _name in __all__}  # attached by _var_method_table.py

@@ -432,5 +432,4 @@ def _method_masked_fill(self, mask, value):
     return masked_fill(self, mask, value)
 
 
-Var.index_put = _method_index_put
-Var.masked_fill = _method_masked_fill
+VAR_METHODS = {"index_put": _method_index_put, "masked_fill": _method_masked_fill}  # attached by _var_method_table.py

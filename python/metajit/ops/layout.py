@@ -373,12 +373,11 @@ def _method_narrow(self, dim, start, length):
     return narrow(self, dim, start, length)
 
 
-for _name, _function in {"repeat": _method_repeat, "tile": tile, "movedim": _method_movedim,
-                         "moveaxis": _method_movedim, "swapaxes": swapaxes, "swapdims": swapaxes,
-                         "narrow": _method_narrow, "diag": diag, "select": _method_select,
-                         "unflatten": _method_unflatten, "repeat_interleave": _method_repeat_interleave,
-                         "take": take, "diff": _method_diff}.items():
-    setattr(Var, _name, _function)
+VAR_METHODS = {"repeat": _method_repeat, "tile": tile, "movedim": _method_movedim,
+               "moveaxis": _method_movedim, "swapaxes": swapaxes, "swapdims": swapaxes,
+               "narrow": _method_narrow, "diag": diag, "select": _method_select,
+               "unflatten": _method_unflatten, "repeat_interleave": _method_repeat_interleave,
+               "take": take, "diff": _method_diff}  # attached by _var_method_table.py
 
 
 def channel_shuffle(input, groups):

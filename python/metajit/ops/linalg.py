@@ -246,6 +246,5 @@ def _matmul_method(self, other):
     return matmul(self, array(other))
 
 
-Var.__matmul__ = _matmul_method
-Var.__rmatmul__ = _reflected_matmul
-Var.matmul = _matmul_method
+VAR_METHODS = {"__matmul__": _matmul_method, "__rmatmul__": _reflected_matmul,  # attached by _var_method_table.py
+               "matmul": _matmul_method}

@@ -222,6 +222,5 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     return total / count
 
 
-for _name in __all__:  # also Tensor methods (x.logit(), x.nansum(1), ...) where Var has none yet
-    if not hasattr(Var, _name):
-        setattr(Var, _name, globals()[_name])
+# Also Tensor methods (x.logit(), x.nansum(1), ...) where Var has none yet; attached by _var_method_table.py.
+VAR_METHODS_IF_ABSENT = {_name: globals()[_name] for _name in __all__}

@@ -112,6 +112,4 @@ def msort(input):
 
 
 
-for _name in __all__:
-    if not hasattr(Var, _name):
-        setattr(Var, _name, globals()[_name])
+VAR_METHODS_IF_ABSENT = {_name: globals()[_name] for _name in __all__}  # attached by _var_method_table.py

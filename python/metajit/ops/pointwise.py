@@ -216,9 +216,8 @@ def clamp_max(input, max):
     return clamp(input, max=max)
 
 
-for _name, _function in {"isnan": isnan, "isinf": isinf, "isfinite": isfinite, "nan_to_num": nan_to_num,
-                         "sign": sign, "reciprocal": reciprocal, "square": square, "trunc": trunc, "fix": trunc,
-                         "frac": frac, "fmod": fmod, "remainder": remainder, "atan2": atan2, "arctan2": atan2,
-                         "hypot": hypot, "logaddexp": logaddexp, "lerp": lerp, "addcmul": addcmul,
-                         "addcdiv": addcdiv, "clamp_min": clamp_min, "clamp_max": clamp_max}.items():
-    setattr(Var, _name, _function)
+VAR_METHODS = {"isnan": isnan, "isinf": isinf, "isfinite": isfinite, "nan_to_num": nan_to_num,
+               "sign": sign, "reciprocal": reciprocal, "square": square, "trunc": trunc, "fix": trunc,
+               "frac": frac, "fmod": fmod, "remainder": remainder, "atan2": atan2, "arctan2": atan2,
+               "hypot": hypot, "logaddexp": logaddexp, "lerp": lerp, "addcmul": addcmul,
+               "addcdiv": addcdiv, "clamp_min": clamp_min, "clamp_max": clamp_max}  # attached by _var_method_table.py

@@ -2,7 +2,6 @@
 (sliding windows along one dim as a new last dim; F.unfold is im2col and lives in layout.py). Flips, transposes,
 reshapes and one reindex, so gradients come from the meta-ops."""
 from .. import _core
-from .._core import Var
 from .tensor import _as_var, _normalize_dim, flip
 
 __all__ = ["rot90", "fliplr", "ravel"]
@@ -58,8 +57,5 @@ def unfold_windows(input, dimension, size, step):
     return _core.reindex(input, shape + [size], indexes, 0.0, [], [])
 
 
-for _name in __all__:
-    if not hasattr(Var, _name):
-        setattr(Var, _name, globals()[_name])
-if not hasattr(Var, "unfold"):
-    Var.unfold = unfold_windows
+VAR_METHODS_IF_ABSENT = {**{_name: globals()[_name] for _name in __all__},  # attached by _var_method_table.py
+                         "unfold": unfold_windows}

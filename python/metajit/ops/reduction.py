@@ -7,7 +7,6 @@ elementwise maximum / minimum of two tensors.
 import math
 
 from .. import _core, _dtype_name, where
-from .._core import Var
 from .tensor import _as_var, _normalize_dims
 
 __all__ = ["sum", "mean", "prod", "amax", "amin", "max", "min", "all", "any", "count_nonzero", "norm"]
@@ -114,12 +113,8 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     return where(nonzero, root, 0.0)
 
 
-Var.norm = norm
-Var.count_nonzero = count_nonzero
-Var.amax = amax
-Var.amin = amin
-Var.all = all
-Var.any = any
+VAR_METHODS = {"norm": norm, "count_nonzero": count_nonzero, "amax": amax, "amin": amin,  # attached by
+               "all": all, "any": any}  # _var_method_table.py
 
 
 def max(input, dim=None, keepdim=False):  # noqa: A001 (PyTorch's name)

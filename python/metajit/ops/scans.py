@@ -6,7 +6,6 @@ element that is the running extreme, as in PyTorch."""
 import collections
 
 from .. import _core
-from .._core import Var
 from .reduction import amax
 from .tensor import _as_var, _normalize_dim, gather
 
@@ -86,6 +85,4 @@ def logcumsumexp(input, dim):
     return result.transpose(dim, last) if dim != last else result
 
 
-for _name in __all__:
-    if not hasattr(Var, _name):
-        setattr(Var, _name, globals()[_name])
+VAR_METHODS_IF_ABSENT = {_name: globals()[_name] for _name in __all__}  # attached by _var_method_table.py

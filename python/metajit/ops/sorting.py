@@ -10,7 +10,6 @@ as in PyTorch.
 import collections
 
 from .. import _core
-from .._core import Var
 from .._code import code
 from .tensor import _as_var, _normalize_dim, gather
 
@@ -157,6 +156,4 @@ def _method_topk(self, k, dim=-1, largest=True, sorted=True):
     return topk(self, k, dim, largest, sorted)
 
 
-Var.sort = _method_sort
-Var.argsort = _method_argsort
-Var.topk = _method_topk
+VAR_METHODS = {"sort": _method_sort, "argsort": _method_argsort, "topk": _method_topk}  # see _var_method_table.py

@@ -163,6 +163,5 @@ def split_with_sizes(input, split_sizes, dim=0):
 
 
 
-for _name, _function in {"tensor_split": tensor_split, "split_with_sizes": split_with_sizes}.items():
-    if not hasattr(Var, _name):
-        setattr(Var, _name, _function)
+VAR_METHODS_IF_ABSENT = {"tensor_split": tensor_split,  # attached by _var_method_table.py
+                         "split_with_sizes": split_with_sizes}

@@ -8,7 +8,6 @@ PyTorch: a correction that leaves nothing to divide by gives inf, or nan for 0 /
 import warnings
 
 from .. import _core
-from .._core import Var
 from .tensor import _as_var, _normalize_dims
 
 __all__ = ["var", "std", "var_mean", "std_mean"]
@@ -79,5 +78,4 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return variance.sqrt(), mean
 
 
-Var.var = var
-Var.std = std
+VAR_METHODS = {"var": var, "std": std}  # attached by _var_method_table.py

@@ -697,12 +697,11 @@ def _method_roll(self, shifts, dims=None):
     return roll(self, shifts, dims)
 
 
-for _name, _function in {
+VAR_METHODS = {
     "split": _method_split, "chunk": _method_chunk, "flatten": _method_flatten, "squeeze": _method_squeeze,
     "unsqueeze": unsqueeze, "flip": _method_flip, "cumsum": _method_cumsum, "cumprod": _method_cumprod,
     "argmax": _method_argmax,
     "argmin": _method_argmin, "clamp": _method_clamp, "clip": _method_clamp, "gather": gather,
     "index_select": index_select, "scatter": scatter, "scatter_add": scatter_add, "roll": _method_roll,
     "tril": tril, "triu": triu,
-}.items():
-    setattr(Var, _name, _function)
+}  # attached by _var_method_table.py
