@@ -33,6 +33,7 @@ enum class Flag {
   Cublas,
   Cudnn,
   Compiler,
+  DistributedTimeout,
 };
 
 enum class FlagType {

@@ -30,6 +30,7 @@ APT_PACKAGES=(
   libdnnl-dev                    # oneDNN: matmul and convolution lowering (libraries/)
   nlohmann-json3-dev             # JSON for the kernel dump index (METAJIT_DUMP_DIR)
   clang-format-14                # make format-check (.clang-format; the same major version as the LLVM above)
+  openmpi-bin libopenmpi-dev     # mpirun and libmpi.so.40 for metajit.distributed (loaded with dlopen at run time)
 )
 # ninja: use one already on PATH (for example pip's), otherwise take Debian's.
 command -v ninja >/dev/null 2>&1 || APT_PACKAGES+=(ninja-build)

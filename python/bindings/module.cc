@@ -42,6 +42,7 @@ void bind_code(py::module_& module);   // code_bindings.cc
 void bind_cache(py::module_& module);  // cache_bindings.cc
 void bind_cuda(py::module_& module);   // cuda_bindings.cc
 void bind_flags(py::module_& module);  // flags_bindings.cc
+void bind_distributed(py::module_& module);  // distributed_bindings.cc
 
 namespace {
 
@@ -314,6 +315,7 @@ PYBIND11_MODULE(_core, module) {
   bind_cache(module);
   bind_cuda(module);
   bind_flags(module);
+  bind_distributed(module);
 
   // metajit.Var: a handle (meta_ops/var.h) whose node in-place ops rebind; methods taking a NodePtr receive its
   // current node (python/bindings/var_caster.h).

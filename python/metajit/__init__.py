@@ -252,6 +252,7 @@ from . import _torch_names  # noqa: E402
 from ._torch_names import *  # noqa: E402,F401,F403  (dtype constants, tensor, manual_seed, ...)
 __all__ += _torch_names.__all__
 from . import cuda  # noqa: E402
+from . import distributed  # noqa: E402,F401  (mpirun jobs: torch.distributed's names)
 CudaUnavailableError = cuda.CudaUnavailableError
 cuda._start_from_environment()
 

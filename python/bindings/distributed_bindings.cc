@@ -1,0 +1,100 @@
+// metajit._core's collectives (libraries/collectives.h) on numpy buffers; argument conversion only. The Python
+// side (python/metajit/distributed.py) turns Vars into contiguous host arrays and back.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "core/dtype.h"
+#include "libraries/collectives.h"
+#include "libraries/mpi_library.h"
+
+namespace py = pybind11;
+using namespace metajit;
+
+namespace {
+
+ReduceOperation operation_named(const std::string& name) {
+  if (name == "sum") return ReduceOperation::Sum;
+  if (name == "product") return ReduceOperation::Product;
+  if (name == "max") return ReduceOperation::Maximum;
+  if (name == "min") return ReduceOperation::Minimum;
+  throw std::invalid_argument("unknown reduce operation '" + name + "' (sum, product, max, min)");
+}
+
+CollectiveCall call_for(const std::string& collective, const py::array& array, const std::string& dtype,
+                        const std::string& line) {
+  CollectiveCall call;
+  call.collective = collective;
+  call.dtype = dtype_from_name(dtype);
+  call.shape.assign(array.shape(), array.shape() + array.ndim());
+  call.line = line;
+  return call;
+}
+
+void* writable(py::array& array) {
+  if (!(array.flags() & py::array::c_style) || !array.writeable())
+    throw std::invalid_argument("collectives need a writable C-contiguous array");
+  return array.mutable_data();
+}
+
+}  // namespace
+
+void bind_distributed(py::module_& module) {
+  py::register_exception<CollectiveMismatchError>(module, "CollectiveMismatchError", PyExc_RuntimeError);
+  module.def("distributed_world", [] {
+    DistributedWorld& world = DistributedWorld::instance();
+    py::dict info;
+    info["launched"] = world.launched_by_mpirun();
+    info["rank"] = world.rank();
+    info["size"] = world.size();
+    info["local_rank"] = world.local_rank();
+    return info;
+  });
+  module.def("mpi_unavailable_reason", &mpi_unavailable_reason);
+  module.def("collective_all_reduce",
+             [](py::array array, const std::string& dtype, const std::string& operation, const std::string& line) {
+               CollectiveCall call = call_for("all_reduce", array, dtype, line);
+               call.operation = operation_named(operation);
+               void* data = writable(array);
+               py::gil_scoped_release release;
+               DistributedWorld::instance().all_reduce(data, call);
+             });
+  module.def("collective_broadcast", [](py::array array, const std::string& dtype, int root, const std::string& line) {
+    CollectiveCall call = call_for("broadcast", array, dtype, line);
+    call.root = root;
+    void* data = writable(array);
+    py::gil_scoped_release release;
+    DistributedWorld::instance().broadcast(data, call);
+  });
+  module.def("collective_all_gather",
+             [](py::array input, py::array output, const std::string& dtype, const std::string& line) {
+               CollectiveCall call = call_for("all_gather", input, dtype, line);
+               const void* source = writable(input);
+               void* target = writable(output);
+               py::gil_scoped_release release;
+               DistributedWorld::instance().all_gather(source, target, call);
+             });
+  module.def("collective_reduce_scatter", [](py::array input, py::array output, const std::string& dtype,
+                                             const std::string& operation, const std::string& line) {
+    CollectiveCall call = call_for("reduce_scatter", input, dtype, line);
+    call.operation = operation_named(operation);
+    const void* source = writable(input);
+    void* target = writable(output);
+    py::gil_scoped_release release;
+    DistributedWorld::instance().reduce_scatter(source, target, call);
+  });
+  module.def("collective_barrier", [](const std::string& line) {
+    CollectiveCall call;
+    call.collective = "barrier";
+    call.line = line;
+    py::gil_scoped_release release;
+    DistributedWorld::instance().barrier(call);
+  });
+  module.def("distributed_start", [] {
+    py::gil_scoped_release release;
+    DistributedWorld::instance().start();
+  });
+  module.def("distributed_finalize", [] { DistributedWorld::instance().finalize(); });
+  module.def("distributed_abort",
+             [](const std::string& message, int code) { DistributedWorld::instance().abort(message, code); });
+}

@@ -1,0 +1,262 @@
+"""metajit.distributed: training on several processes started by Open MPI's `mpirun -np N python train.py`, with
+PyTorch's names (`torch.distributed`). The engine is Open MPI, loaded only when a collective runs in a job of more
+than one rank (libraries/collectives.h); a plain `python train.py` is a world of one rank in which every collective
+returns its input unchanged at no cost.
+
+    import metajit as mj
+    import metajit.distributed as dist
+    total = mj.array([float(dist.get_rank())])
+    dist.all_reduce(total)                      # in place, as torch.distributed: now 0 + 1 + ... + (N - 1)
+
+PyTorch's collectives (`all_reduce`, `broadcast`, `all_gather`, `reduce_scatter`, ...) write into the tensors they
+are given and record no gradient; `metajit.distributed.nn.functional` has the differentiable ones that return new
+Vars (the gradient of all_gather is reduce_scatter, and so on).
+
+Every rank must call the same collectives in the same order with the same shapes and dtypes: a rank that does not
+makes every rank raise CollectiveMismatchError naming each rank's call and line, and a rank that never arrives
+stops the whole job after METAJIT_DISTRIBUTED_TIMEOUT seconds with the rank, collective and line that waited. An
+uncaught error on one rank stops every rank (MPI_Abort) instead of leaving the others waiting.
+
+For now each collective computes its input and runs at once (it syncs); collectives as entries of the lazy plan,
+fused with the kernels that feed them, come with the planner work of the issue (docs/distributed.md).
+"""
+import atexit
+import os
+import sys
+
+import numpy as np
+
+from .. import _core
+from .._core import Var
+
+CollectiveMismatchError = _core.CollectiveMismatchError
+
+
+class ReduceOp:
+    """torch.distributed.ReduceOp's members; each is also accepted as a string ("sum", "mean", ...)."""
+    SUM = "sum"
+    PRODUCT = "product"
+    MIN = "min"
+    MAX = "max"
+    AVG = "mean"
+
+
+_OPERATIONS = {"sum": "sum", "product": "product", "prod": "product", "min": "min", "max": "max", "mean": "mean",
+               "avg": "mean"}
+_PACKAGE_DIRECTORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # metajit/
+
+
+def _world():
+    return _core.distributed_world()
+
+
+def is_available():
+    """True where collectives can run: always in a world of one rank; under mpirun when Open MPI loads."""
+    return _world()["size"] == 1 or _core.mpi_unavailable_reason() == ""
+
+
+def unavailable_reason():
+    """Why Open MPI cannot be loaded ("" when it can)."""
+    return _core.mpi_unavailable_reason()
+
+
+def is_initialized():
+    """The job is set up from mpirun's environment when metajit loads: always True."""
+    return True
+
+
+def init_process_group(backend="mpi", init_method=None, world_size=-1, rank=-1, **_):
+    """Accepted for PyTorch programs: the world is already the mpirun job. A world_size or rank that disagrees with
+    mpirun's is an error."""
+    if backend not in ("mpi", "nccl", "gloo", None):
+        raise ValueError(f"init_process_group: unknown backend {backend!r}; metajit uses Open MPI (and NCCL for "
+                         f"CUDA tensors), started by mpirun")
+    if world_size not in (-1, None) and world_size != get_world_size():
+        raise ValueError(f"init_process_group: world_size={world_size}, but mpirun started {get_world_size()} "
+                         f"ranks")
+    if rank not in (-1, None) and rank != get_rank():
+        raise ValueError(f"init_process_group: rank={rank}, but this process is rank {get_rank()}")
+
+
+def destroy_process_group(group=None):
+    """Accepted for PyTorch programs; MPI ends when the process exits."""
+
+
+def get_rank(group=None):
+    return _world()["rank"]
+
+
+def get_world_size(group=None):
+    return _world()["size"]
+
+
+def get_local_rank():
+    """This process's index among the ranks on its machine (OMPI_COMM_WORLD_LOCAL_RANK)."""
+    return _world()["local_rank"]
+
+
+rank, world_size, local_rank = get_rank, get_world_size, get_local_rank  # Jittor-style short names
+
+
+def _user_line():
+    """The caller's file:line outside metajit, which every rank sends with its call (to name mismatches)."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIRECTORY):
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+def _check_var(name, tensor):
+    if not isinstance(tensor, Var):
+        raise TypeError(f"{name}: expected a metajit Var, got {type(tensor).__name__}")
+
+
+def _operation(name, op):
+    key = str(op).lower()
+    if key not in _OPERATIONS:
+        raise ValueError(f"{name}: unknown op {op!r}; expected one of ReduceOp.SUM, PRODUCT, MIN, MAX, AVG")
+    return _OPERATIONS[key]
+
+
+def _host_buffer(tensor):
+    """A writable C-contiguous host copy of tensor's values in a dtype MPI can carry, and that dtype's name."""
+    values = np.array(tensor.numpy(), copy=True, order="C")
+    if values.dtype == np.float16:
+        values = values.astype(np.float32)
+    elif values.dtype == np.bool_:
+        values = values.astype(np.uint8)
+    return values, str(values.dtype)
+
+
+def _as_var_like(values, tensor):
+    from .. import array
+    if tensor.dtype == "bool":
+        values = values != 0
+    return array(values.astype(np.dtype(tensor.dtype), copy=False))
+
+
+def _reduced(tensor, op, name, line):
+    """tensor's values reduced over the ranks, as a new Var (no gradient)."""
+    operation = _operation(name, op)
+    values, dtype = _host_buffer(tensor)
+    if operation == "mean" and not np.issubdtype(values.dtype, np.floating):
+        raise TypeError(f"{name}: ReduceOp.AVG needs a floating-point tensor, got {tensor.dtype}")
+    _core.collective_all_reduce(values, dtype, "sum" if operation == "mean" else operation, line)
+    if operation == "mean":
+        values /= get_world_size()
+    return _as_var_like(values, tensor)
+
+
+def _write(tensor, value):
+    from .._autograd import no_grad
+    with no_grad():
+        tensor.copy_(value)
+
+
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+    """Replaces tensor's values with their reduction over every rank (sum, product, min, max or mean), as
+    torch.distributed.all_reduce; returns tensor."""
+    _check_var("all_reduce", tensor)
+    _write(tensor, _reduced(tensor, op, "all_reduce", _user_line()))
+    return tensor
+
+
+def broadcast(tensor, src=0, group=None, async_op=False):
+    """Replaces tensor's values on every rank with rank src's, as torch.distributed.broadcast; returns tensor."""
+    _check_var("broadcast", tensor)
+    values, dtype = _host_buffer(tensor)
+    _core.collective_broadcast(values, dtype, int(src), _user_line())
+    _write(tensor, _as_var_like(values, tensor))
+    return tensor
+
+
+def _gathered(tensor, line):
+    values, dtype = _host_buffer(tensor)
+    output = np.empty((get_world_size(),) + values.shape, values.dtype)
+    _core.collective_all_gather(values, output, dtype, line)
+    return _as_var_like(output, tensor)
+
+
+def all_gather(tensor_list, tensor, group=None, async_op=False):
+    """Fills tensor_list (one Var per rank, each of tensor's shape) with every rank's tensor, rank 0's first."""
+    _check_var("all_gather", tensor)
+    if len(tensor_list) != get_world_size():
+        raise ValueError(f"all_gather: tensor_list has {len(tensor_list)} entries for a world of "
+                         f"{get_world_size()} ranks")
+    gathered = _gathered(tensor, _user_line())
+    for index, target in enumerate(tensor_list):
+        _write(target, gathered[index])
+    return tensor_list
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+    """output_tensor (world size times input's first dimension) receives every rank's input, concatenated."""
+    _check_var("all_gather_into_tensor", input_tensor)
+    if output_tensor.numel() != input_tensor.numel() * get_world_size():
+        raise ValueError(f"all_gather_into_tensor: output has {output_tensor.numel()} elements; it must have the "
+                         f"input's {input_tensor.numel()} times the {get_world_size()} ranks")
+    gathered = _gathered(input_tensor, _user_line())
+    _write(output_tensor, gathered.reshape(list(output_tensor.shape)))
+    return output_tensor
+
+
+def _reduce_scattered(input, op, name, line):
+    operation = _operation(name, op)
+    values, dtype = _host_buffer(input)
+    if values.ndim == 0 or values.shape[0] % get_world_size():
+        raise ValueError(f"{name}: the input's first dimension ({values.shape[0] if values.ndim else 'none'}) "
+                         f"must divide into {get_world_size()} equal pieces, one per rank")
+    output = np.empty((values.shape[0] // get_world_size(),) + values.shape[1:], values.dtype)
+    _core.collective_reduce_scatter(values, output, dtype, "sum" if operation == "mean" else operation, line)
+    if operation == "mean":
+        output /= get_world_size()
+    return _as_var_like(output, input)
+
+
+def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+    """output (input's first dimension divided by the world size) receives this rank's piece of the reduction of
+    input over every rank."""
+    _check_var("reduce_scatter_tensor", input)
+    if output.numel() * get_world_size() != input.numel():
+        raise ValueError(f"reduce_scatter_tensor: output has {output.numel()} elements; it must have the input's "
+                         f"{input.numel()} divided by the {get_world_size()} ranks")
+    _write(output, _reduce_scattered(input, op, "reduce_scatter_tensor", _user_line()).reshape(list(output.shape)))
+    return output
+
+
+def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
+    """output receives the reduction over every rank of each rank's input_list[this rank]."""
+    from .. import stack
+    if len(input_list) != get_world_size():
+        raise ValueError(f"reduce_scatter: input_list has {len(input_list)} entries for a world of "
+                         f"{get_world_size()} ranks")
+    _write(output, _reduce_scattered(stack(list(input_list)), op, "reduce_scatter", _user_line())[0])
+    return output
+
+
+def barrier(group=None, async_op=False, device_ids=None):
+    """Returns once every rank has called it."""
+    _core.collective_barrier(_user_line())
+
+
+def _finish():
+    _core.distributed_finalize()
+
+
+def _abort_on_uncaught_error(previous_hook):
+    def hook(kind, value, traceback):
+        previous_hook(kind, value, traceback)
+        _core.distributed_abort(f"metajit.distributed: rank {get_rank()} stopped with an uncaught "
+                                f"{kind.__name__}; stopping every rank of the job", 1)
+    return hook
+
+
+if _world()["launched"] and _world()["size"] > 1:
+    _core.distributed_start()  # Open MPI's start waits for every rank: here, not at a collective one rank skips
+    atexit.register(_finish)
+    # A rank that dies of an error would otherwise leave its peers waiting in their next collective.
+    sys.excepthook = _abort_on_uncaught_error(sys.excepthook)
+
+from . import nn  # noqa: E402,F401  (metajit.distributed.nn.functional: the differentiable collectives)

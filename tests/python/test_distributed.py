@@ -1,0 +1,100 @@
+"""metajit.distributed (issue 44): collectives over an `mpirun` job on Open MPI, checked against numpy on 2 and 3
+ranks for every dtype, and the failure rules: a collective called differently raises on every rank, an uncaught
+error on one rank stops the job, and a rank that never arrives stops it after METAJIT_DISTRIBUTED_TIMEOUT. In a
+plain process the world is one rank and every collective returns its input."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import metajit as mj
+import metajit.distributed as dist
+
+PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "distributed_programs")
+MPIRUN = shutil.which("mpirun")
+needs_mpirun = pytest.mark.skipif(MPIRUN is None, reason="mpirun is missing (make test installs Debian's openmpi-bin)")
+
+
+def mpirun(ranks, program, *arguments, timeout=300, **environment):
+    """Runs `program` on `ranks` ranks; returns (exit status, output, seconds)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), **environment)
+    # Open MPI refuses to start as root unless told twice; CI runs as root (docs/distributed.md).
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+    start = time.perf_counter()
+    result = subprocess.run([MPIRUN, "-np", str(ranks), sys.executable, os.path.join(PROGRAMS, program),
+                             *arguments], capture_output=True, text=True, timeout=timeout, env=env)
+    return result.returncode, result.stdout + result.stderr, time.perf_counter() - start
+
+
+def test_a_plain_process_is_a_world_of_one_rank():
+    assert (dist.get_rank(), dist.get_world_size(), dist.get_local_rank()) == (0, 1, 0)
+    assert dist.is_available() and dist.is_initialized()
+    x = mj.array([1.0, 2.0])
+    assert dist.all_reduce(x, op=dist.ReduceOp.AVG) is x
+    np.testing.assert_array_equal(x.numpy(), [1.0, 2.0])
+    outputs = [mj.zeros(2)]
+    dist.all_gather(outputs, x)
+    np.testing.assert_array_equal(outputs[0].numpy(), [1.0, 2.0])
+    out = mj.zeros(2)
+    dist.reduce_scatter_tensor(out, mj.array([[3.0, 4.0]]))
+    np.testing.assert_array_equal(out.numpy(), [3.0, 4.0])
+    dist.barrier()
+    gathered = dist.nn.functional.all_gather(x)
+    assert len(gathered) == 1
+    np.testing.assert_array_equal(gathered[0].numpy(), [1.0, 2.0])
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="unknown op 'median'"):
+        dist.all_reduce(mj.ones(2), op="median")
+    with pytest.raises(TypeError, match="AVG needs a floating-point tensor"):
+        dist.all_reduce(mj.ones(2, dtype="int32"), op=dist.ReduceOp.AVG)
+    with pytest.raises(ValueError, match="tensor_list has 2 entries for a world of 1 ranks"):
+        dist.all_gather([mj.zeros(2), mj.zeros(2)], mj.ones(2))
+    with pytest.raises(TypeError, match="expected a metajit Var"):
+        dist.all_reduce(np.ones(2))
+    with pytest.raises(ValueError, match="source rank 3 is not in a world of 1 ranks"):
+        dist.broadcast(mj.ones(2), src=3)
+    with pytest.raises(ValueError, match="world_size=4, but mpirun started 1 ranks"):
+        dist.init_process_group("mpi", world_size=4)
+
+
+@needs_mpirun
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_every_collective_matches_numpy(ranks):
+    status, output, _ = mpirun(ranks, "collectives_against_numpy.py")
+    assert status == 0, output[-3000:]
+    for rank in range(ranks):
+        assert f"rank {rank}: " in output and "checks passed" in output, output[-3000:]
+
+
+@needs_mpirun
+def test_a_collective_called_differently_raises_on_every_rank():
+    status, output, seconds = mpirun(2, "failures.py", "shape")
+    assert status != 0
+    for rank in range(2):
+        assert f"rank {rank} caught: metajit.distributed: the ranks called different collectives" in output, output
+    assert "rank 0: all_reduce float32 [4] sum at failures.py:" in output
+    assert "rank 1: all_reduce float32 [5] sum at failures.py:" in output
+
+
+@needs_mpirun
+def test_an_uncaught_error_on_one_rank_stops_every_rank():
+    status, output, seconds = mpirun(2, "failures.py", "raise", METAJIT_DISTRIBUTED_TIMEOUT="100")
+    assert status != 0
+    assert "ValueError: rank one fails on purpose" in output
+    assert "rank 1 stopped with an uncaught ValueError; stopping every rank of the job" in output
+    assert seconds < 60  # rank 0 waits in all_reduce and is stopped, not left to its 100 s timeout
+
+
+@needs_mpirun
+def test_a_rank_that_never_arrives_stops_the_job_after_the_timeout():
+    status, output, seconds = mpirun(2, "failures.py", "skip", METAJIT_DISTRIBUTED_TIMEOUT="2")
+    assert status != 0
+    assert ("rank 0 waited 2 s for the other ranks to reach all_reduce float32 [4] sum at failures.py:" in output), \
+        output
+    assert seconds < 60  # rank 1 sleeps 120 s; the abort ends it
