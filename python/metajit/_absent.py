@@ -34,7 +34,6 @@ _REASONS = {
         "sparse": "sparse tensors are not supported; metajit tensors are dense",
         "quantization": "quantization is not supported",
         "ao": "torch.ao (quantization, pruning) is not supported",
-        "distributed": "distributed training is not available yet",
         "multiprocessing": "torch.multiprocessing is not provided; use Python's multiprocessing (DataLoader workers "
                            "are built in)",
         "nested": "nested (ragged) tensors are not supported",
@@ -180,7 +179,8 @@ _REASONS = {
                         "the fused linear + cross-entropy loss is not implemented; use Linear and CrossEntropyLoss"),
         **dict.fromkeys(["RNNBase", "RNNCellBase"], "the recurrent layers' base classes are not exposed; subclass "
                                                     "nn.Module or use nn.RNN / LSTM / GRU"),
-        "SyncBatchNorm": "distributed training is not available yet; use BatchNorm*d",
+        "SyncBatchNorm": "not provided yet (metajit.distributed has the collectives and DistributedDataParallel); "
+                         "use BatchNorm*d",
         **dict.fromkeys(["UninitializedParameter", "UninitializedBuffer"],
                         "lazy layers hold no parameters until their first forward instead"),
     },
@@ -226,7 +226,7 @@ _REASONS = {
         "swap_in_optimizer_params_and_state": "an internal PyTorch helper; not provided",
     },
     "metajit.utils.data": {
-        "DistributedSampler": "distributed training is not available yet; use RandomSampler",
+        "DistributedSampler": "not provided yet; give each rank its share of the data (metajit.distributed.get_rank())",
         **dict.fromkeys(["DFIterDataPipe", "DataChunk", "IterDataPipe", "MapDataPipe", "argument_validation",
                          "functional_datapipe", "guaranteed_datapipes_determinism", "non_deterministic",
                          "runtime_validation", "runtime_validation_disabled"],

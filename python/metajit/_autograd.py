@@ -54,9 +54,21 @@ def backward(self, gradient=None, retain_graph=None):
         grads = grad(self, leaves, gradient) if leaves else []
         for leaf, value in zip(leaves, grads):
             leaf.grad = value if leaf.grad is None else leaf.grad + value
+    for hook in list(_post_backward_hooks):
+        hook()
     if not retain_graph:
         _core.mark_backward_taken(self)
     defer_sync(self)
+
+
+_post_backward_hooks = []
+
+
+def add_post_backward_hook(hook):
+    """Calls hook() at the end of every backward(), once the leaves' .grad are set (DistributedDataParallel
+    averages them over the ranks there). Adding the same hook again does nothing."""
+    if hook not in _post_backward_hooks:
+        _post_backward_hooks.append(hook)
 
 
 def defer_sync(var):

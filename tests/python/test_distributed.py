@@ -98,3 +98,37 @@ def test_a_rank_that_never_arrives_stops_the_job_after_the_timeout():
     assert ("rank 0 waited 2 s for the other ranks to reach all_reduce float32 [4] sum at failures.py:" in output), \
         output
     assert seconds < 60  # rank 1 sleeps 120 s; the abort ends it
+
+
+@needs_mpirun
+@pytest.mark.parametrize("mode", ["ddp", "optimizer"])
+def test_two_ranks_with_half_the_batch_train_as_one_process_with_all_of_it(mode, tmp_path):
+    """DistributedDataParallel (or the optimizer's own averaging under mpirun) on 2 ranks, each with half of a
+    24-example batch and different starting weights, ends 6 SGD steps where one process with the whole batch does
+    (float32 sums in another order: 1e-6)."""
+    one, two = tmp_path / "one.npz", tmp_path / "two.npz"
+    program = os.path.join(PROGRAMS, "data_parallel_training.py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    subprocess.run([sys.executable, program, mode, str(one)], check=True, env=env, timeout=300)
+    status, output, _ = mpirun(2, "data_parallel_training.py", mode, str(two))
+    assert status == 0, output[-3000:]
+    expected, actual = np.load(one), np.load(two)
+    assert len(expected.files) == 4
+    for name in expected.files:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+def test_data_parallel_in_one_process_only_wraps():
+    model = mj.nn.Linear(3, 2)
+    wrapped = mj.nn.parallel.DistributedDataParallel(model)
+    assert wrapped.module is model
+    x = mj.array(np.ones((4, 3), np.float32))
+    before = model.weight.numpy().copy()
+    loss = wrapped(x).sum()
+    loss.backward()
+    np.testing.assert_allclose(model.weight.grad.numpy(), np.full((2, 3), 4.0), rtol=1e-6)
+    np.testing.assert_array_equal(model.weight.numpy(), before)
+    assert set(wrapped.state_dict()) == {"module.weight", "module.bias"}
+    with wrapped.no_sync():
+        wrapped(x).sum().backward()
+    np.testing.assert_allclose(model.weight.grad.numpy(), np.full((2, 3), 8.0), rtol=1e-6)

@@ -3,6 +3,7 @@ metajit.nn.functional; gradient clipping and parameter helpers in metajit.nn.uti
 from . import functional  # noqa: F401
 from . import init  # noqa: F401
 from . import utils  # noqa: F401
+from . import parallel  # noqa: F401  (DistributedDataParallel)
 from .layers import *  # noqa: F401,F403
 from .layers import __all__ as _layer_names
 from .module import Module

@@ -143,6 +143,7 @@ class Optimizer:
             else:
                 raise TypeError(f"step() expects a loss Var or a closure, got {type(loss).__name__}")
         from .. import sync
+        _average_over_ranks(self.param_groups)
         assignments = []
         computed = []
         with _autograd.no_grad():
@@ -328,3 +329,19 @@ def _penalized_gradient(group, param, grad, scalar):
     if group["weight_decay"] != 0:
         grad = grad + scalar("weight_decay", group["weight_decay"]) * param
     return grad
+
+
+def _average_over_ranks(param_groups):
+    """Jittor's convenience under mpirun: gradients are averaged over the ranks before the update, unless a
+    DistributedDataParallel already averaged them. Averaging values that already agree changes nothing, so a
+    program that all-reduces its gradients itself gets the same update."""
+    from .. import distributed
+    if distributed.get_world_size() == 1:
+        return
+    from ..nn.parallel.distributed import average_gradients, averaged_parameters
+    averaged = averaged_parameters()
+    parameters = [param for group in param_groups for param in group["params"]
+                  if param.grad is not None and id(param) not in averaged]
+    if parameters:
+        average_gradients(parameters)
+

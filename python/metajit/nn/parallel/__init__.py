@@ -1,0 +1,5 @@
+"""metajit.nn.parallel: PyTorch's torch.nn.parallel path (DistributedDataParallel; DataParallel is also here)."""
+from ..layers.data_parallel import DataParallel  # noqa: F401
+from .distributed import DistributedDataParallel  # noqa: F401
+
+__all__ = ["DataParallel", "DistributedDataParallel"]
