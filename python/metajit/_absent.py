@@ -226,7 +226,6 @@ _REASONS = {
         "swap_in_optimizer_params_and_state": "an internal PyTorch helper; not provided",
     },
     "metajit.utils.data": {
-        "DistributedSampler": "not provided yet; give each rank its share of the data (metajit.distributed.get_rank())",
         **dict.fromkeys(["DFIterDataPipe", "DataChunk", "IterDataPipe", "MapDataPipe", "argument_validation",
                          "functional_datapipe", "guaranteed_datapipes_determinism", "non_deterministic",
                          "runtime_validation", "runtime_validation_disabled"],

@@ -132,3 +132,47 @@ def test_data_parallel_in_one_process_only_wraps():
     with wrapped.no_sync():
         wrapped(x).sum().backward()
     np.testing.assert_allclose(model.weight.grad.numpy(), np.full((2, 3), 8.0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("count,replicas,drop_last", [(10, 3, False), (10, 3, True), (4, 4, False), (2, 3, False),
+                                                      (12, 4, True)])
+def test_distributed_sampler_shards_as_pytorch_does(count, replicas, drop_last):
+    """Without shuffle the indices are PyTorch's exactly (padding by repeating the first, or cutting)."""
+    import torch.utils.data
+    for rank in range(replicas):
+        ours = mj.data.DistributedSampler(range(count), num_replicas=replicas, rank=rank, shuffle=False,
+                                          drop_last=drop_last)
+        theirs = torch.utils.data.DistributedSampler(range(count), num_replicas=replicas, rank=rank, shuffle=False,
+                                                     drop_last=drop_last)
+        assert list(ours) == list(theirs) and len(ours) == len(theirs)
+
+
+def test_shuffled_shards_partition_each_epoch_and_change_with_it():
+    def shares(epoch):
+        samplers = [mj.data.DistributedSampler(range(12), num_replicas=3, rank=rank, seed=7) for rank in range(3)]
+        for sampler in samplers:
+            sampler.set_epoch(epoch)
+        return [list(sampler) for sampler in samplers]
+    first, again, second = shares(0), shares(0), shares(1)
+    assert sorted(sum(first, [])) == list(range(12)) and sorted(sum(second, [])) == list(range(12))
+    assert first == again and first != second
+    with pytest.raises(ValueError, match=r"Invalid rank 3, rank should be in the interval \[0, 2\]"):
+        mj.data.DistributedSampler(range(12), num_replicas=3, rank=3)
+    from metajit.utils.data.distributed import DistributedSampler
+    assert DistributedSampler is mj.data.DistributedSampler
+
+
+@needs_mpirun
+def test_a_data_loader_under_mpirun_loads_each_rank_its_share():
+    status, output, _ = mpirun(2, "sharded_loading.py")
+    assert status == 0, output[-3000:]
+    seen = {}
+    for line in output.splitlines():
+        if line.startswith("rank "):
+            label, values = line.split(": ")
+            seen[label] = [int(value) for value in values.split()]
+    for epoch in range(2):
+        shares = [seen[f"rank {rank} epoch {epoch}"] for rank in range(2)]
+        assert len(shares[0]) == len(shares[1]) == 5
+        assert sorted(shares[0] + shares[1]) == list(range(10))
+    assert seen["rank 0 epoch 0"] != seen["rank 0 epoch 1"]  # the epoch advances the shuffle

@@ -7,6 +7,7 @@ from .collate import default_collate, default_convert
 from .dataloader import DataLoader
 from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset,
                       random_split)
+from .distributed import DistributedSampler
 from .generator import Generator
 from .stack_dataset import StackDataset
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,
@@ -16,7 +17,7 @@ from .worker import WorkerInfo, get_worker_info
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "ChainDataset", "Subset",
            "random_split", "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
            "WeightedRandomSampler", "BatchSampler", "DataLoader", "default_collate", "default_convert",
-           "get_worker_info", "WorkerInfo", "Generator", "StackDataset"]
+           "get_worker_info", "WorkerInfo", "Generator", "StackDataset", "DistributedSampler"]
 
 
 def __getattr__(name):

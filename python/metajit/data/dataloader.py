@@ -32,6 +32,17 @@ STATUS_CHECK_SECONDS = 1.0
 SHUTDOWN_SECONDS = 5.0
 
 
+def _world_size():
+    from .. import distributed
+    return distributed.get_world_size()
+
+
+def _shard_seed(generator):
+    """The seed every rank's default DistributedSampler shuffles with: the generator's if one was given."""
+    seed = getattr(generator, "initial_seed", None)
+    return int(seed()) if callable(seed) else 0
+
+
 class DataLoader:
     """DataLoader(dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
     collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None, multiprocessing_context=None,
@@ -97,6 +108,12 @@ class DataLoader:
         elif batch_size is None and drop_last:
             raise ValueError("batch_size=None option disables auto-batching and is mutually exclusive with "
                              "drop_last")
+        self._sharded_by_default = False
+        if sampler is None and batch_sampler is None and not iterable and _world_size() > 1:
+            # Under mpirun each rank loads its own share (Jittor's default); the epoch advances per iteration.
+            from .distributed import DistributedSampler
+            sampler = DistributedSampler(dataset, shuffle=bool(shuffle), seed=_shard_seed(generator))
+            self._sharded_by_default = True
         if sampler is None:
             if iterable:
                 sampler = _InfiniteSampler()
@@ -107,6 +124,7 @@ class DataLoader:
         if batch_size is not None and batch_sampler is None:
             batch_sampler = BatchSampler(sampler, batch_size, bool(drop_last))
 
+        self._epochs_started = 0
         self.dataset = dataset
         self.batch_size = batch_size
         self.drop_last = bool(drop_last)
@@ -180,6 +198,9 @@ class DataLoader:
         return _MultiProcessIterator(self)
 
     def __iter__(self):
+        if self._sharded_by_default:
+            self.sampler.set_epoch(self._epochs_started)
+            self._epochs_started += 1
         iterator = self._make_iterator()
         if not self.progress:
             return iterator
