@@ -179,8 +179,6 @@ _REASONS = {
                         "the fused linear + cross-entropy loss is not implemented; use Linear and CrossEntropyLoss"),
         **dict.fromkeys(["RNNBase", "RNNCellBase"], "the recurrent layers' base classes are not exposed; subclass "
                                                     "nn.Module or use nn.RNN / LSTM / GRU"),
-        "SyncBatchNorm": "not provided yet (metajit.distributed has the collectives and DistributedDataParallel); "
-                         "use BatchNorm*d",
         **dict.fromkeys(["UninitializedParameter", "UninitializedBuffer"],
                         "lazy layers hold no parameters until their first forward instead"),
     },

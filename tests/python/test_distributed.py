@@ -176,3 +176,34 @@ def test_a_data_loader_under_mpirun_loads_each_rank_its_share():
         assert len(shares[0]) == len(shares[1]) == 5
         assert sorted(shares[0] + shares[1]) == list(range(10))
     assert seen["rank 0 epoch 0"] != seen["rank 0 epoch 1"]  # the epoch advances the shuffle
+
+
+@needs_mpirun
+def test_sync_batch_norm_on_two_ranks_is_batch_norm_over_the_whole_batch(tmp_path):
+    """Output, input gradient, running statistics (each rank's equal to the whole batch's) and the weight and bias
+    gradients summed over the ranks, against the same program alone with all 8 rows (BatchNorm there)."""
+    program = os.path.join(PROGRAMS, "sync_batch_norm.py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    subprocess.run([sys.executable, program, str(tmp_path / "one")], check=True, env=env, timeout=300)
+    status, output, _ = mpirun(2, "sync_batch_norm.py", str(tmp_path / "two"))
+    assert status == 0, output[-3000:]
+    whole = np.load(tmp_path / "one.0.npz")
+    parts = [np.load(tmp_path / f"two.{rank}.npz") for rank in range(2)]
+    for part in parts:
+        for name in ("output", "input_grad"):
+            np.testing.assert_allclose(part[name], whole[name][part["rows"]], rtol=1e-4, atol=1e-5, err_msg=name)
+        for name in ("running_mean", "running_var"):
+            np.testing.assert_allclose(part[name], whole[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    for name in ("weight_grad", "bias_grad"):
+        np.testing.assert_allclose(parts[0][name] + parts[1][name], whole[name], rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_convert_sync_batchnorm_keeps_the_weights():
+    model = mj.nn.Sequential(mj.nn.Conv2d(1, 2, 3), mj.nn.BatchNorm2d(2), mj.nn.ReLU())
+    with mj.no_grad():
+        model[1].weight.copy_(mj.array(np.array([2.0, 3.0], np.float32)))
+    converted = mj.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    assert isinstance(converted[1], mj.nn.SyncBatchNorm)
+    np.testing.assert_array_equal(converted[1].weight.numpy(), [2.0, 3.0])
+    x = mj.array(np.random.default_rng(0).standard_normal((2, 1, 5, 5)).astype(np.float32))
+    assert tuple(converted(x).shape) == (2, 2, 3, 3)

@@ -4,12 +4,13 @@ from . import functional  # noqa: F401
 from . import init  # noqa: F401
 from . import utils  # noqa: F401
 from . import parallel  # noqa: F401  (DistributedDataParallel)
+from .parallel.sync_batch_norm import SyncBatchNorm  # noqa: F401
 from .layers import *  # noqa: F401,F403
 from .layers import __all__ as _layer_names
 from .module import Module
 from .parameter import Parameter
 
-__all__ = ["Module", "Parameter", "functional", "init", "utils"] + list(_layer_names)
+__all__ = ["Module", "Parameter", "functional", "init", "utils", "parallel", "SyncBatchNorm"] + list(_layer_names)
 
 
 def __getattr__(name):
