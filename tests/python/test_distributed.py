@@ -207,3 +207,21 @@ def test_convert_sync_batchnorm_keeps_the_weights():
     np.testing.assert_array_equal(converted[1].weight.numpy(), [2.0, 3.0])
     x = mj.array(np.random.default_rng(0).standard_normal((2, 1, 5, 5)).astype(np.float32))
     assert tuple(converted(x).shape) == (2, 2, 3, 3)
+
+
+@needs_mpirun
+def test_the_distributed_example_reaches_one_process_accuracy_on_two_ranks():
+    """examples/distributed_train.py for 4 epochs: 2 ranks with half of each global batch print the same test
+    accuracy as one process (the same examples make each global batch)."""
+    example = os.path.join(os.path.dirname(os.path.dirname(PROGRAMS)), os.pardir, "examples", "distributed_train.py")
+    example = os.path.normpath(example)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    alone = subprocess.run([sys.executable, example, "--epochs", "4"], capture_output=True, text=True, env=env,
+                           timeout=600)
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    status, output, _ = mpirun(2, example, "--epochs", "4")
+    assert status == 0, output[-3000:]
+    accuracy_alone = alone.stdout.split("test accuracy ")[1].split("%")[0]
+    accuracy_two = output.split("test accuracy ")[1].split("%")[0]
+    assert accuracy_two == accuracy_alone and float(accuracy_alone) > 50
+    assert "on 2 rank(s)" in output and output.count("test accuracy") == 1  # rank 0 alone prints
