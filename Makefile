@@ -11,6 +11,7 @@
 #                inference benchmark (ResNet-18 and the transformer, forward only, batch 1 and up)
 #   make bench-training   the training benchmark with ResNet-18 too
 #   make bench-cuda   the CUDA benchmark (chain, softmax, ResNet-18 step against PyTorch on the GPU)
+#   make bench-distributed   metajit.distributed's all-reduce against raw MPI, and the data-parallel step
 #   make bench-frameworks   make bench with Jittor and tinygrad beside metajit and PyTorch, from a virtual
 #                environment (.bench-frameworks/) that tools/install_bench_frameworks.sh sets up
 #   make test-asan   build the C++ code with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/) and run
@@ -38,7 +39,7 @@ CMAKE_ARGS ?=
 TEST_CACHE_DIR := $(abspath $(BUILD_DIR))/test-kernel-cache
 PY_ENV := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all setup deps configure build test lint format-check test-asan test-models-full demo bench bench-run bench-frameworks bench-training bench-cuda fuzz soak \
+.PHONY: all setup deps configure build test lint format-check test-asan test-models-full demo bench bench-run bench-frameworks bench-training bench-cuda bench-distributed fuzz soak \
 	clean
 
 all: setup
@@ -121,6 +122,10 @@ bench-training: setup
 # The CUDA backend against PyTorch on this machine's GPU (says so and measures nothing without one).
 bench-cuda: setup
 	$(PY_ENV) $(PYTHON) bench/cuda_benchmark.py --profile
+
+# metajit.distributed against raw MPI (a C program built with mpicc) on 2 ranks, and the data-parallel step.
+bench-distributed: setup
+	$(PY_ENV) $(PYTHON) bench/distributed_benchmark.py
 
 # Differential fuzzing for as long as asked (FUZZ_SECONDS each): meta-op graphs against numpy, mutating programs
 # against PyTorch, then deep and wide graphs (chains of 10^4-10^5 ops, fan-outs, long backwards, recurrences)
