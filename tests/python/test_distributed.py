@@ -176,6 +176,7 @@ def test_a_data_loader_under_mpirun_loads_each_rank_its_share():
         assert len(shares[0]) == len(shares[1]) == 5
         assert sorted(shares[0] + shares[1]) == list(range(10))
     assert seen["rank 0 epoch 0"] != seen["rank 0 epoch 1"]  # the epoch advances the shuffle
+    assert output.count("loading: 100%") == 1  # one progress bar, rank 0's
 
 
 @needs_mpirun
@@ -225,3 +226,11 @@ def test_the_distributed_example_reaches_one_process_accuracy_on_two_ranks():
     accuracy_two = output.split("test accuracy ")[1].split("%")[0]
     assert accuracy_two == accuracy_alone and float(accuracy_alone) > 50
     assert "on 2 rank(s)" in output and output.count("test accuracy") == 1  # rank 0 alone prints
+
+
+@needs_mpirun
+def test_a_killed_rank_ends_the_job():
+    status, output, seconds = mpirun(2, "failures.py", "kill", METAJIT_DISTRIBUTED_TIMEOUT="100")
+    assert status != 0
+    assert "signal 9" in output or "Killed" in output, output[-3000:]
+    assert seconds < 60  # mpirun ends rank 0, which waits in all_reduce, long before its 100 s timeout

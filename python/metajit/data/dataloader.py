@@ -32,6 +32,11 @@ STATUS_CHECK_SECONDS = 1.0
 SHUTDOWN_SECONDS = 5.0
 
 
+def _rank():
+    from .. import distributed
+    return distributed.get_rank()
+
+
 def _world_size():
     from .. import distributed
     return distributed.get_world_size()
@@ -50,7 +55,7 @@ class DataLoader:
     seed=None, progress=False).
 
     As torch.utils.data.DataLoader; batches hold Vars. metajit additions: seed=N is generator=
-    numpy.random.default_rng(N) (reproducible shuffling); progress=True or a description string shows a tqdm bar.
+    numpy.random.default_rng(N) (reproducible shuffling); progress=True or a description string shows a tqdm bar (under mpirun on rank 0 only).
     pin_memory is accepted and has no effect. num_workers > 0 loads in worker processes (fork by default on Linux),
     which must produce numpy data only: see docs/data.md."""
 
@@ -202,7 +207,7 @@ class DataLoader:
             self.sampler.set_epoch(self._epochs_started)
             self._epochs_started += 1
         iterator = self._make_iterator()
-        if not self.progress:
+        if not self.progress or _rank() != 0:  # under mpirun one bar, rank 0's, instead of one per rank
             return iterator
         from tqdm import tqdm
         description = self.progress if isinstance(self.progress, str) else None

@@ -1,7 +1,8 @@
 """Run by every rank of `mpirun -np 2` (tests/python/test_distributed.py) to make one rank misbehave:
   shape  - rank 1 all-reduces a longer tensor than rank 0 (every rank catches the mismatch and says so);
   raise  - rank 1 raises before the collective rank 0 waits in;
-  skip   - rank 1 never calls the collective rank 0 waits in, and sleeps."""
+  skip   - rank 1 never calls the collective rank 0 waits in, and sleeps;
+  kill   - rank 1 is killed (SIGKILL) while rank 0 waits in a collective."""
 import sys
 import time
 
@@ -19,6 +20,13 @@ if mode == "shape":
 elif mode == "raise":
     if rank == 1:
         raise ValueError("rank one fails on purpose")
+    dist.all_reduce(mj.ones(4))
+elif mode == "kill":
+    if rank == 1:
+        import os
+        import signal
+        time.sleep(1)
+        os.kill(os.getpid(), signal.SIGKILL)
     dist.all_reduce(mj.ones(4))
 elif mode == "skip":
     if rank == 0:

@@ -11,3 +11,5 @@ loader = mj.data.DataLoader(dataset, batch_size=2, shuffle=True)
 for epoch in range(2):
     seen = [int(value) for (batch,) in loader for value in batch.numpy()]
     print(f"rank {dist.get_rank()} epoch {epoch}: " + " ".join(map(str, seen)), flush=True)
+for _ in mj.data.DataLoader(dataset, batch_size=5, progress="loading"):
+    pass
