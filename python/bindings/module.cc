@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <unordered_map>
 
 #include "cache/content_hash.h"
@@ -467,6 +468,21 @@ PYBIND11_MODULE(_core, module) {
   module.def("seed", [](uint64_t seed) {
     std::lock_guard<std::mutex> lock(random_mutex);
     random_engine().seed(seed);
+  });
+  // The generator's state as the standard library writes it (text), for get_rng_state / set_rng_state.
+  module.def("random_state", [] {
+    std::ostringstream text;
+    std::lock_guard<std::mutex> lock(random_mutex);
+    text << random_engine();
+    return py::bytes(text.str());
+  });
+  module.def("set_random_state", [](const std::string& state) {
+    std::istringstream text(state);
+    std::mt19937_64 engine;
+    text >> engine;
+    if (text.fail()) throw py::value_error("set_rng_state: the state is not one that get_rng_state returned");
+    std::lock_guard<std::mutex> lock(random_mutex);
+    random_engine() = engine;
   });
   module.def("rand", [](py::handle shape, const std::string& dtype) {
     std::uniform_real_distribution<double> distribution(0.0, 1.0);

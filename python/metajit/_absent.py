@@ -39,8 +39,6 @@ _REASONS = {
         "nested": "nested (ragged) tensors are not supported",
         "mps": "Apple's MPS backend does not exist here; metajit runs on 'cpu' and 'cuda'",
         "xpu": "Intel's XPU backend does not exist here; metajit runs on 'cpu' and 'cuda'",
-        "get_rng_state": "the random generator's state cannot be saved; reseed with mj.manual_seed",
-        "set_rng_state": "the random generator's state cannot be restored; reseed with mj.manual_seed",
         "bfloat16": "bfloat16 is not a metajit dtype yet; use float16 or float32",
         "complex64": "complex dtypes are not supported",
         "complex128": "complex dtypes are not supported",

@@ -4,7 +4,7 @@ returns), tensor / as_tensor / from_numpy (copies), manual_seed, empty / empty_l
 never uninitialised here), eye, is_tensor and inference_mode. Python's bool, float and int are not shadowed:
 pass dtype=bool or "bool". Also the automatic-mixed-precision names of PyTorch's AMP recipe (mj.autocast,
 mj.amp.autocast, mj.amp.GradScaler): autocast runs only disabled, GradScaler scales exactly as PyTorch's."""
-from . import array, zeros, zeros_like, seed
+from . import _core, array, zeros, zeros_like, seed
 from ._autograd import no_grad
 from ._core import Var
 from ._device import accelerator, backends, device  # noqa: F401
@@ -15,7 +15,8 @@ from .data.generator import Generator  # noqa: E402  (seeds data loading: random
 globals().update(tensor_types)  # FloatTensor, LongTensor, ...
 
 __all__ = ["float16", "half", "float32", "float64", "double", "int8", "uint8", "int32", "int64", "long",
-           "tensor", "as_tensor", "from_numpy", "manual_seed", "empty", "empty_like", "eye", "is_tensor",
+           "tensor", "as_tensor", "from_numpy", "manual_seed", "get_rng_state", "set_rng_state", "empty", "empty_like",
+           "eye", "is_tensor",
            "inference_mode", "Tensor", "Size", "finfo", "iinfo", "get_default_dtype", "set_default_dtype",
            "set_num_threads", "get_num_threads", "set_num_interop_threads", "get_num_interop_threads",
            "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
@@ -50,6 +51,27 @@ def from_numpy(ndarray):
 
 def manual_seed(value):
     seed(int(value))
+
+
+def get_rng_state():
+    """The random generator's state as a uint8 Var (torch.get_rng_state): set_rng_state(state) later makes the
+    same random numbers come again (dropout, rand, randn, parameter initialisation)."""
+    import numpy as np
+    return array(np.frombuffer(_core.random_state(), np.uint8).copy())
+
+
+def set_rng_state(new_state):
+    """Restores a state from get_rng_state (a uint8 Var, numpy array or bytes)."""
+    import numpy as np
+    if isinstance(new_state, Var):
+        new_state = new_state.numpy()
+    if isinstance(new_state, np.ndarray):
+        if new_state.dtype != np.uint8:
+            raise TypeError(f"set_rng_state: expected a uint8 state from get_rng_state, got dtype {new_state.dtype}")
+        new_state = new_state.tobytes()
+    if not isinstance(new_state, (bytes, bytearray)):
+        raise TypeError(f"set_rng_state: expected the Var get_rng_state returned, got {type(new_state).__name__}")
+    _core.set_random_state(bytes(new_state))
 
 
 def empty(*shape, dtype="float32", requires_grad=False):

@@ -55,7 +55,8 @@ class DataLoader:
     seed=None, progress=False).
 
     As torch.utils.data.DataLoader; batches hold Vars. metajit additions: seed=N is generator=
-    numpy.random.default_rng(N) (reproducible shuffling); progress=True or a description string shows a tqdm bar (under mpirun on rank 0 only).
+    numpy.random.default_rng(N) (reproducible shuffling); progress=True or a description string shows a tqdm bar
+    (under mpirun on rank 0 only).
     pin_memory is accepted and has no effect. num_workers > 0 loads in worker processes (fork by default on Linux),
     which must produce numpy data only: see docs/data.md."""
 
