@@ -343,6 +343,8 @@ PYBIND11_MODULE(_core, module) {
       .def_property("requires_grad", [](const NodePtr& node) { return node->requires_grad; },
                     [](Var& self, bool value) { self.set_requires_grad(value); })
       .def_property_readonly("is_leaf", [](const NodePtr& node) { return !node->gradient_history; })
+      // Which graph node a Var is now (Vars built from the same node, such as gradient_leaves' results, agree).
+      .def_property_readonly("_node_id", [](const NodePtr& node) { return node->id; })
       .def_property("grad", [](const NodePtr& node) { return Var::gradient_of(node); },
                     [](const NodePtr& node, const VarPtr& grad) {
                       if (grad && grad->shape() != node->shape)

@@ -2,6 +2,6 @@
 `mj.utils.data.DataLoader` work in programs ported from PyTorch by changing their imports.
 
 Holds only re-exports: the code lives in metajit.data. Must not import anything heavy or define behaviour here."""
-from . import data
+from . import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]

@@ -1,0 +1,80 @@
+"""Activation checkpointing (metajit.utils.checkpoint, torch.utils.checkpoint's semantics) and the random
+generator's state (get_rng_state / set_rng_state) it relies on: gradients through a checkpointed function equal
+PyTorch's and metajit's own unchecked ones, dropout draws the same mask when the backward pass recomputes, and the
+generator continues afterwards as if nothing had been recomputed."""
+import numpy as np
+import pytest
+import torch
+import torch.utils.checkpoint
+
+import metajit as mj
+from metajit.utils.checkpoint import checkpoint, checkpoint_sequential
+
+
+def pair_of_mlps():
+    torch.manual_seed(0)
+    theirs = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 8), torch.nn.GELU(),
+                                 torch.nn.Linear(8, 3))
+    ours = mj.nn.Sequential(mj.nn.Linear(5, 8), mj.nn.Tanh(), mj.nn.Linear(8, 8), mj.nn.GELU(), mj.nn.Linear(8, 3))
+    ours.load_state_dict({name: value.detach().numpy() for name, value in theirs.state_dict().items()})
+    return ours, theirs
+
+
+def test_gradients_through_a_checkpoint_equal_pytorchs():
+    ours, theirs = pair_of_mlps()
+    values = np.random.default_rng(1).standard_normal((4, 5)).astype(np.float32)
+    weights = np.random.default_rng(2).standard_normal((4, 3)).astype(np.float32)
+    x = mj.array(values, requires_grad=True)
+    (checkpoint(ours, x) * mj.array(weights)).sum().backward()
+    tx = torch.tensor(values, requires_grad=True)
+    (torch.utils.checkpoint.checkpoint(theirs, tx, use_reentrant=False) * torch.tensor(weights)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+    for (name, parameter), reference in zip(ours.named_parameters(), theirs.parameters()):
+        np.testing.assert_allclose(parameter.grad.numpy(), reference.grad.numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
+
+
+def run_with_dropout(checkpointed):
+    mj.manual_seed(5)
+    layer = mj.nn.Linear(6, 6)
+    x = mj.array(np.random.default_rng(3).standard_normal((3, 6)).astype(np.float32), requires_grad=True)
+
+    def block(value):
+        return mj.nn.functional.dropout(layer(value).relu(), 0.5, training=True) * 2.0
+    output = checkpoint(block, x) if checkpointed else block(x)
+    output.sum().backward()
+    after = mj.rand(4).numpy()  # the generator continues from the same place either way
+    return output.numpy(), x.grad.numpy(), layer.weight.grad.numpy(), after
+
+
+def test_dropout_in_a_checkpoint_draws_the_same_mask_when_recomputed():
+    plain, checkpointed = run_with_dropout(False), run_with_dropout(True)
+    for expected, actual in zip(plain, checkpointed):
+        np.testing.assert_array_equal(actual, expected)
+    assert (plain[0] == 0).any() and (plain[0] != 0).any()  # the mask did drop some values
+
+
+def test_checkpoint_sequential_equals_the_sequential():
+    ours, _ = pair_of_mlps()
+    values = np.random.default_rng(4).standard_normal((2, 5)).astype(np.float32)
+    x1 = mj.array(values, requires_grad=True)
+    ours(x1).sum().backward()
+    expected = x1.grad.numpy(), [p.grad.numpy() for p in ours.parameters()]
+    ours.zero_grad()
+    x2 = mj.array(values, requires_grad=True)
+    checkpoint_sequential(ours, 2, x2).sum().backward()
+    np.testing.assert_allclose(x2.grad.numpy(), expected[0], rtol=1e-6, atol=1e-7)
+    for parameter, reference in zip(ours.parameters(), expected[1]):
+        np.testing.assert_allclose(parameter.grad.numpy(), reference, rtol=1e-6, atol=1e-7)
+
+
+def test_the_random_state_round_trips():
+    state = mj.get_rng_state()
+    assert state.dtype == "uint8"
+    first = mj.randn(5).numpy()
+    mj.set_rng_state(state)
+    np.testing.assert_array_equal(mj.randn(5).numpy(), first)
+    with pytest.raises(ValueError, match="not one that get_rng_state returned"):
+        mj.set_rng_state(b"nonsense")
+    with pytest.raises(TypeError, match="expected a uint8 state"):
+        mj.set_rng_state(np.zeros(3, np.float32))
