@@ -56,6 +56,8 @@ const std::vector<FlagDeclaration>& flag_declarations() {
       {Flag::DistributedTimeout, "METAJIT_DISTRIBUTED_TIMEOUT", Type::Integer, "300", "", "an integer", BadValue::Warn,
        FlagReader::Engine, "",
        "seconds a collective waits for the other ranks before it stops the whole mpirun job with an error"},
+      {Flag::Nccl, "METAJIT_NCCL", Type::Text, "", "", "", BadValue::Warn, FlagReader::Engine, "",
+       "the path of libnccl.so.2, tried first"},
   };
   return table;
 }

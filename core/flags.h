@@ -34,6 +34,7 @@ enum class Flag {
   Cudnn,
   Compiler,
   DistributedTimeout,
+  Nccl,
 };
 
 enum class FlagType {

@@ -7,6 +7,7 @@
 #include "core/dtype.h"
 #include "libraries/collectives.h"
 #include "libraries/mpi_library.h"
+#include "libraries/nccl_library.h"
 
 namespace py = pybind11;
 using namespace metajit;
@@ -51,6 +52,24 @@ void bind_distributed(py::module_& module) {
     return info;
   });
   module.def("mpi_unavailable_reason", &mpi_unavailable_reason);
+  module.def("add_nccl_search_directory", &add_nccl_search_directory);
+  module.def("nccl_status", [] {
+    py::dict status;
+    std::string reason = nccl_unavailable_reason();
+    status["reason"] = reason;
+    if (reason.empty()) {
+      const NcclApi& api = nccl_api();
+      status["version"] = api.version;
+      status["path"] = api.path;
+    }
+    return status;
+  });
+  module.def("nccl_unique_id", [] {
+    NcclUniqueId id;
+    int result = nccl_api().get_unique_id(&id);
+    if (result != 0) throw std::runtime_error(std::string("ncclGetUniqueId: ") + nccl_api().error_string(result));
+    return py::bytes(id.internal, sizeof id.internal);
+  });
   module.def("collective_all_reduce",
              [](py::array array, const std::string& dtype, const std::string& operation, const std::string& line) {
                CollectiveCall call = call_for("all_reduce", array, dtype, line);

@@ -32,6 +32,8 @@ def _add_wheel_search_directories():
         directory = os.path.join(root, "cu13", "lib")
         if os.path.exists(os.path.join(directory, "libnvrtc.so.13")):
             _core.add_nvrtc_search_directory(directory)
+        if os.path.exists(os.path.join(root, "nccl", "lib", "libnccl.so.2")):  # nvidia-nccl-cu13
+            _core.add_nccl_search_directory(os.path.join(root, "nccl", "lib"))
         for library in ("libcublas.so.13", "libcudnn.so.9"):
             for found in sorted(glob.glob(os.path.join(root, "*", "lib", library))):
                 _core.add_cuda_library_search_directory(os.path.dirname(found))

@@ -234,3 +234,18 @@ def test_a_killed_rank_ends_the_job():
     assert status != 0
     assert "signal 9" in output or "Killed" in output, output[-3000:]
     assert seconds < 60  # mpirun ends rank 0, which waits in all_reduce, long before its 100 s timeout
+
+
+def test_nccl_loads_without_a_gpu_or_says_what_to_install():
+    """NCCL is loaded with dlopen from the nvidia-nccl-cu13 wheel; loading it and making a communicator id need no
+    GPU. Where the wheel is not installed (CI), the reason names it."""
+    status = dist.nccl_status()
+    if "version" in status:
+        major, minor, _ = (int(part) for part in status["version"].split("."))
+        assert (major, minor) >= (2, 18) and status["path"].endswith("libnccl.so.2")
+        unique_id = mj._core.nccl_unique_id()
+        assert len(unique_id) == 128 and any(unique_id)
+        assert dist.is_nccl_available()
+    else:
+        assert "pip install nvidia-nccl-cu13" in status["reason"] and "METAJIT_NCCL" in status["reason"]
+        assert not dist.is_nccl_available()

@@ -60,6 +60,21 @@ def unavailable_reason():
     return _core.mpi_unavailable_reason()
 
 
+def nccl_status():
+    """Whether NCCL (for CUDA tensors) loads: {"version": "2.32.3", "path": ...} or {"reason": why not}. Needs no
+    GPU: the library and a communicator id are checked without one."""
+    status = _core.nccl_status()
+    if status["reason"]:
+        return {"reason": status["reason"]}
+    code = status["version"]
+    return {"version": f"{code // 10000}.{code // 100 % 100}.{code % 100}", "path": status["path"]}
+
+
+def is_nccl_available():
+    """torch.distributed's name: True where NCCL loads."""
+    return "version" in nccl_status()
+
+
 def is_initialized():
     """The job is set up from mpirun's environment when metajit loads: always True."""
     return True
