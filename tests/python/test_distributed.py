@@ -3,6 +3,7 @@ ranks for every dtype, and the failure rules: a collective called differently ra
 error on one rank stops the job, and a rank that never arrives stops it after METAJIT_DISTRIBUTED_TIMEOUT. In a
 plain process the world is one rank and every collective returns its input."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -166,11 +167,8 @@ def test_shuffled_shards_partition_each_epoch_and_change_with_it():
 def test_a_data_loader_under_mpirun_loads_each_rank_its_share():
     status, output, _ = mpirun(2, "sharded_loading.py")
     assert status == 0, output[-3000:]
-    seen = {}
-    for line in output.splitlines():
-        if line.startswith("rank "):
-            label, values = line.split(": ")
-            seen[label] = [int(value) for value in values.split()]
+    seen = {f"rank {rank} epoch {epoch}": [int(value) for value in values.split()]  # progress bars interleave
+            for rank, epoch, values in re.findall(r"rank (\d) epoch (\d): ([0-9 ]+)", output)}
     for epoch in range(2):
         shares = [seen[f"rank {rank} epoch {epoch}"] for rank in range(2)]
         assert len(shares[0]) == len(shares[1]) == 5

@@ -46,8 +46,11 @@ _OPERATIONS = {"sum": "sum", "product": "product", "prod": "product", "min": "mi
 _PACKAGE_DIRECTORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # metajit/
 
 
+_WORLD = _core.distributed_world()  # fixed for the process's life: mpirun's environment, read once
+
+
 def _world():
-    return _core.distributed_world()
+    return _WORLD
 
 
 def is_available():
