@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "core/flags.h"
@@ -213,20 +214,12 @@ void DistributedWorld::all_reduce(void* data, const CollectiveCall& call) {
   check_same_call(call);
   ++sequence_;
   const MpiApi& api = mpi_api();
-  int64_t remaining = call.element_count();
-  auto* bytes = static_cast<char*>(data);
-  // MPI counts are ints: a larger buffer is reduced in pieces.
-  while (remaining > 0) {
-    int count = int(std::min<int64_t>(remaining, INT_MAX / 2));
-    MpiApi::Handle request = nullptr;
+  in_pieces(data, call, [&](char* piece, int count, MpiApi::Handle* request) {
     check(api,
-          api.iallreduce(MpiApi::in_place(), bytes, count, mpi_type(api, call.dtype),
-                         mpi_operation(api, call.operation), api.world, &request),
+          api.iallreduce(MpiApi::in_place(), piece, count, mpi_type(api, call.dtype),
+                         mpi_operation(api, call.operation), api.world, request),
           call, "MPI_Iallreduce");
-    wait(request, call, "in");
-    bytes += int64_t(count) * dtype_size(call.dtype);
-    remaining -= count;
-  }
+  });
 }
 
 void DistributedWorld::broadcast(void* data, const CollectiveCall& call) {
@@ -238,12 +231,20 @@ void DistributedWorld::broadcast(void* data, const CollectiveCall& call) {
   check_same_call(call);
   ++sequence_;
   const MpiApi& api = mpi_api();
+  in_pieces(data, call, [&](char* piece, int count, MpiApi::Handle* request) {
+    check(api, api.ibcast(piece, count, mpi_type(api, call.dtype), call.root, api.world, request), call, "MPI_Ibcast");
+  });
+}
+
+void DistributedWorld::in_pieces(void* data, const CollectiveCall& call,
+                                 const std::function<void(char*, int, void**)>& start_piece) {
+  // MPI counts are ints: a larger buffer goes in pieces, each started and waited for in turn.
   int64_t remaining = call.element_count();
   auto* bytes = static_cast<char*>(data);
   while (remaining > 0) {
     int count = int(std::min<int64_t>(remaining, INT_MAX / 2));
     MpiApi::Handle request = nullptr;
-    check(api, api.ibcast(bytes, count, mpi_type(api, call.dtype), call.root, api.world, &request), call, "MPI_Ibcast");
+    start_piece(bytes, count, &request);
     wait(request, call, "in");
     bytes += int64_t(count) * dtype_size(call.dtype);
     remaining -= count;

@@ -11,6 +11,7 @@
 // This file works on bytes and shapes; it must not know about Vars, graphs or Python.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -68,6 +69,8 @@ class DistributedWorld {
   DistributedWorld();
   void check_same_call(const CollectiveCall& call);
   void wait(void* request, const CollectiveCall& call, const char* stage);
+  // Runs an in-place collective over `data` in pieces of at most INT_MAX / 2 elements (MPI counts are ints).
+  void in_pieces(void* data, const CollectiveCall& call, const std::function<void(char*, int, void**)>& start_piece);
 
   bool launched_ = false;
   bool started_ = false;

@@ -10,6 +10,7 @@
 #include "core/flags.h"
 #include "jit/run/cuda_context.h"
 #include "jit/run/cuda_driver.h"
+#include "libraries/symbol_binding.h"
 
 namespace metajit {
 namespace {
@@ -41,13 +42,6 @@ void* open_library(const char* soname, Flag variable, std::string* directory, st
     *attempts += "\n  " + path + ": " + (error ? error : "not found");
   }
   return nullptr;
-}
-
-template <typename Function>
-bool bind(void* library, Function& function, const char* name, std::string* missing) {
-  function = reinterpret_cast<Function>(::dlsym(library, name));
-  if (!function) *missing += std::string(*missing == "" ? "" : ", ") + name;
-  return function != nullptr;
 }
 
 // The CUDA context's stream, made current on this thread for the library's handle; false with the reason
@@ -88,9 +82,9 @@ LoadedCublas load_cublas() {
     return loaded;
   }
   int (*create)(void**) = nullptr;
-  bind(library, create, "cublasCreate_v2", &missing);
-  bind(library, loaded.api.set_stream, "cublasSetStream_v2", &missing);
-  bind(library, loaded.api.sgemm_strided_batched, "cublasSgemmStridedBatched", &missing);
+  bind_symbol(library, create, "cublasCreate_v2", missing);
+  bind_symbol(library, loaded.api.set_stream, "cublasSetStream_v2", missing);
+  bind_symbol(library, loaded.api.sgemm_strided_batched, "cublasSgemmStridedBatched", missing);
   if (!missing.empty()) {
     loaded.reason = "libcublas.so.13 lacks " + missing;
     return loaded;
@@ -127,26 +121,26 @@ LoadedCudnn load_cudnn() {
   CudnnApi& api = loaded.api;
   int (*create)(void**) = nullptr;
   int (*set_stream)(void*, void*) = nullptr;
-  bind(library, create, "cudnnCreate", &missing);
-  bind(library, set_stream, "cudnnSetStream", &missing);
-  bind(library, api.error_text, "cudnnGetErrorString", &missing);
-  bind(library, api.create_tensor, "cudnnCreateTensorDescriptor", &missing);
-  bind(library, api.set_tensor, "cudnnSetTensorNdDescriptor", &missing);
-  bind(library, api.destroy_tensor, "cudnnDestroyTensorDescriptor", &missing);
-  bind(library, api.create_filter, "cudnnCreateFilterDescriptor", &missing);
-  bind(library, api.set_filter, "cudnnSetFilterNdDescriptor", &missing);
-  bind(library, api.destroy_filter, "cudnnDestroyFilterDescriptor", &missing);
-  bind(library, api.create_convolution, "cudnnCreateConvolutionDescriptor", &missing);
-  bind(library, api.set_convolution, "cudnnSetConvolutionNdDescriptor", &missing);
-  bind(library, api.set_group_count, "cudnnSetConvolutionGroupCount", &missing);
-  bind(library, api.set_math_type, "cudnnSetConvolutionMathType", &missing);
-  bind(library, api.destroy_convolution, "cudnnDestroyConvolutionDescriptor", &missing);
-  bind(library, api.forward_algorithms, "cudnnGetConvolutionForwardAlgorithm_v7", &missing);
-  bind(library, api.backward_data_algorithms, "cudnnGetConvolutionBackwardDataAlgorithm_v7", &missing);
-  bind(library, api.backward_filter_algorithms, "cudnnGetConvolutionBackwardFilterAlgorithm_v7", &missing);
-  bind(library, api.forward, "cudnnConvolutionForward", &missing);
-  bind(library, api.backward_data, "cudnnConvolutionBackwardData", &missing);
-  bind(library, api.backward_filter, "cudnnConvolutionBackwardFilter", &missing);
+  bind_symbol(library, create, "cudnnCreate", missing);
+  bind_symbol(library, set_stream, "cudnnSetStream", missing);
+  bind_symbol(library, api.error_text, "cudnnGetErrorString", missing);
+  bind_symbol(library, api.create_tensor, "cudnnCreateTensorDescriptor", missing);
+  bind_symbol(library, api.set_tensor, "cudnnSetTensorNdDescriptor", missing);
+  bind_symbol(library, api.destroy_tensor, "cudnnDestroyTensorDescriptor", missing);
+  bind_symbol(library, api.create_filter, "cudnnCreateFilterDescriptor", missing);
+  bind_symbol(library, api.set_filter, "cudnnSetFilterNdDescriptor", missing);
+  bind_symbol(library, api.destroy_filter, "cudnnDestroyFilterDescriptor", missing);
+  bind_symbol(library, api.create_convolution, "cudnnCreateConvolutionDescriptor", missing);
+  bind_symbol(library, api.set_convolution, "cudnnSetConvolutionNdDescriptor", missing);
+  bind_symbol(library, api.set_group_count, "cudnnSetConvolutionGroupCount", missing);
+  bind_symbol(library, api.set_math_type, "cudnnSetConvolutionMathType", missing);
+  bind_symbol(library, api.destroy_convolution, "cudnnDestroyConvolutionDescriptor", missing);
+  bind_symbol(library, api.forward_algorithms, "cudnnGetConvolutionForwardAlgorithm_v7", missing);
+  bind_symbol(library, api.backward_data_algorithms, "cudnnGetConvolutionBackwardDataAlgorithm_v7", missing);
+  bind_symbol(library, api.backward_filter_algorithms, "cudnnGetConvolutionBackwardFilterAlgorithm_v7", missing);
+  bind_symbol(library, api.forward, "cudnnConvolutionForward", missing);
+  bind_symbol(library, api.backward_data, "cudnnConvolutionBackwardData", missing);
+  bind_symbol(library, api.backward_filter, "cudnnConvolutionBackwardFilter", missing);
   if (!missing.empty()) {
     loaded.reason = "libcudnn.so.9 lacks " + missing;
     return loaded;

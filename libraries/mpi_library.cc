@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "libraries/symbol_binding.h"
+
 namespace metajit {
 namespace {
 
@@ -14,12 +16,6 @@ struct Loaded {
   MpiApi api;
   std::string reason;  // why it could not be loaded, "" when it was
 };
-
-template <typename Pointer>
-void resolve(void* library, Pointer& target, const char* name, std::string& missing) {
-  target = reinterpret_cast<Pointer>(::dlsym(library, name));
-  if (!target) missing += std::string(missing.empty() ? "" : ", ") + name;
-}
 
 Loaded load() {
   Loaded loaded;
@@ -41,35 +37,35 @@ Loaded load() {
   }
   MpiApi& api = loaded.api;
   std::string missing;
-  resolve(library, api.initialized, "MPI_Initialized", missing);
-  resolve(library, api.finalized, "MPI_Finalized", missing);
-  resolve(library, api.init_thread, "MPI_Init_thread", missing);
-  resolve(library, api.finalize, "MPI_Finalize", missing);
-  resolve(library, api.abort, "MPI_Abort", missing);
-  resolve(library, api.comm_rank, "MPI_Comm_rank", missing);
-  resolve(library, api.comm_size, "MPI_Comm_size", missing);
-  resolve(library, api.comm_set_errhandler, "MPI_Comm_set_errhandler", missing);
-  resolve(library, api.error_string, "MPI_Error_string", missing);
-  resolve(library, api.test, "MPI_Test", missing);
-  resolve(library, api.iallreduce, "MPI_Iallreduce", missing);
-  resolve(library, api.ibcast, "MPI_Ibcast", missing);
-  resolve(library, api.iallgather, "MPI_Iallgather", missing);
-  resolve(library, api.ireduce_scatter_block, "MPI_Ireduce_scatter_block", missing);
-  resolve(library, api.ibarrier, "MPI_Ibarrier", missing);
+  bind_symbol(library, api.initialized, "MPI_Initialized", missing);
+  bind_symbol(library, api.finalized, "MPI_Finalized", missing);
+  bind_symbol(library, api.init_thread, "MPI_Init_thread", missing);
+  bind_symbol(library, api.finalize, "MPI_Finalize", missing);
+  bind_symbol(library, api.abort, "MPI_Abort", missing);
+  bind_symbol(library, api.comm_rank, "MPI_Comm_rank", missing);
+  bind_symbol(library, api.comm_size, "MPI_Comm_size", missing);
+  bind_symbol(library, api.comm_set_errhandler, "MPI_Comm_set_errhandler", missing);
+  bind_symbol(library, api.error_string, "MPI_Error_string", missing);
+  bind_symbol(library, api.test, "MPI_Test", missing);
+  bind_symbol(library, api.iallreduce, "MPI_Iallreduce", missing);
+  bind_symbol(library, api.ibcast, "MPI_Ibcast", missing);
+  bind_symbol(library, api.iallgather, "MPI_Iallgather", missing);
+  bind_symbol(library, api.ireduce_scatter_block, "MPI_Ireduce_scatter_block", missing);
+  bind_symbol(library, api.ibarrier, "MPI_Ibarrier", missing);
   // mpi.h's MPI_COMM_WORLD is `(MPI_Comm)&ompi_mpi_comm_world`, and so on: the addresses are the handles.
-  resolve(library, api.world, "ompi_mpi_comm_world", missing);
-  resolve(library, api.errors_return, "ompi_mpi_errors_return", missing);
-  resolve(library, api.byte, "ompi_mpi_byte", missing);
-  resolve(library, api.int8, "ompi_mpi_int8_t", missing);
-  resolve(library, api.uint8, "ompi_mpi_uint8_t", missing);
-  resolve(library, api.int32, "ompi_mpi_int32_t", missing);
-  resolve(library, api.int64, "ompi_mpi_int64_t", missing);
-  resolve(library, api.float32, "ompi_mpi_float", missing);
-  resolve(library, api.float64, "ompi_mpi_double", missing);
-  resolve(library, api.sum, "ompi_mpi_op_sum", missing);
-  resolve(library, api.product, "ompi_mpi_op_prod", missing);
-  resolve(library, api.maximum, "ompi_mpi_op_max", missing);
-  resolve(library, api.minimum, "ompi_mpi_op_min", missing);
+  bind_symbol(library, api.world, "ompi_mpi_comm_world", missing);
+  bind_symbol(library, api.errors_return, "ompi_mpi_errors_return", missing);
+  bind_symbol(library, api.byte, "ompi_mpi_byte", missing);
+  bind_symbol(library, api.int8, "ompi_mpi_int8_t", missing);
+  bind_symbol(library, api.uint8, "ompi_mpi_uint8_t", missing);
+  bind_symbol(library, api.int32, "ompi_mpi_int32_t", missing);
+  bind_symbol(library, api.int64, "ompi_mpi_int64_t", missing);
+  bind_symbol(library, api.float32, "ompi_mpi_float", missing);
+  bind_symbol(library, api.float64, "ompi_mpi_double", missing);
+  bind_symbol(library, api.sum, "ompi_mpi_op_sum", missing);
+  bind_symbol(library, api.product, "ompi_mpi_op_prod", missing);
+  bind_symbol(library, api.maximum, "ompi_mpi_op_max", missing);
+  bind_symbol(library, api.minimum, "ompi_mpi_op_min", missing);
   if (!missing.empty())
     loaded.reason = "the MPI library loaded is not Open MPI 4 (metajit binds Open MPI's ABI); missing: " + missing;
   return loaded;

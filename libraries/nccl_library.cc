@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/flags.h"
+#include "libraries/symbol_binding.h"
 
 namespace metajit {
 namespace {
@@ -19,12 +20,6 @@ struct Loaded {
   NcclApi api;
   std::string reason;
 };
-
-template <typename Pointer>
-void resolve(void* library, Pointer& target, const char* name, std::string& missing) {
-  target = reinterpret_cast<Pointer>(::dlsym(library, name));
-  if (!target) missing += std::string(missing.empty() ? "" : ", ") + name;
-}
 
 Loaded load() {
   Loaded loaded;
@@ -52,17 +47,17 @@ Loaded load() {
   }
   NcclApi& api = loaded.api;
   std::string missing;
-  resolve(library, api.get_version, "ncclGetVersion", missing);
-  resolve(library, api.get_unique_id, "ncclGetUniqueId", missing);
-  resolve(library, api.comm_init_rank, "ncclCommInitRank", missing);
-  resolve(library, api.comm_destroy, "ncclCommDestroy", missing);
-  resolve(library, api.comm_abort, "ncclCommAbort", missing);
-  resolve(library, api.comm_get_async_error, "ncclCommGetAsyncError", missing);
-  resolve(library, api.error_string, "ncclGetErrorString", missing);
-  resolve(library, api.all_reduce, "ncclAllReduce", missing);
-  resolve(library, api.broadcast, "ncclBroadcast", missing);
-  resolve(library, api.all_gather, "ncclAllGather", missing);
-  resolve(library, api.reduce_scatter, "ncclReduceScatter", missing);
+  bind_symbol(library, api.get_version, "ncclGetVersion", missing);
+  bind_symbol(library, api.get_unique_id, "ncclGetUniqueId", missing);
+  bind_symbol(library, api.comm_init_rank, "ncclCommInitRank", missing);
+  bind_symbol(library, api.comm_destroy, "ncclCommDestroy", missing);
+  bind_symbol(library, api.comm_abort, "ncclCommAbort", missing);
+  bind_symbol(library, api.comm_get_async_error, "ncclCommGetAsyncError", missing);
+  bind_symbol(library, api.error_string, "ncclGetErrorString", missing);
+  bind_symbol(library, api.all_reduce, "ncclAllReduce", missing);
+  bind_symbol(library, api.broadcast, "ncclBroadcast", missing);
+  bind_symbol(library, api.all_gather, "ncclAllGather", missing);
+  bind_symbol(library, api.reduce_scatter, "ncclReduceScatter", missing);
   if (!missing.empty()) {
     loaded.reason = loaded.api.path + " is not a usable NCCL 2: missing " + missing;
     return loaded;
