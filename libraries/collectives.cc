@@ -209,10 +209,7 @@ void DistributedWorld::check_same_call(const CollectiveCall& call) {
 }
 
 void DistributedWorld::all_reduce(void* data, const CollectiveCall& call) {
-  if (size_ == 1) return;
-  start();
-  check_same_call(call);
-  ++sequence_;
+  if (!begin(call)) return;
   const MpiApi& api = mpi_api();
   in_pieces(data, call, [&](char* piece, int count, MpiApi::Handle* request) {
     check(api,
@@ -226,10 +223,7 @@ void DistributedWorld::broadcast(void* data, const CollectiveCall& call) {
   if (call.root < 0 || call.root >= size_)
     throw std::invalid_argument("broadcast at " + call.line + ": source rank " + std::to_string(call.root) +
                                 " is not in a world of " + std::to_string(size_) + " ranks");
-  if (size_ == 1) return;
-  start();
-  check_same_call(call);
-  ++sequence_;
+  if (!begin(call)) return;
   const MpiApi& api = mpi_api();
   in_pieces(data, call, [&](char* piece, int count, MpiApi::Handle* request) {
     check(api, api.ibcast(piece, count, mpi_type(api, call.dtype), call.root, api.world, request), call, "MPI_Ibcast");
@@ -257,9 +251,7 @@ void DistributedWorld::all_gather(const void* input, void* output, const Collect
     if (bytes) std::memcpy(output, input, size_t(bytes));
     return;
   }
-  start();
-  check_same_call(call);
-  ++sequence_;
+  begin(call);
   const MpiApi& api = mpi_api();
   int count = as_count(call.element_count(), call);
   MpiApi::Handle type = mpi_type(api, call.dtype);
@@ -277,9 +269,7 @@ void DistributedWorld::reduce_scatter(const void* input, void* output, const Col
     if (piece) std::memcpy(output, input, size_t(piece * dtype_size(call.dtype)));
     return;
   }
-  start();
-  check_same_call(call);
-  ++sequence_;
+  begin(call);
   const MpiApi& api = mpi_api();
   MpiApi::Handle request = nullptr;
   check(api,
@@ -289,11 +279,16 @@ void DistributedWorld::reduce_scatter(const void* input, void* output, const Col
   wait(request, call, "in");
 }
 
-void DistributedWorld::barrier(const CollectiveCall& call) {
-  if (size_ == 1) return;
+bool DistributedWorld::begin(const CollectiveCall& call) {
+  if (size_ == 1) return false;
   start();
   check_same_call(call);
   ++sequence_;
+  return true;
+}
+
+void DistributedWorld::barrier(const CollectiveCall& call) {
+  if (!begin(call)) return;
   const MpiApi& api = mpi_api();
   MpiApi::Handle request = nullptr;
   check(api, api.ibarrier(api.world, &request), call, "MPI_Ibarrier");

@@ -67,6 +67,9 @@ class DistributedWorld {
 
  private:
   DistributedWorld();
+  // Before a collective: false in a world of one rank (nothing to do), else starts MPI and checks that every rank
+  // makes the same call.
+  bool begin(const CollectiveCall& call);
   void check_same_call(const CollectiveCall& call);
   void wait(void* request, const CollectiveCall& call, const char* stage);
   // Runs an in-place collective over `data` in pieces of at most INT_MAX / 2 elements (MPI counts are ints).
