@@ -126,6 +126,30 @@ void run_on_cuda(const std::vector<NodePtr>& targets) {
   }
 }
 
+std::vector<StoragePtr> emulate_cuda(const std::vector<NodePtr>& targets, int64_t max_blocks) {
+  GraphSignature signature = graph_signature(targets);
+  // Not rendered to C++: the kernels keep no launch offsets, their CUDA source reads each buffer from its start.
+  std::vector<PlannedKernel> kernels = plan_kernels(targets, /*backend=*/nullptr, /*render_cpu_source=*/false,
+                                                    /*multiple_outputs=*/false);
+  for (PlannedKernel& kernel : kernels) {
+    const NodePtr& output = kernel.lowered.output;
+    kernel.cuda = kernel.code
+                      ? render_code_cuda_kernel(*static_cast<const CodePayload&>(*output->payload).op, output->inputs)
+                      : render_cuda(kernel.lowered.kernel);
+  }
+  std::shared_ptr<const Plan> plan = make_plan(signature, std::move(kernels));
+  CudaEmulatorDevice device(CudaEmulatorDevice::Memory::Host, max_blocks);
+  RunValues values(RunValues::Where::KeptAside);
+  run_plan(*plan, signature.nodes, device, values);
+  std::vector<StoragePtr> results;
+  for (const NodePtr& target : targets) {
+    if (!values.computed(*target))
+      throw std::logic_error("CUDA emulation: " + target->op_name() + " was neither computed nor emulated");
+    results.push_back(values.value(*target));
+  }
+  return results;
+}
+
 void synchronize_cuda() {
   if (context_created_) CudaContext::instance().synchronize();
 }
