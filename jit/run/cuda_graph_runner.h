@@ -35,6 +35,11 @@ void release_cached_device_memory();
 // parallel; runs nothing and needs no GPU. Returns how many were compiled. Compile errors wait for the launch
 // (or kernel.compile()) to report them.
 int precompile_cuda(const std::vector<NodePtr>& targets, const CudaTarget& target);
+// mj.cuda.emulate: computes `targets` by running their CUDA kernels in the CPU emulator through the run loop, each
+// launch given at most `max_blocks` blocks, and returns their values in host memory, in order. The values are kept
+// aside, not published: the graph stays pending, so the CPU can compute the same values afterwards to compare.
+// Planned without library calls or kernels with several outputs, and rendered from the IR as lowered.
+std::vector<StoragePtr> emulate_cuda(const std::vector<NodePtr>& targets, int64_t max_blocks);
 // mj._core.clear_memory_cache: the next launches read their CUDA binaries from the disk cache (or bundle) again.
 void forget_cuda_kernels_in_memory();
 

@@ -1,22 +1,146 @@
 #include "jit/run/run_loop.h"
 
 #include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "core/executor.h"
 #include "core/stats.h"
 #include "jit/plan/buffer_lifetimes.h"
-#include "jit/run/graph_executor.h"
+#include "jit/run/kernel_profile.h"
+#include "jit/run/non_finite_check.h"
+#include "meta_ops/code.h"
 
 namespace metajit {
+namespace {
+
+// A kernel's result storage on `device`; a failed allocation names the node and the user's line.
+StoragePtr allocate_result(Device& device, const Node& output, DType dtype, const Shape& shape) {
+  try {
+    return device.allocate(size_t(shape_numel(shape)) * dtype_size(dtype));
+  } catch (const std::bad_alloc& error) {
+    throw AllocationError(std::string(error.what()) + " for the result of " + output.op_name() + " " +
+                          dtype_name(dtype) + " " + shape_to_string(shape) + " created at " +
+                          output.provenance.to_string());
+  }
+}
+
+void* input_buffer(Device& device, const RunValues& values, const Node& input) {
+  const StoragePtr& storage = values.value(input);
+  if (!storage) throw std::logic_error("kernel input " + input.op_name() + " was not computed");
+  return device.buffer(*storage);
+}
+
+std::string code_data_names(const CodeOp& op) {
+  std::string names;
+  for (const std::string& name : op.data_names) names += (names.empty() ? "" : ", ") + name;
+  return names.empty() ? "none" : names;
+}
+
+// A Code op runs once for all its outputs; the first of them to be launched publishes every live one. Its data
+// values follow its buffers, with an error slot after them that the kernel sets when it reads an unknown name:
+// its C++ source leaves the name's address there, its CUDA source (device code holds no host strings) a 1.
+void launch_code(Device& device, const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& inputs,
+                 RunValues& values) {
+  if (values.computed(*output)) return;  // a sibling output's launch earlier in this plan computed it
+  auto* payload = dynamic_cast<const CodePayload*>(output->payload.get());
+  if (!payload) throw std::logic_error("internal error: a code kernel's output is not a Code op");
+  const CodeOp& op = *payload->op;
+  std::vector<StoragePtr> storages;
+  std::vector<void*> buffers;
+  for (size_t index = 0; index < op.output_shapes.size(); ++index) {
+    storages.push_back(allocate_result(device, *output, op.output_dtypes[index], op.output_shapes[index]));
+    buffers.push_back(device.buffer(*storages.back()));
+  }
+  for (const NodePtr& input : inputs) buffers.push_back(input_buffer(device, values, *input));
+  std::vector<double> data = op.data_values;
+  data.push_back(0);  // the error slot
+  StoragePtr data_storage = device.allocate(data.size() * sizeof(double));
+  void* data_buffer = device.buffer(*data_storage);
+  device.copy_to_device(data_buffer, data.data(), data.size() * sizeof(double));
+  buffers.push_back(data_buffer);
+  if (device.launch_kernel(kernel, *output, buffers)) stats().kernels_launched++;
+  uint64_t error = 0;
+  device.copy_to_host(&error, static_cast<double*>(data_buffer) + op.data_values.size(), sizeof(error));
+  if (error != 0) {
+    bool ran_cuda_source = !kernel.on_host && !kernel.cuda.source.empty();
+    if (ran_cuda_source)
+      throw std::runtime_error("the " + op.what + " created at " + op.provenance.to_string() +
+                               " read a data[\"name\"] that is not in its data (given: " + code_data_names(op) + ")");
+    const char* missing = nullptr;
+    std::memcpy(&missing, &error, sizeof(missing));
+    throw std::runtime_error("the " + op.what + " created at " + op.provenance.to_string() + " read data[\"" + missing +
+                             "\"], which is not in its data (given: " + code_data_names(op) + ")");
+  }
+  std::vector<NodePtr> outputs = payload->outputs();
+  for (size_t index = 0; index < outputs.size(); ++index) {
+    const NodePtr& sibling = outputs[index];
+    if (!sibling || values.computed(*sibling)) continue;
+    values.store(*sibling, storages[index]);
+    if (sibling != output) values.cut_inputs(*sibling);
+  }
+  if (!values.computed(*output)) values.store(*output, storages[payload->output_index]);
+}
+
+// A kernel's buffers: its output, the further outputs of a kernel with several (siblings), then its inputs.
+void launch(Device& device, const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& siblings,
+            const std::vector<NodePtr>& inputs, RunValues& values) {
+  if (kernel.code) return launch_code(device, kernel, output, inputs, values);
+  StoragePtr storage = allocate_result(device, *output, output->dtype, output->shape);
+  std::vector<void*> buffers{device.buffer(*storage)};
+  std::vector<StoragePtr> sibling_storages;
+  for (const NodePtr& sibling : siblings) {
+    sibling_storages.push_back(allocate_result(device, *sibling, sibling->dtype, sibling->shape));
+    buffers.push_back(device.buffer(*sibling_storages.back()));
+  }
+  for (const NodePtr& input : inputs) buffers.push_back(input_buffer(device, values, *input));
+  StoragePtr temporary;
+  if (kernel.library) {
+    if (kernel.epilogue) {  // the library writes a temporary; the epilogue kernel reads it as its last buffer
+      temporary = device.allocate(size_t(output->numel()) * sizeof(float));
+      buffers[0] = device.buffer(*temporary);
+    }
+    try {
+      device.run_library_call(*kernel.library, buffers.data());
+    } catch (const std::exception& error) {
+      throw std::runtime_error("while computing " + output->op_name() + " created at " +
+                               output->provenance.to_string() + " with " + kernel.library->describe() + ": " +
+                               error.what());
+    }
+    stats().library_calls++;
+    buffers[0] = device.buffer(*storage);
+    if (temporary) buffers.push_back(device.buffer(*temporary));
+  }
+  if (!kernel.library || kernel.epilogue) {
+    for (size_t index = 0; index < kernel.buffer_offsets.size(); ++index)
+      if (kernel.buffer_offsets[index])
+        buffers[index] = static_cast<char*>(buffers[index]) +
+                         kernel.buffer_offsets[index] * int64_t(dtype_size(kernel.lowered.kernel.buffers[index].dtype));
+    if (device.launch_kernel(kernel, *output, buffers)) stats().kernels_launched++;
+  }
+  values.store(*output, std::move(storage));
+  for (size_t index = 0; index < siblings.size(); ++index)
+    values.store(*siblings[index], std::move(sibling_storages[index]));
+}
+
+}  // namespace
 
 void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& device) {
+  RunValues values(RunValues::Where::OnNodes);
+  run_plan(plan, nodes, device, values);
+}
+
+void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& device, RunValues& values) {
   bool check_values = check_non_finite();
   bool profiling = kernel_profiling();
   const BufferLifetimes& lifetimes = plan.lifetimes;
-  std::vector<uint8_t> releasable = releasable_buffers(lifetimes, nodes);
+  std::vector<uint8_t> releasable;
+  if (values.on_nodes()) releasable = releasable_buffers(lifetimes, nodes);
   for (size_t index = 0; index < plan.kernels.size(); ++index) {
     check_interrupt();
     const PlannedKernel& kernel = plan.kernels[index];
+    Device& target = kernel.on_host ? device.host() : device;
     const NodePtr& output = nodes[plan.outputs[index]];
     std::vector<NodePtr> inputs, siblings;
     for (int position : plan.inputs[index]) inputs.push_back(nodes[position]);
@@ -24,21 +148,21 @@ void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& devic
     if (profiling) {
       device.synchronize();
       auto start = std::chrono::steady_clock::now();
-      device.launch(kernel, output, siblings, inputs);
+      launch(target, kernel, output, siblings, inputs, values);
       device.synchronize();
       record_kernel_profile(kernel, *output, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     } else {
-      device.launch(kernel, output, siblings, inputs);
+      launch(target, kernel, output, siblings, inputs, values);
     }
     if (check_values) {
-      check_kernel_output(kernel, *output, inputs);
-      for (const NodePtr& sibling : siblings) check_kernel_output(kernel, *sibling, inputs);
+      check_kernel_output(kernel, *output, inputs, values);
+      for (const NodePtr& sibling : siblings) check_kernel_output(kernel, *sibling, inputs, values);
     }
     inputs.clear();  // their copies of the node pointers must not count as holders below
     siblings.clear();
-    stats().buffers_released_early += release_after_kernel(lifetimes, releasable, nodes, index);
+    if (values.on_nodes()) stats().buffers_released_early += release_after_kernel(lifetimes, releasable, nodes, index);
   }
-  release_computed_inputs(plan, nodes);
+  if (values.on_nodes()) release_computed_inputs(plan, nodes);
 }
 
 }  // namespace metajit

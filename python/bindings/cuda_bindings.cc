@@ -1,26 +1,20 @@
-// Bindings of the CUDA backend's parts that need no GPU: what is installed (driver, NVRTC), planning a graph's
-// CUDA kernels for mj.inspect(device="cuda"), and compiling them through the CUDA binary cache.
+// Bindings of the CUDA backend: what is installed (driver, NVRTC), where kernels run, a graph's CUDA kernels for
+// mj.inspect(device="cuda") and compiling them, and mj.cuda.emulate. They only convert arguments and results:
+// planning, rendering and running stay in jit/run (cuda_graph_runner.h, cuda_kernel_inspection.h).
 #include <pybind11/functional.h>
-#include <list>
-#include <map>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include "var_caster.h"
 
-#include "jit/codegen/code_ops/code_kernel.h"
-#include "jit/codegen/cuda/cuda_renderer.h"
 #include "jit/run/cuda_driver.h"
-#include "jit/run/cuda_emulator.h"
 #include "jit/run/cuda_graph_runner.h"
-#include "jit/run/graph_executor.h"
-#include "jit/toolchain/compiler.h"
+#include "jit/run/cuda_kernel_inspection.h"
 #include "jit/toolchain/cuda_binary_cache.h"
 #include "jit/toolchain/kernel_cache.h"
 #include "jit/toolchain/kernel_entry.h"
 #include "jit/toolchain/nvrtc_compiler.h"
 #include "libraries/cuda_libraries.h"
-#include "meta_ops/code.h"
 
 namespace py = pybind11;
 using namespace metajit;
@@ -128,110 +122,40 @@ void bind_cuda(py::module_& module) {
   module.def("plan_cuda", [](const std::vector<NodePtr>& nodes, int architecture) {
     CudaTarget target;
     target.architecture = architecture;
-    bool have_nvrtc = NvrtcCompiler::unavailable_reason().empty();
     py::list kernels;
-    for (PlannedKernel& planned : plan_kernels(nodes, /*backend=*/nullptr, /*render_cpu_source=*/true)) {
-      const NodePtr& output = planned.lowered.output;
-      RenderedCudaKernel rendered;
-      const CodeOp* code_op = nullptr;
-      if (planned.code) {
-        code_op = static_cast<const CodePayload&>(*output->payload).op.get();
-        rendered = render_code_cuda_kernel(*code_op, output->inputs);
-      } else {
-        rendered = render_cuda(planned.lowered.kernel);
-      }
-      std::string key = have_nvrtc ? CudaBinaryCache::instance().key_for(rendered.source, target) : "";
+    for (InspectedCudaKernel& kernel : inspect_cuda_kernels(nodes, target)) {
       py::dict entry;
-      entry["key"] = key;
-      entry["kind"] = planned.code ? "code" : "generated";
-      entry["ops"] = planned.lowered.kernel.fused_ops;
-      entry["header"] = rendered.header_comment;
-      entry["body"] = rendered.source;
-      entry["schedule"] = rendered.schedule;
+      entry["key"] = kernel.key;
+      entry["kind"] = kernel.code ? "code" : "generated";
+      entry["ops"] = kernel.fused_ops;
+      entry["header"] = kernel.rendered.header_comment;
+      entry["body"] = kernel.rendered.source;
+      entry["schedule"] = kernel.rendered.schedule;
       entry["library"] = py::none();
       entry["contraction"] = py::none();
-      entry["cached"] = key.empty() ? std::string() : CudaBinaryCache::instance().locate(key);
+      entry["cached"] = kernel.cached;
       py::list launches;
-      for (const CudaLaunch& launch : rendered.launches)
+      for (const CudaLaunch& launch : kernel.rendered.launches)
         launches.append(py::make_tuple(launch.entry, launch.work_items, launch.block_per_item, launch.blocks_needed()));
       entry["launches"] = launches;
-      // compile(): the binary for `target`, through the cache. A Code op's compile error is shown against the
-      // user's cuda_src; a generated kernel that fails is a metajit bug and is reported with its source.
-      NodePtr keep_output = output;
-      std::shared_ptr<const CodeOp> keep_op = code_op ? static_cast<const CodePayload&>(*output->payload).op : nullptr;
-      entry["compile"] = py::cpp_function([rendered, keep_output, keep_op, target]() {
-        std::string key = CudaBinaryCache::instance().key_for(rendered.source, target);
-        try {
-          CachedCudaBinary cached = CudaBinaryCache::instance().get(key, rendered.source, rendered.header_comment, target);
-          return binary_result(cached.binary, cached.origin);
-        } catch (const CompileError& error) {
-          if (keep_op) throw CompileError(describe_code_compile_error(*keep_op, error.what(), /*cuda=*/true));
-          throw CompileError("while compiling the CUDA kernel for " + keep_output->op_name() + " created at " +
-                             keep_output->provenance.to_string() +
-                             ":\ninternal error: generated CUDA kernel failed to compile (this is a metajit bug; please "
-                             "report it with this message)\n" + error.what() + "\n--- kernel source ---\n" +
-                             rendered.header_comment + numbered_lines(rendered.source));
-        }
+      entry["compile"] = py::cpp_function([kernel, target]() {
+        CachedCudaBinary cached = compile_inspected_cuda_kernel(kernel, target);
+        return binary_result(cached.binary, cached.origin);
       });
       kernels.append(entry);
     }
     return kernels;
   }, "The CUDA kernels that computing these Vars would launch, rendered for one architecture; runs nothing.");
 
-  // Computes `nodes` by running their CUDA kernels in the CPU emulator (jit/run/cuda_emulator.h): tests of the CUDA
-  // renderer's numbers on machines without a GPU. Returns (bytes, dtype, shape) per node.
+  // mj.cuda.emulate: (bytes, dtype, shape) per node, computed by the CPU emulator of CUDA kernels.
   module.def("emulate_cuda", [](const std::vector<NodePtr>& nodes, int64_t max_blocks) {
-    std::map<const Node*, std::vector<char>> values;
-    std::list<std::vector<char>> unheld;
-    auto data_of = [&](const NodePtr& node) -> void* {
-      auto found = values.find(node.get());
-      if (found != values.end()) return found->second.data();
-      if (node->storage) return node->storage->data();
-      throw std::logic_error("CUDA emulation: " + node->op_name() + " was neither computed nor emulated");
-    };
-    auto allocate = [&](const Node* node, DType dtype, const Shape& shape) -> void* {
-      std::vector<char>& bytes = values[node];
-      bytes.assign(std::max<size_t>(1, size_t(shape_numel(shape)) * dtype_size(dtype)), 0);
-      return bytes.data();
-    };
-    for (PlannedKernel& planned : plan_kernels(nodes, /*backend=*/nullptr, /*render_cpu_source=*/true, /*multiple_outputs=*/false)) {
-      const NodePtr& output = planned.lowered.output;
-      std::vector<void*> buffers;
-      RenderedCudaKernel rendered;
-      std::vector<double> data;
-      if (planned.code) {
-        const CodePayload& payload = static_cast<const CodePayload&>(*output->payload);
-        const CodeOp& op = *payload.op;
-        rendered = render_code_cuda_kernel(op, output->inputs);
-        std::vector<NodePtr> outputs = payload.outputs();
-        if (values.count(output.get())) continue;  // a sibling output's launch computed it
-        for (size_t index = 0; index < op.output_shapes.size(); ++index) {
-          if (index < outputs.size() && outputs[index]) {
-            buffers.push_back(allocate(outputs[index].get(), op.output_dtypes[index], op.output_shapes[index]));
-          } else {  // an output nobody holds still needs a buffer of its own
-            unheld.emplace_back(size_t(shape_numel(op.output_shapes[index])) * dtype_size(op.output_dtypes[index]) + 1);
-            buffers.push_back(unheld.back().data());
-          }
-        }
-        for (const NodePtr& input : output->inputs) buffers.push_back(data_of(input));
-        data = op.data_values;
-        data.push_back(0);
-        buffers.push_back(data.data());
-      } else {
-        rendered = render_cuda(planned.lowered.kernel);
-        buffers.push_back(allocate(output.get(), output->dtype, output->shape));
-        for (const NodePtr& input : planned.lowered.inputs) buffers.push_back(data_of(input));
-      }
-      emulate_cuda_kernel(rendered, buffers, max_blocks);
-      if (planned.code && data.back() != 0)
-        throw std::runtime_error("the code op created at " + output->provenance.to_string() +
-                                 " read a data[\"name\"] that is not in its data");
-    }
+    std::vector<StoragePtr> values = emulate_cuda(nodes, max_blocks);
     py::list results;
-    for (const NodePtr& node : nodes) {
-      const char* bytes = static_cast<const char*>(data_of(node));
-      results.append(py::make_tuple(py::bytes(bytes, size_t(node->numel()) * dtype_size(node->dtype)),
-                                    std::string(dtype_name(node->dtype)), node->shape));
+    for (size_t index = 0; index < nodes.size(); ++index) {
+      const Node& node = *nodes[index];
+      results.append(py::make_tuple(
+          py::bytes(static_cast<const char*>(values[index]->data()), size_t(node.numel()) * dtype_size(node.dtype)),
+          std::string(dtype_name(node.dtype)), node.shape));
     }
     return results;
   });

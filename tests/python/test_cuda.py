@@ -379,6 +379,25 @@ def test_emulator_reports_a_barrier_some_threads_never_reach():
         emulated(value, max_blocks=1)
 
 
+def test_emulate_keeps_its_values_aside_and_the_graph_pending():
+    # The emulator runs through the same run loop as a sync, but its values are not published: the CPU computes
+    # the same value afterwards from the same graph, so the two can be compared.
+    values = rand(5, 40)
+    value = (mj.array(values) * 3).exp().sum(1)
+    check_emulated(value, np.exp(values * 3).sum(1), rtol=1e-5)
+    before = mj.stats()["kernels_launched"]
+    np.testing.assert_allclose(value.numpy(), np.exp(values * 3).sum(1), rtol=1e-5)
+    assert mj.stats()["kernels_launched"] > before
+    check_emulated(value, np.exp(values * 3).sum(1), rtol=1e-5)  # a computed value is read, not emulated
+
+
+def test_emulated_code_op_names_missing_data():
+    value = mj.code([4], "float32", [], cpu_src=COPY_CPU, cuda_src="""
+        if (blockIdx.x == 0 && threadIdx.x == 0) out0_p[0] = data["missing"];""", data={"scale": 1.0})
+    with pytest.raises(RuntimeError, match=r"test_cuda\.py.*not in its data \(given: scale\)"):
+        emulated(value, max_blocks=1)
+
+
 # ---- unrolled schedules: elements several per thread, rows read once ----
 
 def test_pointwise_kernels_take_four_elements_per_thread_with_their_loads_first():
