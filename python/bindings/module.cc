@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "core/stats.h"
 #include "core/thread_pool.h"
+#include "jit/ir/ir_text.h"
 #include "jit/plan/sibling_kernels.h"
 #include "jit/run/cuda_graph_runner.h"
 #include "jit/run/graph_executor.h"
@@ -575,6 +576,9 @@ PYBIND11_MODULE(_core, module) {
       entry["library"] = kernel.library ? py::object(py::str(kernel.library->describe())) : py::object(py::none());
       entry["contraction"] = kernel.contraction.empty() ? py::object(py::none()) : py::object(py::str(kernel.contraction));
       entry["buffer_offsets"] = kernel.buffer_offsets;
+      entry["ir"] = kernel.code || (kernel.library && !kernel.epilogue)
+                        ? py::object(py::none())
+                        : py::object(py::str(ir_text(kernel.lowered.kernel)));
       kernels.append(entry);
     }
     return kernels;
