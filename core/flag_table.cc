@@ -10,20 +10,20 @@ namespace metajit {
 const std::vector<FlagDeclaration>& flag_declarations() {
   using Type = FlagType;
   static const std::vector<FlagDeclaration> table = {
-      {Flag::CacheDirectory, "METAJIT_CACHE_DIR", Type::Text, "$XDG_CACHE_HOME/metajit, else ~/.cache/metajit", "",
-       "", BadValue::Warn, FlagReader::Engine, "cache_dir",
-       "the on-disk kernel cache (set but empty: memory only)"},
+      {Flag::CacheDirectory, "METAJIT_CACHE_DIR", Type::Text, "$XDG_CACHE_HOME/metajit, else ~/.cache/metajit", "", "",
+       BadValue::Warn, FlagReader::Engine, "cache_dir", "the on-disk kernel cache (set but empty: memory only)"},
       // 2G: a kernel object is 5-50 KB, so that is tens of thousands of kernels.
       {Flag::CacheMaximumSize, "METAJIT_CACHE_MAX_SIZE", Type::Size, "2G", "", "a size", BadValue::Raise,
        FlagReader::Engine, "",
        "the most the on-disk kernel cache may take; least recently used kernels are removed past it"},
-      {Flag::Log, "METAJIT_LOG", Type::Choice, "warning", "warning|info|debug", "a log level", BadValue::Warn,
-       FlagReader::Engine, "log", "info logs each kernel's key as it is loaded or compiled; debug also its source"},
-      {Flag::NumberOfThreads, "METAJIT_NUM_THREADS", Type::Integer, "number of CPUs", "", "an integer",
-       BadValue::Warn, FlagReader::Engine, "num_threads",
-       "threads that kernels and oneDNN calls run on (0 or less: the default)"},
-      {Flag::HugePages, "METAJIT_HUGE_PAGES", Type::Boolean, "0", "", "a boolean", BadValue::Warn,
-       FlagReader::Engine, "", "map tensors of 2 MiB and more on their own, marked for transparent huge pages"},
+      {Flag::Log, "METAJIT_LOG", Type::Choice, "warning", "warning|info|plan|ir|source|debug", "a log level",
+       BadValue::Warn, FlagReader::Engine, "log",
+       "a ladder, each level printing what those before it print: info kernel keys as they load or compile, plan "
+       "each plan, ir the kernel IR after each pass, source each rendered kernel, debug everything"},
+      {Flag::NumberOfThreads, "METAJIT_NUM_THREADS", Type::Integer, "number of CPUs", "", "an integer", BadValue::Warn,
+       FlagReader::Engine, "num_threads", "threads that kernels and oneDNN calls run on (0 or less: the default)"},
+      {Flag::HugePages, "METAJIT_HUGE_PAGES", Type::Boolean, "0", "", "a boolean", BadValue::Warn, FlagReader::Engine,
+       "", "map tensors of 2 MiB and more on their own, marked for transparent huge pages"},
       {Flag::Lowering, "METAJIT_LOWERING", Type::Boolean, "1", "", "a boolean", BadValue::Warn, FlagReader::Engine,
        "lowering", "run matrix products and convolutions in oneDNN (cuBLAS/cuDNN on a GPU)"},
       {Flag::MultipleOutputs, "METAJIT_MULTIPLE_OUTPUTS", Type::Boolean, "1", "", "a boolean", BadValue::Warn,
@@ -53,9 +53,8 @@ const std::vector<FlagDeclaration>& flag_declarations() {
        "the path of libcublas.so.13, tried first"},
       {Flag::Cudnn, "METAJIT_CUDNN", Type::Text, "", "", "", BadValue::Warn, FlagReader::Engine, "",
        "the path of libcudnn.so.9, tried first"},
-      {Flag::Compiler, "METAJIT_COMPILER", Type::Choice, "clang", "clang|system", "a known compiler",
-       BadValue::Raise, FlagReader::Engine, "",
-       "clang: in-process Clang (the default); system: a clang++-14 or g++ subprocess"},
+      {Flag::Compiler, "METAJIT_COMPILER", Type::Choice, "clang", "clang|system", "a known compiler", BadValue::Raise,
+       FlagReader::Engine, "", "clang: in-process Clang (the default); system: a clang++-14 or g++ subprocess"},
   };
   return table;
 }

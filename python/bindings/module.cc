@@ -604,9 +604,8 @@ PYBIND11_MODULE(_core, module) {
     release_cached_memory();
     release_cached_device_memory();
   });
-  module.def("set_log_level", [](const std::string& level) {
-    set_log_level(level == "debug" ? LogLevel::Debug : level == "info" ? LogLevel::Info : LogLevel::Warning);
-  });
+  module.def("set_log_level",
+             [](const std::string& level) { set_log_level(parse_log_level(level).value_or(LogLevel::Warning)); });
   module.def("thread_count", [] { return thread_count(); });
   module.def("library_lowering", [] { return library_lowering_enabled(); });
   module.def("multiple_outputs", [] { return sibling_kernels_enabled(); });
