@@ -5,9 +5,13 @@
 #include <string>
 
 #include "core/log.h"
+#include "jit/ir/column_sums.h"
 #include "jit/ir/ir_text.h"
 #include "jit/ir/launch_offsets.h"
+#include "jit/ir/parallel_grain.h"
 #include "jit/ir/reduce_loop_merging.h"
+#include "jit/ir/running_sums.h"
+#include "jit/ir/transposed_tiles.h"
 
 namespace metajit {
 namespace {
@@ -37,9 +41,17 @@ void run_shared_passes(IrKernel& kernel) {
   run_pass("reduce-loop merging", kernel, merge_reduce_loops);
 }
 
+void run_cpu_scheduling_passes(IrKernel& kernel) {
+  run_pass("running sums", kernel, choose_running_sums);
+  run_pass("column sums", kernel, choose_column_sums);
+  run_pass("transposed tiles", kernel, choose_transposed_tiles);
+  run_pass("parallel grain", kernel, choose_parallel_grain);
+}
+
 std::vector<int64_t> run_cpu_passes(IrKernel& kernel) {
   std::vector<int64_t> offsets;
   run_pass("launch offsets", kernel, [&](IrKernel& moved) { offsets = move_constant_offsets_to_launch(moved); });
+  run_cpu_scheduling_passes(kernel);
   return offsets;
 }
 

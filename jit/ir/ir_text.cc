@@ -139,6 +139,16 @@ void write_statements(const std::vector<IrStatement>& statements, const IrKernel
   }
 }
 
+std::string schedule_text(const IrSchedule& schedule) {
+  std::string text = schedule_form_name(schedule.form);
+  if (schedule.statement >= 0) text += " of statement " + std::to_string(schedule.statement);
+  if (schedule.across >= 0) text += " across dim " + std::to_string(schedule.across);
+  if (schedule.tile > 0) text += ", tile " + std::to_string(schedule.tile);
+  if (schedule.work_items >= 0)
+    text += "; " + std::to_string(schedule.work_items) + " work items, grain " + std::to_string(schedule.grain);
+  return text;
+}
+
 }  // namespace
 
 std::string ir_text(const IrExprPtr& expression, const IrKernel* kernel) { return expression_text(expression, kernel); }
@@ -158,6 +168,9 @@ std::string ir_text(const IrKernel& kernel) {
   out += "  work per point " + std::to_string(kernel.inner_work);
   if (!kernel.row_body.empty()) out += ", per row " + std::to_string(kernel.row_work);
   out += "\n";
+  // Only once a scheduling pass has looked at the kernel (the shared IR that both renderers read has none).
+  if (kernel.schedule.work_items >= 0 || kernel.schedule.form != IrSchedule::Form::Elements)
+    out += "  schedule " + schedule_text(kernel.schedule) + "\n";
   std::string indices;
   for (size_t dim = 0; dim < kernel.domain.size(); ++dim)
     indices += (dim ? ", i" : "i") + std::to_string(dim) + " < " + std::to_string(kernel.domain[dim]);

@@ -1,4 +1,4 @@
-// The kernel IR as readable text: buffers, the iteration domain, and the
+// The kernel IR as readable text: buffers, the iteration domain, the scheduling decisions taken so far, and the
 // statements (lets, reduction loops, stores, scatter-accumulates) with their expressions written out. For people
 // (METAJIT_LOG=ir, mj.inspect(...)[i].ir) and tests; the text is stable for a given IR, but it is never parsed
 // back and never enters a cache key (the rendered source is what is keyed).

@@ -50,6 +50,13 @@ TEST(IrTextTest, WholeKernel) {
             "  store out0[(i0 * 8) + i1] = div(value_1, sum_0)\n");
 }
 
+TEST(IrTextTest, ScheduleShownOnceDecided) {
+  IrKernel kernel = softmax_like_kernel();
+  kernel.schedule.work_items = 4;
+  kernel.schedule.grain = 2;
+  EXPECT_NE(ir_text(kernel).find("  schedule elements; 4 work items, grain 2\n"), std::string::npos) << ir_text(kernel);
+}
+
 TEST(IrTextTest, ExpressionsOfEachKind) {
   IrExprPtr i = ir_loop_variable("i0", 10);
   EXPECT_EQ(ir_text(ir_index(IndexOperator::Minimum, i, ir_int(3))), "min(i0, 3)");

@@ -35,7 +35,7 @@ def test_warning_level_is_quiet(tmp_path):
     assert "kernel" not in run(tmp_path, "warning").stderr
 
 
-# A transpose beside a row sum: each level's output names both.
+# A transpose (the transposed-tiles pass decides its form) beside a row sum: each level's output names both.
 LADDER_PROGRAM = """
 import numpy as np, metajit as mj
 x = mj.array(np.arange(64 * 32, dtype=np.float32).reshape(64, 32))
@@ -67,10 +67,12 @@ def test_ir_level_prints_the_ir_after_lowering_and_each_pass(tmp_path):
     stderr = run_ladder(tmp_path, "ir")
     assert "[metajit plan]" in stderr
     passes = re.findall(r"\[metajit ir\] IR after ([a-z -]+)", stderr)
-    order = ["lowering", "reduce-loop merging", "launch offsets"]
+    order = ["lowering", "reduce-loop merging", "launch offsets", "running sums", "column sums", "transposed tiles",
+             "parallel grain"]
     assert passes == order + order, stderr
     assert "  reduce sum_0: float32 = add over r1 < 32\n" in stderr
-    assert "IR after reduce-loop merging: unchanged" in stderr
+    assert "schedule transposed tiles across dim 0, tile 16; 8 work items, grain 128" in stderr
+    assert "IR after column sums: unchanged" in stderr
     assert "[metajit source]" not in stderr
 
 
@@ -83,7 +85,7 @@ def test_source_level_prints_each_rendered_kernel_without_the_prelude(tmp_path):
     assert stderr.count('extern "C" void metajit_kernel') == 2
     assert "metajit prelude" not in stderr
     assert "[metajit ir]" in stderr and "[metajit plan]" in stderr
-    assert "mj_transpose_tile(" in stderr
+    assert "mj_transpose_tile(" in stderr  # the transposed form, as the IR said
 
 
 def test_levels_below_plan_print_no_plan_ir_or_source(tmp_path):
