@@ -16,8 +16,10 @@ const std::vector<FlagDeclaration>& flag_declarations() {
       {Flag::CacheMaximumSize, "METAJIT_CACHE_MAX_SIZE", Type::Size, "2G", "", "a size", BadValue::Raise,
        FlagReader::Engine, "",
        "the most the on-disk kernel cache may take; least recently used kernels are removed past it"},
-      {Flag::Log, "METAJIT_LOG", Type::Choice, "warning", "warning|info|debug", "a log level", BadValue::Warn,
-       FlagReader::Engine, "log", "info logs each kernel's key as it is loaded or compiled; debug also its source"},
+      {Flag::Log, "METAJIT_LOG", Type::Choice, "warning", "warning|info|plan|ir|source|debug", "a log level",
+       BadValue::Warn, FlagReader::Engine, "log",
+       "a ladder, each level printing what those before it print: info kernel keys as they load or compile, plan "
+       "each plan, ir the kernel IR after each pass, source each rendered kernel, debug everything"},
       {Flag::NumberOfThreads, "METAJIT_NUM_THREADS", Type::Integer, "number of CPUs", "", "an integer", BadValue::Warn,
        FlagReader::Engine, "num_threads", "threads that kernels and oneDNN calls run on (0 or less: the default)"},
       {Flag::HugePages, "METAJIT_HUGE_PAGES", Type::Boolean, "0", "", "a boolean", BadValue::Warn, FlagReader::Engine,

@@ -452,6 +452,40 @@ bool mentions_variable(const IrExprPtr& expression, const std::string& name) {
   return false;
 }
 
+bool reads_only_domain_indices(const IrExprPtr& expression, int last, const std::string& also) {
+  if (expression->kind == IrKind::Variable) {
+    if (!also.empty() && expression->name == also) return true;
+    for (int dim = 0; dim <= last; ++dim)
+      if (expression->name == "i" + std::to_string(dim)) return true;
+    return false;
+  }
+  for (const IrExprPtr& argument : expression->args)
+    if (!reads_only_domain_indices(argument, last, also)) return false;
+  return true;
+}
+
+void collect_loads(const IrExpr* expression, std::vector<const IrExpr*>* loads) {
+  std::vector<const IrExpr*> pending{expression};
+  while (!pending.empty()) {
+    const IrExpr* current = pending.back();
+    pending.pop_back();
+    if (current->kind == IrKind::Load) loads->push_back(current);
+    for (const IrExprPtr& argument : current->args) pending.push_back(argument.get());
+  }
+}
+
+const char* schedule_form_name(IrSchedule::Form form) {
+  switch (form) {
+    case IrSchedule::Form::Elements: return "elements";
+    case IrSchedule::Form::RunningSum: return "running sum";
+    case IrSchedule::Form::ColumnRunningSum: return "column running sum";
+    case IrSchedule::Form::ReverseRunningSum: return "reverse running sum";
+    case IrSchedule::Form::ColumnSum: return "column sum";
+    case IrSchedule::Form::TransposedTiles: return "transposed tiles";
+  }
+  return "";
+}
+
 bool ir_at_most(const IrExprPtr& condition, const std::string& low, const std::string& high) {
   auto is_variable = [](const IrExprPtr& expression, const std::string& name) {
     return expression->kind == IrKind::Variable && expression->name == name;

@@ -83,6 +83,11 @@ struct IrStatement;
 bool splits_variable(const IrExprPtr& expression, const std::string& name);
 bool statements_split_variable(const std::vector<IrStatement>& statements, const std::string& name);
 bool mentions_variable(const IrExprPtr& expression, const std::string& name);
+// Whether the only variables in `expression` are the domain indices i0 .. i<last>, and `also` when given (so it
+// can be computed once per row, or per row and `also`).
+bool reads_only_domain_indices(const IrExprPtr& expression, int last, const std::string& also = "");
+// Appends every Load in `expression` (its buffer, and its offset in args[0]) to `loads`.
+void collect_loads(const IrExpr* expression, std::vector<const IrExpr*>* loads);
 
 // Built through the named constructors below, one per kind, which take exactly the fields that kind uses; the
 // other fields keep their defaults (positional braces let the same trailing values mean different fields).
@@ -140,6 +145,30 @@ struct IrBuffer {
   static IrBuffer output(std::string name, DType dtype, Shape shape);
 };
 
+// How a kernel rendered to C++ walks its domain and splits it over threads: decisions that IR passes take (one
+// file each, named below) and the C++ renderer only spells. A kernel no pass has looked at walks its elements
+// flat, row by row (whole rows when it has a row_body), with the work range not yet decided.
+struct IrSchedule {
+  enum class Form : uint8_t {
+    Elements,           // flat elements (whole rows when row_body is not empty)
+    RunningSum,         // jit/ir/running_sums.h: rows, each scanned once along the last dim
+    ColumnRunningSum,   // jit/ir/running_sums.h: tiles of columns, each scanned down dim rank-2
+    ReverseRunningSum,  // jit/ir/running_sums.h (Scatter): a running sum's gradient, dim rank-2 walked downwards
+    ColumnSum,          // jit/ir/column_sums.h: the sum's loops outside, a tile of columns accumulated inside
+    TransposedTiles,    // jit/ir/transposed_tiles.h: square tiles of dims `across` and last
+  };
+  Form form = Form::Elements;
+  int statement = -1;  // the body statement the form is built around (all forms but Elements, TransposedTiles)
+  int across = -1;     // TransposedTiles: the dim that the strided input reads contiguously
+  int64_t tile = 0;    // ColumnSum, ColumnRunningSum: columns per tile; TransposedTiles: the tiles' side
+  // jit/ir/parallel_grain.h: the size of the range the launcher splits over threads (elements, rows, tiles or
+  // column tiles, by form) and the fewest items one thread takes; -1 until decided.
+  int64_t work_items = -1;
+  int64_t grain = 1;
+};
+
+const char* schedule_form_name(IrSchedule::Form form);  // "elements", "running sum", ...
+
 struct IrKernel {
   enum class Kind : uint8_t { Pointwise, Scatter };
   Kind kind = Kind::Pointwise;
@@ -156,6 +185,7 @@ struct IrKernel {
   bool scatter_split_rows = false;    // the work range splits dim 0 of both input and output
   int64_t inner_work = 1;             // loop iterations per domain point (for choosing a parallel grain)
   std::vector<std::string> fused_ops; // "exp (train.py:12)" for the header comment
+  IrSchedule schedule;                // the C++ scheduling passes' decisions
 };
 
 }  // namespace metajit

@@ -3,6 +3,9 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "core/log.h"
+#include "jit/plan/plan_text.h"
+
 namespace metajit {
 
 std::shared_ptr<const Plan> make_plan(const GraphSignature& signature, std::vector<PlannedKernel> kernels) {
@@ -33,6 +36,7 @@ std::shared_ptr<const Plan> make_plan(const GraphSignature& signature, std::vect
     plan->kernels.push_back(std::move(kernel));
   }
   plan->lifetimes = buffer_lifetimes(signature, *plan);
+  if (log_enabled(LogLevel::Plan)) log_message(LogLevel::Plan, plan_text(*plan, signature));
   return plan;
 }
 

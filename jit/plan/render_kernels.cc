@@ -1,18 +1,30 @@
 // Pass 6, render and key: each lowered kernel becomes a PlannedKernel. A matched contraction goes to the
 // backend, with the most post-ops folded into the call that it takes (else the plain sum and a generated
-// epilogue); what is left of the kernel is rendered to C++ position-independent (x[0]'s kernel serves x[t], its
-// offset added at launch) and keyed for the kernel cache. A Code op renders the user's kernel.
+// epilogue); what is left of the kernel goes through the IR passes (jit/ir/ir_passes.h: the shared ones, then
+// on the copy rendered to C++ the launch offsets, so x[0]'s kernel serves x[t], and the C++ scheduling passes),
+// is rendered and keyed for the kernel cache. A Code op renders the user's kernel.
 #include <optional>
 
+#include "core/log.h"
 #include "jit/codegen/code_ops/code_kernel.h"
+#include "jit/ir/ir_passes.h"
 #include "jit/ir/launch_offsets.h"
-#include "jit/ir/reduce_loop_merging.h"
 #include "jit/plan/planning_state.h"
 #include "jit/toolchain/kernel_cache.h"
 #include "meta_ops/code.h"
 
 namespace metajit {
 namespace {
+
+// METAJIT_LOG=source: the kernel as rendered, without the prelude every kernel shares (debug prints it whole).
+void log_source(const PlannedKernel& planned) {
+  const std::string marker = "// ---- end of prelude ----\n";
+  const std::string& source = planned.rendered.source;
+  size_t end = source.find(marker);
+  std::string kernel = end == std::string::npos ? source : source.substr(end + marker.size());
+  log_message(LogLevel::Source,
+              "kernel " + planned.key + " rendered (prelude omitted):\n" + planned.rendered.header_comment + kernel);
+}
 
 PlannedKernel code_kernel(LoweredKernel lowered, bool render_cpu_source) {
   PlannedKernel planned;
@@ -48,13 +60,14 @@ PlannedKernel generated_kernel(LoweredKernel lowered, ContractionMatch match, Co
   planned.epilogue = planned.library && *epilogue;
   if (planned.epilogue) lowered.kernel = std::move(**epilogue);
   if (!planned.library || *epilogue) {
-    merge_reduce_loops(lowered.kernel);
+    run_shared_passes(lowered.kernel);
     if (render_cpu_source) {
       IrKernel position_independent = lowered.kernel;
-      planned.buffer_offsets = move_constant_offsets_to_launch(position_independent);
+      planned.buffer_offsets = run_cpu_passes(position_independent);
       planned.rendered = render_cpp(position_independent);
       planned.rendered.header_comment += describe_launch_offsets(position_independent, planned.buffer_offsets);
       planned.key = KernelCache::instance().key_for(planned.rendered.source);
+      if (log_enabled(LogLevel::Source)) log_source(planned);
     }
   }
   planned.lowered = std::move(lowered);

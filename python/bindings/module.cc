@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "core/stats.h"
 #include "core/thread_pool.h"
+#include "jit/ir/ir_text.h"
 #include "jit/plan/sibling_kernels.h"
 #include "jit/run/cuda_graph_runner.h"
 #include "jit/run/graph_executor.h"
@@ -595,6 +596,9 @@ PYBIND11_MODULE(_core, module) {
       entry["library"] = kernel.library ? py::object(py::str(kernel.library->describe())) : py::object(py::none());
       entry["contraction"] = kernel.contraction.empty() ? py::object(py::none()) : py::object(py::str(kernel.contraction));
       entry["buffer_offsets"] = kernel.buffer_offsets;
+      entry["ir"] = kernel.code || (kernel.library && !kernel.epilogue)
+                        ? py::object(py::none())
+                        : py::object(py::str(ir_text(kernel.lowered.kernel)));
       kernels.append(entry);
     }
     return kernels;
@@ -620,9 +624,8 @@ PYBIND11_MODULE(_core, module) {
     release_cached_memory();
     release_cached_device_memory();
   });
-  module.def("set_log_level", [](const std::string& level) {
-    set_log_level(level == "debug" ? LogLevel::Debug : level == "info" ? LogLevel::Info : LogLevel::Warning);
-  });
+  module.def("set_log_level",
+             [](const std::string& level) { set_log_level(parse_log_level(level).value_or(LogLevel::Warning)); });
   module.def("thread_count", [] { return thread_count(); });
   module.def("library_lowering", [] { return library_lowering_enabled(); });
   module.def("multiple_outputs", [] { return sibling_kernels_enabled(); });

@@ -92,8 +92,10 @@ class _Flags:
 
     @log.setter
     def log(self, level):
-        if level not in ("warning", "info", "debug"):
-            raise ValueError(f"log level must be 'warning', 'info' or 'debug', got {level!r}")
+        # The ladder of core/log.h, as the registry lists METAJIT_LOG's choices.
+        levels = next(row["choices"] for row in _core.flag_table() if row["name"] == "METAJIT_LOG")
+        if level not in levels:
+            raise ValueError(f"log level must be one of {', '.join(map(repr, levels))}, got {level!r}")
         self._log = level
         _core.set_log_level(level)
 

@@ -42,6 +42,9 @@ class Kernel:
         # Per buffer (outputs, then inputs, in the kernel's parameter order), the elements its launch adds to the
         # buffer's start: x[t] is compiled as x[0], so slices at any offset share the kernel (empty: none).
         self.buffer_offsets = list(entry.get("buffer_offsets", []))
+        # The kernel IR as text (jit/ir/ir_text.h), as both renderers read it after the shared IR passes; None for
+        # a library call alone, a Code op, and CUDA kernels.
+        self.ir = entry.get("ir")
         self.schedule = entry.get("schedule")  # CUDA: "thread per element", "block per row", ...
         # CUDA: (entry function, work items, one block per item?, blocks that cover the work once) per launch
         self.launches = list(entry.get("launches", []))

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "jit/codegen/cpp/cpp_renderer.h"
+#include "jit/ir/ir_passes.h"
 #include "jit/toolchain/kernel_cache.h"
 
 namespace metajit {
@@ -16,6 +17,12 @@ namespace {
 using Kernel = void (*)(void* const*, int64_t, int64_t);
 
 constexpr int64_t kRows = 3, kLength = 45;  // 45: two blocks of 2 x 16 lanes do not divide it
+
+// The C++ source of `kernel` after the scheduling passes, as planning renders it.
+std::string scheduled_source(IrKernel kernel) {
+  run_cpu_scheduling_passes(kernel);
+  return render_cpp(kernel).source;
+}
 
 // Through the kernel cache, as the executor does: it links the runtime support object the vector exp calls into.
 Kernel compile_and_link(const std::string& source) {
@@ -51,7 +58,7 @@ IrKernel two_output_kernel() {
 
 TEST(VectorRowsTest, TermsLiveInTheOutputStoredLastAndValuesMatchStdExp) {
   IrKernel kernel = two_output_kernel();
-  std::string source = render_cpp(kernel).source;
+  std::string source = scheduled_source(kernel);
   // out0's store is followed by out1's, which reads the terms again: only out1 may hold them.
   EXPECT_NE(source.find("float* const sum_0_terms = &out1["), std::string::npos) << source;
   EXPECT_NE(source.find("mj_float_vector sum_0_lanes[2]"), std::string::npos) << source;
@@ -78,7 +85,7 @@ TEST(VectorRowsTest, AStashReadAfterEveryStoreStaysOnTheStack) {
   IrKernel kernel = two_output_kernel();
   // A Let after both stores reads the terms: neither output row may hold them.
   kernel.body.push_back(IrStatement::let("late", DType::Float32, ir_variable("sum_0_terms[i1]", DType::Float32)));
-  std::string source = render_cpp(kernel).source;
+  std::string source = scheduled_source(kernel);
   EXPECT_NE(source.find("alignas(64) float sum_0_terms[45]"), std::string::npos) << source;
 }
 
@@ -113,7 +120,7 @@ IrKernel softmax_kernel(int64_t rows, int64_t length) {
 // softmax. Every vector loop of a row reduction must keep its loop.
 TEST(VectorRowsTest, RowReductionVectorLoopsAreNotUnrolledAwayAndMatchSoftmax) {
   for (int64_t length : {1024, 1000}) {
-    std::string source = render_cpp(softmax_kernel(2, length)).source;
+    std::string source = scheduled_source(softmax_kernel(2, length));
     int vector_loops = 0;
     for (size_t at = source.find("for (; "); at != std::string::npos; at = source.find("for (; ", at + 1)) {
       size_t line_start = source.rfind('\n', at);

@@ -39,6 +39,17 @@ def test_inspect_softmax_lists_kernels_and_runs_nothing():
     assert all(kernel.cached and kernel.where == "memory" for kernel in mj.inspect(z))
 
 
+def test_inspect_shows_each_kernels_ir():
+    x = mj.array(np.ones((8, 16), dtype=np.float32))
+    kernel, = mj.inspect(x.softmax(1))
+    assert kernel.ir.startswith("kernel pointwise over [8, 16]\n"), kernel.ir
+    assert "per row:\n  reduce " in kernel.ir  # the row's max and sum, once per row
+    assert "= max over r1 < 16" in kernel.ir and "= add over r1 < 16" in kernel.ir
+    assert "\nper point (i0 < 8, i1 < 16):\n" in kernel.ir
+    assert "  store out0[" in kernel.ir
+    assert "fused exp" in kernel.ir
+
+
 def test_inspect_reports_an_uncompiled_kernel():
     x = mj.array(np.arange(7, dtype=np.float32))
     kernel, = mj.inspect(x * 1234.5 - 0.125)  # a constant no other test uses

@@ -1,6 +1,8 @@
 // IR -> C++ text. Values compute in float for float16 storage (converted at loads and stores); index math is
 // int64 with the index language's floor semantics, rendered as plain C operators where the range analysis
-// proves both sides non-negative. Sum loops reassociate only their accumulation, so they vectorise.
+// proves both sides non-negative. Sum loops reassociate only their accumulation, so they vectorise. How the
+// domain is walked (running sums, column sums, transposed tiles) and split over threads is decided by the IR
+// passes (kernel.schedule, jit/ir/ir_passes.h); this file writes the loops for the form it is given.
 #include "jit/codegen/cpp/cpp_renderer.h"
 
 #include <cstdlib>
@@ -14,6 +16,7 @@
 #include "jit/codegen/cpp/cpp_prelude.h"
 #include "jit/codegen/cpp/vector_expression_renderer.h"
 #include "jit/ir/index_sums.h"
+#include "jit/ir/transposed_tiles.h"
 
 namespace metajit {
 
@@ -21,15 +24,6 @@ namespace {
 // The most lanes a vector has (AVX-512's 16 floats): a row whose length is a multiple of the parts times this
 // needs no vector tail at any width.
 constexpr int64_t kVectorLanesAtMost = 16;
-// The fewest output columns a column sum's call takes (see render).
-constexpr int64_t kColumnChunk = 256;
-// An element that loads from an address it computed from another load (a gather, an embedding lookup, an
-// index_select) counts as this many streaming elements when choosing the parallel grain: such loads wait on
-// memory one by one. F.gather of [2048, 16] from [2048, 1024] ran on one thread (32768 elements, one grain).
-constexpr int64_t kDependentLoadWork = 8;
-// Side of a transposing kernel's tiles (transposed_body). A 1024^2 float transpose on one thread, best of 50
-// (LLVM gathers the strided reads 16 at a time): 0.61 ms with tiles of 8, 0.46 with 16, 0.78 with 32, 1.26 with 64.
-constexpr int64_t kTransposeTile = 16;
 }  // namespace
 
 namespace {
@@ -79,7 +73,7 @@ class Renderer : ExpressionRenderer {
       if (store.kind != IrStatement::Kind::Store || kernel_.buffers[store.buffer].dtype != DType::Float32 ||
           stash_hosts_.count(store.buffer) || !VectorExpressionRenderer::unit_stride(store.offset, element))
         continue;
-      bool row_offset = only_index_variables(store.offset, last);
+      bool row_offset = reads_only_domain_indices(store.offset, last);
       bool read_later = false;
       for (size_t later = index + 1; later < body.size(); ++later)
         for (const IrExprPtr& part : {body[later].value, body[later].offset, body[later].condition})
@@ -93,20 +87,6 @@ class Renderer : ExpressionRenderer {
     }
     out_ << pad << "alignas(64) " << value_type(statement.value->dtype) << " " << statement.spill << "["
          << statement.loops[0].second << "];\n";
-  }
-
-  // Whether the only variables in `offset` are the domain indices i0 .. i<last> (so it can be computed per row),
-  // and `also` when given.
-  static bool only_index_variables(const IrExprPtr& offset, int last, const std::string& also = "") {
-    if (offset->kind == IrKind::Variable) {
-      if (!also.empty() && offset->name == also) return true;
-      for (int dim = 0; dim <= last; ++dim)
-        if (offset->name == "i" + std::to_string(dim)) return true;
-      return false;
-    }
-    for (const IrExprPtr& argument : offset->args)
-      if (!only_index_variables(argument, last, also)) return false;
-    return true;
   }
 
   // The unit-stride loads of a row loop, one per buffer.
@@ -130,7 +110,7 @@ class Renderer : ExpressionRenderer {
     std::string text;
     for (const auto& [buffer, offset] : loads) {
       bool again = !row_buffers_read_.insert(buffer).second;
-      if (!again || !only_index_variables(offset, rank - 1, variable)) continue;
+      if (!again || !reads_only_domain_indices(offset, rank - 1, variable)) continue;
       text += pad + "__builtin_prefetch(&" + kernel_.buffers[buffer].name + "[" +
               expression(substitute(offset, row_index, ahead)) + "]);\n";
     }
@@ -403,100 +383,18 @@ class Renderer : ExpressionRenderer {
     return false;
   }
 
-  // Whether an element statement loads at an address computed from a loaded value (a let: loop variables
-  // carry their extent, lets none).
-  bool reads_at_loaded_addresses() const {
-    std::vector<const IrExpr*> loads;
-    for (const IrStatement& statement : kernel_.body)
-      if (statement.value) expression_loads(statement.value.get(), &loads);
-    for (const IrExpr* load : loads)
-      if (depends_on_values(*load->args[0])) return true;
-    return false;
-  }
-
-  static bool depends_on_values(const IrExpr& node) {
-    if (node.kind == IrKind::Load || (node.kind == IrKind::Variable && node.integer == 0)) return true;
-    for (const IrExprPtr& argument : node.args)
-      if (depends_on_values(*argument)) return true;
-    return false;
-  }
-
-  // Loads inside a reduction's loop body and value (lets included).
-  // Every load in `expression` (its buffer, and its offset in args[0]).
-  static void expression_loads(const IrExpr* expression, std::vector<const IrExpr*>* loads) {
-    std::vector<const IrExpr*> pending{expression};
-    while (!pending.empty()) {
-      const IrExpr* current = pending.back();
-      pending.pop_back();
-      if (current->kind == IrKind::Load) loads->push_back(current);
-      for (const IrExprPtr& argument : current->args) pending.push_back(argument.get());
-    }
-  }
-
-  static void reduction_loads(const IrStatement& statement, std::vector<const IrExpr*>* loads) {
-    for (const IrStatement& inner : statement.body)
-      if (inner.value) expression_loads(inner.value.get(), loads);
-    expression_loads(statement.value.get(), loads);
-  }
-
-  // A sum over outer dims (a bias gradient: the sum over batch and sequence of [N, L, C]) computed one output
-  // element at a time strides through memory, a cache line per term, each line fetched again for each of its
-  // columns (5 ms for a [2048, 1024] sum here; a max over dim 0 of the same, 5.9 ms). Such a kernel is a column
-  // sum (or max, or min) when its body is that one reduction and then element-wise work, every load in it is
-  // contiguous along the output's last dim, and its innermost loop is not.
-  // Lets may come before the sum (the load of a gradient the sum is added to, `grad + dy.sum(0)`) when the sum
-  // does not read them; they are evaluated after it, with the element-wise work (that kernel took 6.1 ms instead
-  // of 0.16 for a [2048, 1024] column sum: every accumulated bias gradient has that form).
-  const IrStatement* column_sum() const {
-    const std::vector<IrStatement>& body = kernel_.body;
-    size_t first = 0;
-    while (first < body.size() && body[first].kind == IrStatement::Kind::Let) ++first;
-    if (first == body.size() || body[first].kind != IrStatement::Kind::ReduceLoop) return nullptr;
-    const IrStatement& sum = body[first];
-    for (size_t position = 0; position < first; ++position) {
-      const std::string& name = body[position].name;
-      if (mentions_variable(sum.value, name)) return nullptr;
-      for (const IrStatement& inner : sum.body)
-        for (const IrExprPtr& part : {inner.value, inner.offset, inner.condition})
-          if (part && mentions_variable(part, name)) return nullptr;
-    }
-    // Also max and min (softmax over dim 0, x.max(0)), and integers (argmax over dim 0 takes the least index).
-    bool column_op = sum.reduce_op == ReduceOp::Add || sum.reduce_op == ReduceOp::Maximum ||
-                     sum.reduce_op == ReduceOp::Minimum;
-    if (!column_op || sum.dtype == DType::Bool || !sum.spill.empty() || sum.loops.empty()) return nullptr;
-    for (size_t position = first + 1; position < body.size(); ++position)
-      if (body[position].kind == IrStatement::Kind::ReduceLoop || body[position].kind == IrStatement::Kind::ScatterAccumulate)
-        return nullptr;
-    std::string element = "i" + std::to_string(kernel_.domain.size() - 1);
-    const std::string& innermost = sum.loops.back().first;
-    std::vector<const IrExpr*> loads;
-    reduction_loads(sum, &loads);
-    bool contiguous = false;
-    for (const IrExpr* load : loads) {
-      const IrExprPtr& offset = load->args[0];
-      int64_t along_element, along_innermost;
-      if (!index_coefficient(offset, element, &along_element) || (along_element != 0 && along_element != 1) ||
-          !index_coefficient(offset, innermost, &along_innermost))
-        return nullptr;
-      if (along_element == 1 && (along_innermost == 1 || along_innermost == -1)) return nullptr;
-      contiguous = contiguous || along_element == 1;
-    }
-    return contiguous ? &sum : nullptr;
-  }
-
   // The column sum for output elements [begin, end) of the last dim: the sum's loops go outside, and a tile of
   // columns accumulates side by side (a vectorised pass over a contiguous piece of each input row). Every column
   // still adds its terms in loop order, one after another.
   void column_sum_loops(const IrStatement& sum, const std::string& begin, const std::string& end, int depth) {
-    constexpr int64_t kTile = 1024;  // columns; their accumulators (4 KB) stay in L1
+    const int64_t tile_width = kernel_.schedule.tile;
     std::string pad(depth * 2, ' '), inner_pad((depth + 1) * 2, ' ');
     std::string element = "i" + std::to_string(kernel_.domain.size() - 1);
     std::string columns = sum.name + "_columns", type = value_type(sum.dtype);
-    column_sums_ = true;
-    out_ << pad << "for (int64_t tile = " << begin << "; tile < " << end << "; tile += " << kTile << ") {\n";
-    out_ << inner_pad << "const int64_t tile_end = " << end << " - tile < " << kTile << " ? " << end << " : tile + "
-         << kTile << ";\n";
-    out_ << inner_pad << type << " " << columns << "[" << kTile << "];\n";
+    out_ << pad << "for (int64_t tile = " << begin << "; tile < " << end << "; tile += " << tile_width << ") {\n";
+    out_ << inner_pad << "const int64_t tile_end = " << end << " - tile < " << tile_width << " ? " << end
+         << " : tile + " << tile_width << ";\n";
+    out_ << inner_pad << type << " " << columns << "[" << tile_width << "];\n";
     out_ << inner_pad << "for (int64_t " << element << " = tile; " << element << " < tile_end; ++" << element << ") "
          << columns << "[" << element << " - tile] = " << identity(sum.reduce_op, sum.dtype) << ";\n";
     loop_headers(sum.loops, depth + 1);
@@ -518,43 +416,23 @@ class Renderer : ExpressionRenderer {
     out_ << pad << "}\n";
   }
 
-  // A running sum: the kernel's first statement sums terms r = 0 .. R-1, each kept only where r <= the index i
-  // of dim rank - from_end (cumsum's triangle: reindex to [..., n, R] with r > i reading 0, then a sum over r),
-  // the terms depending on nothing else of i. Element i's sum is element i-1's plus term i, so a row is one
-  // pass instead of n sums of up to R terms (a [256, 64, 64] triangle took 5.3 ms). Products (cumprod, terms
-  // past i reading 1) run the same way. from_end 1: along the last dim, row by row (running_sum_body); 2: along
-  // the next-to-last, a scan over dim -2 of [..., n, B] that cumsum writes that way when B is wide, instead of
-  // transposing twice (column_running_sum_body, which has no row body). The ReduceLoop, or nullptr.
-  const IrStatement* running_sum(int from_end) const {
-    const std::vector<IrStatement>& body = kernel_.body;
-    int rank = int(kernel_.domain.size());
-    if (rank < from_end || body.empty() || body[0].kind != IrStatement::Kind::ReduceLoop) return nullptr;
-    if (from_end > 1 && !kernel_.row_body.empty()) return nullptr;
-    const IrStatement& sum = body[0];
-    if (!sum.spill.empty()) return nullptr;
-    for (size_t position = 1; position < body.size(); ++position)
-      if (body[position].kind == IrStatement::Kind::ReduceLoop || body[position].kind == IrStatement::Kind::ScatterAccumulate)
-        return nullptr;
-    return ir_running_sum_guard(sum, "i" + std::to_string(rank - from_end)) ? &sum : nullptr;
-  }
-
   // Work items are (every index before dim rank-2, a tile of the last dim). Each walks dim rank-2 in order with
   // one accumulator per column of its tile; the column loop is contiguous in memory, so it vectorises.
   void column_running_sum_body(const IrStatement& sum) {
-    constexpr int64_t kTile = 1024;  // columns; their accumulators (4 KB) stay in L1
+    const int64_t tile_width = kernel_.schedule.tile;
     const Shape& domain = kernel_.domain;
     int rank = int(domain.size());
     int64_t along = domain[rank - 2], columns = domain[rank - 1], terms = sum.loops[0].second;
-    int64_t tiles = std::max<int64_t>(1, (columns + kTile - 1) / kTile);
+    int64_t tiles = std::max<int64_t>(1, (columns + tile_width - 1) / tile_width);
     std::string step = "i" + std::to_string(rank - 2), column = "i" + std::to_string(rank - 1);
     std::string totals = sum.name + "_columns", type = value_type(sum.dtype);
     out_ << "  for (int64_t item = begin; item < end; ++item) {\n";
     out_ << "    const int64_t tile = item % " << tiles << ";\n";
     row_indices("(item / " + std::to_string(tiles) + ")", rank - 3);
-    out_ << "    const int64_t column_begin = tile * " << kTile << ";\n";
-    out_ << "    const int64_t column_end = column_begin + " << kTile << " < " << columns << " ? column_begin + " << kTile
-         << " : " << columns << ";\n";
-    out_ << "    " << type << " " << totals << "[" << std::min(kTile, columns) << "];\n";
+    out_ << "    const int64_t column_begin = tile * " << tile_width << ";\n";
+    out_ << "    const int64_t column_end = column_begin + " << tile_width << " < " << columns << " ? column_begin + "
+         << tile_width << " : " << columns << ";\n";
+    out_ << "    " << type << " " << totals << "[" << std::min(tile_width, columns) << "];\n";
     out_ << "    for (int64_t " << column << " = column_begin; " << column << " < column_end; ++" << column << ") "
          << totals << "[" << column << " - column_begin] = " << identity(sum.reduce_op, sum.dtype) << ";\n";
     out_ << "    for (int64_t " << step << " = 0; " << step << " < " << along << "; ++" << step << ") {\n";
@@ -568,8 +446,6 @@ class Renderer : ExpressionRenderer {
     out_ << "        const " << type << " " << sum.name << " = " << total << ";\n";
     statements(std::vector<IrStatement>(kernel_.body.begin() + 1, kernel_.body.end()), 4);
     out_ << "      }\n    }\n  }\n";
-    column_items_ = shape_numel(domain) / std::max<int64_t>(1, along * columns) * tiles;
-    column_item_work_ = along * std::min(kTile, columns);
   }
 
   // [begin, end) is a range of rows; each row's sum runs along it once, adding its terms in order.
@@ -587,7 +463,6 @@ class Renderer : ExpressionRenderer {
     row_level_ = false;
     if (terms == extent && vector_running_sum_loop(sum, element, extent)) {
       out_ << "  }\n";
-      running_rows_ = shape_numel(domain) / std::max<int64_t>(1, extent);
       return;
     }
     out_ << "    " << value_type(sum.dtype) << " " << sum.name << " = " << identity(sum.reduce_op, sum.dtype) << ";\n";
@@ -599,7 +474,6 @@ class Renderer : ExpressionRenderer {
          << ";\n      }\n";
     statements(std::vector<IrStatement>(kernel_.body.begin() + 1, kernel_.body.end()), 3);
     out_ << "    }\n  }\n";
-    running_rows_ = shape_numel(domain) / std::max<int64_t>(1, extent);
   }
 
   // A float32 running sum's row as explicit SIMD: each vector of terms (the kept term of the guard, at r = i) is
@@ -647,47 +521,12 @@ class Renderer : ExpressionRenderer {
     return true;
   }
 
-  // The loads of a pointwise kernel that step at least half a tile along the last dim, with a linear offset.
-  std::vector<const IrExpr*> strided_loads() const {
-    std::string element = "i" + std::to_string(kernel_.domain.size() - 1);
-    std::vector<const IrExpr*> loads, strided;
-    for (const IrStatement& statement : kernel_.body) expression_loads(statement.value.get(), &loads);
-    for (const IrExpr* load : loads) {
-      int64_t along_element;
-      if (index_coefficient(load->args[0], element, &along_element) && std::abs(along_element) >= kTransposeTile / 2)
-        strided.push_back(load);
-    }
-    return strided;
-  }
-
-  // A transposing kernel: the output is written along its last dim, but some input is read with a large stride
-  // there and contiguously along an earlier dim `across` (a transpose, NHWC <-> NCHW). Walked row by row, every
-  // element of a row touches another cache line and, past 1024 floats of stride, another page: a 4096^2
-  // transpose took 85 ms. In square tiles both sides use whole cache lines and a few dozen pages at a time.
-  // -1 when the kernel does not have that form.
-  int transposed_dim() const {
-    int rank = int(kernel_.domain.size());
-    if (rank < 2 || !kernel_.row_body.empty() || kernel_.domain[rank - 1] < kTransposeTile / 2) return -1;
-    for (const IrStatement& statement : kernel_.body)
-      if (statement.kind != IrStatement::Kind::Let && statement.kind != IrStatement::Kind::Store) return -1;
-    for (const IrExpr* load : strided_loads()) {
-      const IrExprPtr& offset = load->args[0];
-      for (int dim = rank - 2; dim >= 0; --dim) {
-        int64_t along_dim;
-        if (kernel_.domain[dim] >= kTransposeTile / 4 &&
-            index_coefficient(offset, "i" + std::to_string(dim), &along_dim) && along_dim == 1)
-          return dim;
-      }
-    }
-    return -1;
-  }
-
-  // [begin, end) is a range of tiles: kTransposeTile x kTransposeTile squares of the dims `across` and last,
-  // for every index of the other dims; the last dim's tiles vary fastest.
+  // [begin, end) is a range of tiles: squares of the schedule's tile side over the dims `across` and last, for
+  // every index of the other dims; the last dim's tiles vary fastest.
   void transposed_body(int across) {
     const Shape& domain = kernel_.domain;
     int rank = int(domain.size());
-    int64_t tile = kTransposeTile;
+    int64_t tile = kernel_.schedule.tile;
     int64_t across_tiles = (domain[across] + tile - 1) / tile, last_tiles = (domain[rank - 1] + tile - 1) / tile;
     std::string last = "i" + std::to_string(rank - 1), over = "i" + std::to_string(across);
     out_ << "  for (int64_t tile = begin; tile < end; ++tile) {\n";
@@ -710,8 +549,8 @@ class Renderer : ExpressionRenderer {
     // for the next tile's lines now overlaps the waits (the 4096^2 transpose kernel on 2 threads: median 10.7-13.2 -> 8.6-10.9 ms).
     // Past the last tile the addresses run off the buffer, which a prefetch never faults on.
     std::set<std::string> prefetched;
-    for (const IrExpr* load : strided_loads()) {
-      if (!only_index_variables(load->args[0], rank - 1)) continue;
+    for (const IrExpr* load : transposed_tile_loads(kernel_, tile)) {
+      if (!reads_only_domain_indices(load->args[0], rank - 1)) continue;
       IrExprPtr ahead = substitute(load->args[0], last, ir_variable("ahead", DType::Int64));
       std::string address = kernel_.buffers[load->buffer].name + "[" +
                             expression(substitute(ahead, over, ir_variable(over + "_begin", DType::Int64))) + "]";
@@ -727,7 +566,6 @@ class Renderer : ExpressionRenderer {
          << ") {\n";
     statements(kernel_.body, 4);
     out_ << "      }\n    }\n  }\n";
-    tiles_ = shape_numel(domain) / domain[across] / domain[rank - 1] * across_tiles * last_tiles;
   }
 
   // `expression` with the nodes in `replacements` (by identity) replaced.
@@ -748,28 +586,27 @@ class Renderer : ExpressionRenderer {
   // end of a dim keep the scalar loop. Emits nothing when a strided load or the body does not fit.
   void full_tile_vectors(int across) {
     int rank = int(kernel_.domain.size());
-    if (kernel_.domain[across] < kTransposeTile || kernel_.domain[rank - 1] < kTransposeTile) return;  // none full
+    const int64_t side = kernel_.schedule.tile;
+    if (kernel_.domain[across] < side || kernel_.domain[rank - 1] < side) return;  // none full
     std::string last = "i" + std::to_string(rank - 1), over = "i" + std::to_string(across);
     std::map<const IrExpr*, IrExprPtr> replacements;
     std::vector<std::string> transposes;
-    for (const IrExpr* load : strided_loads()) {
+    for (const IrExpr* load : transposed_tile_loads(kernel_, side)) {
       if (replacements.count(load)) continue;
       const IrExprPtr& offset = load->args[0];
       int64_t along_last = 0, along_over = 0;
       if (kernel_.buffers[load->buffer].dtype != DType::Float32 || load->dtype != DType::Float32 ||
-          !only_index_variables(offset, rank - 1) || !index_coefficient(offset, last, &along_last) || along_last <= 0 ||
-          !index_coefficient(offset, over, &along_over) || along_over != 1)
+          !reads_only_domain_indices(offset, rank - 1) || !index_coefficient(offset, last, &along_last) ||
+          along_last <= 0 || !index_coefficient(offset, over, &along_over) || along_over != 1)
         return;
       std::string tile = "tile_" + std::to_string(replacements.size());
       IrExprPtr corner = substitute(substitute(offset, last, ir_variable(last + "_begin", DType::Int64)), over,
                                     ir_variable(over + "_begin", DType::Int64));
-      transposes.push_back("      mj_float_vector " + tile + "[" + std::to_string(kTransposeTile) + " * " +
-                           std::to_string(kTransposeTile) + " / MJ_LANES];\n      mj_transpose_tile(&" +
-                           kernel_.buffers[load->buffer].name + "[" + expression(corner) + "], " +
-                           std::to_string(along_last) + "LL, " + tile + ");\n");
+      transposes.push_back("      mj_float_vector " + tile + "[" + std::to_string(side) + " * " + std::to_string(side) +
+                           " / MJ_LANES];\n      mj_transpose_tile(&" + kernel_.buffers[load->buffer].name + "[" +
+                           expression(corner) + "], " + std::to_string(along_last) + "LL, " + tile + ");\n");
       replacements[load] = ir_variable(
-          tile + "[tile_row * (" + std::to_string(kTransposeTile) + " / MJ_LANES) + tile_column / MJ_LANES]",
-          DType::Float32);
+          tile + "[tile_row * (" + std::to_string(side) + " / MJ_LANES) + tile_column / MJ_LANES]", DType::Float32);
     }
     if (replacements.empty()) return;
     std::vector<IrStatement> body = kernel_.body;
@@ -780,7 +617,7 @@ class Renderer : ExpressionRenderer {
     VectorExpressionRenderer vector(*this, kernel_, last);
     for (const auto& [load, row] : replacements) vector.read_vector(row->name);
     if (!vector.accepts(body, true)) return;
-    std::string tile = std::to_string(kTransposeTile);
+    std::string tile = std::to_string(side);
     out_ << "    if (" << over << "_end - " << over << "_begin == " << tile << " && " << last << "_end - " << last
          << "_begin == " << tile << ") {\n";
     for (const std::string& transpose : transposes) out_ << transpose;
@@ -939,12 +776,15 @@ class Renderer : ExpressionRenderer {
       statements(kernel_.body, 1);
       return;
     }
-    if (const IrStatement* scan = running_sum(1)) return running_sum_body(*scan);
-    if (const IrStatement* scan = running_sum(2)) return column_running_sum_body(*scan);
+    const IrSchedule& schedule = kernel_.schedule;
+    if (schedule.form == IrSchedule::Form::RunningSum) return running_sum_body(kernel_.body[schedule.statement]);
+    if (schedule.form == IrSchedule::Form::ColumnRunningSum)
+      return column_running_sum_body(kernel_.body[schedule.statement]);
     // Unrolling and interleaving the element loop buy nothing measurable on these memory-bound loops but
     // cost several milliseconds of compile time per kernel.
     const char* loop_pragma = "#pragma clang loop unroll(disable) interleave_count(1)\n";
-    const IrStatement* columns = column_sum();
+    const IrStatement* columns =
+        schedule.form == IrSchedule::Form::ColumnSum ? &kernel_.body[schedule.statement] : nullptr;
     if (rank == 1) {
       if (columns) return column_sum_loops(*columns, "begin", "end", 1);
       if (kernel_uses_vector_math() && vector_element_loop("i0", "begin", "end", {}, 1)) return;
@@ -955,8 +795,7 @@ class Renderer : ExpressionRenderer {
       return;
     }
     int64_t last = domain[rank - 1];
-    int across = columns ? -1 : transposed_dim();
-    if (across >= 0) return transposed_body(across);
+    if (schedule.form == IrSchedule::Form::TransposedTiles) return transposed_body(schedule.across);
     if (!kernel_.row_body.empty()) {
       // [begin, end) is a range of whole rows: the row's reductions run once, then its elements.
       out_ << "  for (int64_t row = begin; row < end; ++row) {\n";
@@ -1038,7 +877,9 @@ class Renderer : ExpressionRenderer {
       out_ << "  if (begin >= end) return;\n";
       out_ << "  for (int64_t element = 0; element < " << output_count << "; ++element) out0[element] = " << init << ";\n";
     }
-    const IrStatement* scan = reverse_running_sum();
+    const IrStatement* scan = kernel_.schedule.form == IrSchedule::Form::ReverseRunningSum
+                                  ? &kernel_.body[kernel_.schedule.statement]
+                                  : nullptr;
     size_t looped = scan ? domain.size() - 2 : domain.size();  // a reverse running sum walks its last two itself
     int depth = 1;
     for (size_t dim = 0; dim < looped; ++dim) {
@@ -1064,30 +905,8 @@ class Renderer : ExpressionRenderer {
     }
   }
 
-  // The gradient of a running sum, as a scatter: each element i of the next-to-last dim adds its value into
-  // every target r <= i along the last dim (out[r] = sum of the values at i >= r), the value depending on
-  // nothing of r and the target on nothing of i. Walking i downwards, one accumulator gives each r its sum:
-  // one pass instead of up to n additions per element (cumsum's backward spent 6 of its 6.5 ms there). The
-  // ScatterAccumulate, or nullptr.
-  const IrStatement* reverse_running_sum() const {
-    const Shape& domain = kernel_.domain;
-    int rank = int(domain.size());
-    if (rank < 2 || kernel_.scatter_op != ReduceOp::Add || (rank == 2 && kernel_.scatter_split_rows)) return nullptr;
-    const std::vector<IrStatement>& body = kernel_.body;
-    if (body.empty() || body.back().kind != IrStatement::Kind::ScatterAccumulate || !body.back().condition)
-      return nullptr;
-    std::string target_index = "i" + std::to_string(rank - 1), source_index = "i" + std::to_string(rank - 2);
-    for (size_t position = 0; position + 1 < body.size(); ++position)
-      if (body[position].kind != IrStatement::Kind::Let || mentions_variable(body[position].value, target_index))
-        return nullptr;
-    const IrStatement& scatter = body.back();
-    if (!ir_at_most(scatter.condition, target_index, source_index) || mentions_variable(scatter.value, target_index))
-      return nullptr;
-    if (!only_index_variables(scatter.offset, rank - 1) || mentions_variable(scatter.offset, source_index))
-      return nullptr;
-    return &scatter;
-  }
-
+  // The gradient of a running sum, as a scatter (jit/ir/running_sums.h): walking i of the next-to-last dim
+  // downwards, one accumulator gives each target r <= i its sum.
   void reverse_running_sum_loop(const IrStatement& scatter, int depth) {
     const Shape& domain = kernel_.domain;
     int rank = int(domain.size());
@@ -1122,36 +941,14 @@ class Renderer : ExpressionRenderer {
     for (const std::string& line : kernel_.fused_ops) header << "//   " << line << "\n";
     rendered.header_comment = header.str();
     out_ << "\nstatic __attribute__((noinline)) void kernel_body(\n" << parameters() << ") {\n";
-    if (kernel_.kind == IrKernel::Kind::Pointwise) {
+    if (kernel_.schedule.work_items < 0)
+      throw std::logic_error("render_cpp: the kernel has not been through the C++ scheduling passes");
+    if (kernel_.kind == IrKernel::Kind::Pointwise)
       pointwise_body();
-      rendered.work_items = shape_numel(kernel_.domain);
-      int64_t element_work = kernel_.inner_work * (reads_at_loaded_addresses() ? kDependentLoadWork : 1);
-      rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, element_work));
-      if (column_items_ >= 0) {  // work items are column tiles of a running sum along dim rank-2
-        rendered.work_items = column_items_;
-        rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, column_item_work_));
-      } else if (running_rows_ >= 0) {  // work items are rows
-        rendered.work_items = running_rows_;
-        rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, kernel_.domain.back()));
-      } else if (tiles_ >= 0) {  // work items are tiles
-        rendered.work_items = tiles_;
-        rendered.grain = std::max<int64_t>(1, 32768 / (kTransposeTile * kTransposeTile * std::max<int64_t>(1, kernel_.inner_work)));
-      } else if (!kernel_.row_body.empty()) {  // work items are rows
-        int64_t last = kernel_.domain.back();
-        rendered.work_items = last == 0 ? 0 : rendered.work_items / last;
-        rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, last * kernel_.inner_work + kernel_.row_work));
-      } else if (column_sums_) {
-        // Each call walks every input row over its columns: at least kColumnChunk of them, so a row's piece is
-        // 16 cache lines the prefetcher follows, not 4 (64-column pieces, 4 KB apart: x.max(0) of [2048, 1024]
-        // ran at a third of the cache's bandwidth).
-        rendered.grain = std::max(rendered.grain, kColumnChunk);
-      }
-    } else {
+    else
       scatter_body();
-      rendered.work_items = kernel_.scatter_split_rows ? kernel_.domain[0] : 1;
-      int64_t row_work = kernel_.scatter_split_rows ? shape_numel(kernel_.domain) / kernel_.domain[0] : 1;
-      rendered.grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, row_work));
-    }
+    rendered.work_items = kernel_.schedule.work_items;
+    rendered.grain = kernel_.schedule.grain;
     out_ << "}\n\nextern \"C\" void " << kKernelSymbol << "(void* const* buffers, int64_t begin, int64_t end) {\n"
          << "  kernel_body(" << arguments() << ");\n}\n";
     std::string body = out_.str();
@@ -1163,11 +960,6 @@ class Renderer : ExpressionRenderer {
   std::ostringstream out_;
   bool row_level_ = false;      // rendering a row kernel's row_body
   std::set<int> stash_hosts_;   // output buffers holding a row's terms (stash_declaration)
-  int64_t tiles_ = -1;          // a transposing kernel's tile count (transposed_body); -1 otherwise
-  int64_t running_rows_ = -1;   // a running-sum kernel's row count (running_sum_body); -1 otherwise
-  int64_t column_items_ = -1;   // a column running sum's work items (column_running_sum_body); -1 otherwise
-  bool column_sums_ = false;    // the body is a column sum (column_sum_loops)
-  int64_t column_item_work_ = 0;
   std::set<int> row_buffers_read_;  // buffers the row's vector reductions have read so far (row_prefetches)
 };
 
