@@ -1,7 +1,7 @@
 // A plan as a value: the kernels computing some pending values, in launch order, with the nodes they read and
 // write given as positions in the graph signature's node list, so a plan holds no graph alive and one plan
-// serves every graph with the same signature. The planner (jit/plan/planner.h) makes one; a runner
-// (jit/run/graph_executor.h for the CPU, jit/run/cuda_graph_runner.h) runs it against a signature's nodes.
+// serves every graph with the same signature. The planner (jit/plan/planner.h) makes one; the run loop
+// (jit/run/run_loop.h) runs it against a signature's nodes on a Device (CPU, CUDA stream or CUDA emulator).
 #pragma once
 #include <memory>
 #include <string>

@@ -15,7 +15,7 @@ namespace metajit {
 // contractions it can as library calls (oneDNN's for the CPU, cuBLAS/cuDNN's on a GPU); without one every
 // contraction stays a generated kernel. Without `render_cpu_source` the kernels are lowered but not rendered to
 // C++ (the CUDA backend renders its own). Without `multiple_outputs` every kernel stores one value
-// (mj.cuda.emulate's per-node buffers need that).
+// (mj.cuda.emulate plans so, which keeps the CUDA sources it emulates the same as before the run loop took it).
 std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets,
                                         ContractionBackend backend = contraction_backend(),
                                         bool render_cpu_source = true, bool multiple_outputs = true);
