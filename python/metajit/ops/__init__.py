@@ -26,6 +26,7 @@ from .loss import *  # noqa: F401,F403
 from .lp_pool import *  # noqa: F401,F403
 from .margin_loss import *  # noqa: F401,F403
 from .math_functions import *  # noqa: F401,F403
+from .matrix_solvers import *  # noqa: F401,F403
 from .multi_margin_loss import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .order_statistics import *  # noqa: F401,F403
@@ -40,6 +41,7 @@ from .sorting import *  # noqa: F401,F403
 from .stacking import *  # noqa: F401,F403
 from .statistics import *  # noqa: F401,F403
 from .tensor import *  # noqa: F401,F403
+from .unpool import *  # noqa: F401,F403
 
 import importlib as _importlib
 
@@ -47,7 +49,8 @@ import importlib as _importlib
 _MODULES = ["activation", "activation_inplace", "attention", "bucketing", "conv", "diagonals", "distance", "dropout",
             "einsum", "embedding", "embedding_bag", "grid_sample", "gumbel_softmax", "host", "index_update",
             "indexing", "interpolate", "layout", "linalg", "local_response_norm", "loss", "lp_pool", "margin_loss",
-            "math_functions", "multi_margin_loss", "normalization", "order_statistics", "pointwise", "pool",
-            "products", "rearrange", "reduction", "sampling", "scans", "sorting", "stacking", "statistics", "tensor"]
+            "math_functions", "matrix_solvers", "multi_margin_loss", "normalization", "order_statistics", "pointwise",
+            "pool", "products", "rearrange", "reduction", "sampling", "scans", "sorting", "stacking", "statistics",
+            "tensor", "unpool"]
 __all__ = sorted({name for module in _MODULES
                   for name in _importlib.import_module("metajit.ops." + module).__all__})
