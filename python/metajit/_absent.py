@@ -91,7 +91,6 @@ _REASONS = {
         "renorm": "renorm is not implemented; scale rows by mj.norm yourself",
         "convolution": "the generic torch.convolution entry point is not exposed; use conv1d/2d/3d or "
                        "conv_transpose1d/2d/3d",
-        "ctc_loss": "CTC loss is not implemented yet (its recursion over time steps needs a scan meta-op)",
         "max_pool1d_with_indices": "use max_pool1d(..., return_indices=True)",
         "cond": "control-flow operators (torch.cond) are not provided; Python control flow records each branch",
         "vmap": "torch.vmap is not provided; write the batch dimension explicitly",
@@ -182,13 +181,9 @@ _REASONS = {
     "metajit.nn": {
         "AdaptiveLogSoftmaxWithLoss": "adaptive softmax is not implemented; use Linear + CrossEntropyLoss",
         "Buffer": "nn.Buffer is not provided; use module.register_buffer(name, tensor)",
-        "CTCLoss": "CTC loss is not implemented yet (its recursion over time steps needs a scan meta-op)",
         "Container": _DEPRECATED + " (nn.Module, nn.Sequential)",
         "CrossMapLRN2d": "use nn.LocalResponseNorm",
         **dict.fromkeys(["FractionalMaxPool2d", "FractionalMaxPool3d"], "fractional max pooling is not implemented"),
-        **dict.fromkeys(["MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"], "max unpooling is not implemented; "
-                                                                       "max_pool*d(return_indices=True) with "
-                                                                       "scatter gives the same"),
         **dict.fromkeys(["LinearCrossEntropyLoss", "LinearCrossEntropyOptions"],
                         "the fused linear + cross-entropy loss is not implemented; use Linear and CrossEntropyLoss"),
         **dict.fromkeys(["RNNBase", "RNNCellBase"], "the recurrent layers' base classes are not exposed; subclass "
@@ -198,14 +193,12 @@ _REASONS = {
                         "lazy layers hold no parameters until their first forward instead"),
     },
     "metajit.nn.functional": {
-        "ctc_loss": "CTC loss is not implemented yet (its recursion over time steps needs a scan meta-op)",
         **dict.fromkeys(["max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices"],
                         "use max_pool*d(..., return_indices=True)"),
         **dict.fromkeys(["adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
                          "adaptive_max_pool3d_with_indices"], "use adaptive_max_pool*d(..., return_indices=True)"),
         **dict.fromkeys(["fractional_max_pool2d", "fractional_max_pool2d_with_indices", "fractional_max_pool3d",
                          "fractional_max_pool3d_with_indices"], "fractional max pooling is not implemented"),
-        **dict.fromkeys(["max_unpool1d", "max_unpool2d", "max_unpool3d"], "max unpooling is not implemented"),
         **dict.fromkeys(["grouped_mm", "scaled_grouped_mm", "scaled_mm"],
                         "scaled and grouped (float8 / mixture-of-experts) matrix products are not implemented"),
         "linear_cross_entropy": "the fused linear + cross-entropy loss is not implemented; use linear and "
@@ -258,8 +251,8 @@ class AbsentNameError(AttributeError, NotImplementedError):
 
 
 class AbsentImportError(ImportError, NotImplementedError):
-    """The same error for `from metajit.nn import CTCLoss`: Python turns an AttributeError raised there into a bare
-    "cannot import name", dropping the reason, so an import gets this ImportError instead."""
+    """The same error for `from metajit.nn import SyncBatchNorm`: Python turns an AttributeError raised there into a
+    bare "cannot import name", dropping the reason, so an import gets this ImportError instead."""
 
 
 def _called_by_from_import(depth):

@@ -7,6 +7,7 @@ from .activation_inplace import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .bucketing import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
+from .ctc_loss import *  # noqa: F401,F403
 from .diagonals import *  # noqa: F401,F403
 from .distance import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
@@ -46,8 +47,8 @@ from .unpool import *  # noqa: F401,F403
 import importlib as _importlib
 
 # Submodules are looked up by name: the star imports above rebind e.g. `dropout` to the function.
-_MODULES = ["activation", "activation_inplace", "attention", "bucketing", "conv", "diagonals", "distance", "dropout",
-            "einsum", "embedding", "embedding_bag", "grid_sample", "gumbel_softmax", "host", "index_update",
+_MODULES = ["activation", "activation_inplace", "attention", "bucketing", "conv", "ctc_loss", "diagonals", "distance",
+            "dropout", "einsum", "embedding", "embedding_bag", "grid_sample", "gumbel_softmax", "host", "index_update",
             "indexing", "interpolate", "layout", "linalg", "local_response_norm", "loss", "lp_pool", "margin_loss",
             "math_functions", "matrix_solvers", "multi_margin_loss", "normalization", "order_statistics", "pointwise",
             "pool", "products", "rearrange", "reduction", "sampling", "scans", "sorting", "stacking", "statistics",
