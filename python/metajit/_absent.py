@@ -183,7 +183,6 @@ _REASONS = {
         "Buffer": "nn.Buffer is not provided; use module.register_buffer(name, tensor)",
         "Container": _DEPRECATED + " (nn.Module, nn.Sequential)",
         "CrossMapLRN2d": "use nn.LocalResponseNorm",
-        **dict.fromkeys(["FractionalMaxPool2d", "FractionalMaxPool3d"], "fractional max pooling is not implemented"),
         **dict.fromkeys(["LinearCrossEntropyLoss", "LinearCrossEntropyOptions"],
                         "the fused linear + cross-entropy loss is not implemented; use Linear and CrossEntropyLoss"),
         **dict.fromkeys(["RNNBase", "RNNCellBase"], "the recurrent layers' base classes are not exposed; subclass "
@@ -197,8 +196,8 @@ _REASONS = {
                         "use max_pool*d(..., return_indices=True)"),
         **dict.fromkeys(["adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
                          "adaptive_max_pool3d_with_indices"], "use adaptive_max_pool*d(..., return_indices=True)"),
-        **dict.fromkeys(["fractional_max_pool2d", "fractional_max_pool2d_with_indices", "fractional_max_pool3d",
-                         "fractional_max_pool3d_with_indices"], "fractional max pooling is not implemented"),
+        **dict.fromkeys(["fractional_max_pool2d_with_indices", "fractional_max_pool3d_with_indices"],
+                        "use fractional_max_pool*d(..., return_indices=True)"),
         **dict.fromkeys(["grouped_mm", "scaled_grouped_mm", "scaled_mm"],
                         "scaled and grouped (float8 / mixture-of-experts) matrix products are not implemented"),
         "linear_cross_entropy": "the fused linear + cross-entropy loss is not implemented; use linear and "

@@ -14,6 +14,7 @@ from .dropout import *  # noqa: F401,F403
 from .einsum import *  # noqa: F401,F403
 from .embedding import *  # noqa: F401,F403
 from .embedding_bag import *  # noqa: F401,F403
+from .fractional_max_pool import *  # noqa: F401,F403
 from .grid_sample import *  # noqa: F401,F403
 from .gumbel_softmax import *  # noqa: F401,F403
 from .host import *  # noqa: F401,F403
@@ -48,10 +49,10 @@ import importlib as _importlib
 
 # Submodules are looked up by name: the star imports above rebind e.g. `dropout` to the function.
 _MODULES = ["activation", "activation_inplace", "attention", "bucketing", "conv", "ctc_loss", "diagonals", "distance",
-            "dropout", "einsum", "embedding", "embedding_bag", "grid_sample", "gumbel_softmax", "host", "index_update",
-            "indexing", "interpolate", "layout", "linalg", "local_response_norm", "loss", "lp_pool", "margin_loss",
-            "math_functions", "matrix_solvers", "multi_margin_loss", "normalization", "order_statistics", "pointwise",
-            "pool", "products", "rearrange", "reduction", "sampling", "scans", "sorting", "stacking", "statistics",
-            "tensor", "unpool"]
+            "dropout", "einsum", "embedding", "embedding_bag", "fractional_max_pool", "grid_sample", "gumbel_softmax",
+            "host", "index_update", "indexing", "interpolate", "layout", "linalg", "local_response_norm", "loss",
+            "lp_pool", "margin_loss", "math_functions", "matrix_solvers", "multi_margin_loss", "normalization",
+            "order_statistics", "pointwise", "pool", "products", "rearrange", "reduction", "sampling", "scans",
+            "sorting", "stacking", "statistics", "tensor", "unpool"]
 __all__ = sorted({name for module in _MODULES
                   for name in _importlib.import_module("metajit.ops." + module).__all__})
