@@ -183,6 +183,8 @@ def test_shape_and_dtype_errors_match_pytorch():
                            "linalg.det: The input tensor A must have at least 2 dimensions."),
                           (lambda m, t: m.linalg.inv(t(np.ones((3, 3), np.int64))),
                            "linalg.inv: Expected a floating point or complex tensor as input. Got Long"),
+                          (lambda m, t: m.linalg.inv(t(np.eye(2, dtype=np.float16))),
+                           "linalg.inv: Low precision dtypes not supported. Got Half"),
                           (lambda m, t: m.linalg.solve(t(np.eye(3, dtype=np.float32)), t(np.ones(4, np.float32))),
                            "linalg.solve: Incompatible shapes of A and B for the equation AX = B (3x3 and 4x1)"),
                           (lambda m, t: m.linalg.lstsq(t(np.ones((3, 2), np.float32)), t(np.ones((4, 1), np.float32))),

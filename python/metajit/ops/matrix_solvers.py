@@ -46,6 +46,8 @@ def _check_square(function, matrix, at_least=2):
 
 
 def _check_float(function, matrix):
+    if matrix.dtype == "float16":
+        raise RuntimeError(f"{function}: Low precision dtypes not supported. Got Half")
     if matrix.dtype not in _FLOAT_DTYPES:
         name = _TORCH_DTYPE_NAMES.get(matrix.dtype, matrix.dtype)
         raise RuntimeError(f"{function}: Expected a floating point or complex tensor as input. Got {name}")
