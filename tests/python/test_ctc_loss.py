@@ -36,9 +36,11 @@ def compare(arrays, dtype, our_call, their_call, through_log_softmax=False):
     np.testing.assert_allclose(gradient.numpy(), theirs_input.grad.numpy(), rtol=rtol, atol=atol)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
-@pytest.mark.parametrize("form", ["padded", "concatenated"])
+# Each configuration compiles its own kernels (a few seconds on a cold kernel cache), so float32 is checked once
+# here and in the log_softmax test, and every other combination in float64.
+@pytest.mark.parametrize("dtype, reduction, form", [
+    ("float32", "mean", "padded"),
+    *[("float64", reduction, form) for reduction in ("none", "mean", "sum") for form in ("padded", "concatenated")]])
 def test_batched(dtype, reduction, form):
     rng = np.random.default_rng(1)
     steps, batch, classes = 14, 4, 6
@@ -54,7 +56,7 @@ def test_batched(dtype, reduction, form):
                                                    reduction=reduction))
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float32"])
 def test_through_log_softmax_with_repeated_labels_and_other_blank(dtype):
     rng = np.random.default_rng(2)
     logits = rng.standard_normal((10, 3, 5)).astype(dtype)
@@ -67,7 +69,7 @@ def test_through_log_softmax_with_repeated_labels_and_other_blank(dtype):
             through_log_softmax=True)
 
 
-@pytest.mark.parametrize("reduction", ["none", "mean"])
+@pytest.mark.parametrize("reduction", ["none"])
 def test_unbatched(reduction):
     rng = np.random.default_rng(3)
     log_probs = log_probabilities(rng, (8, 4), "float64")

@@ -123,6 +123,7 @@ def test_solve_triangular(rng, dtype, upper, left, unitriangular):
             [matrix, right], dtype)
 
 
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
 @pytest.mark.parametrize("transpose", [False, True])
 def test_triangular_solve(rng, transpose):
     matrix, right = well_conditioned(rng, 4, 4), rng.standard_normal((4, 2))
