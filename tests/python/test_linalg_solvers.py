@@ -200,3 +200,33 @@ def test_shape_and_dtype_errors_match_pytorch():
 def test_unlisted_linalg_names_say_why():
     with pytest.raises(AttributeError, match="torch.linalg.svd"):
         mj.linalg.svd  # noqa: B018
+
+
+@pytest.mark.parametrize("name", ["inv", "solve", "solve_triangular", "cholesky", "cholesky_solve", "det", "slogdet",
+                                  "lstsq_tall", "lstsq_wide"])
+def test_second_derivatives(rng, name):
+    """mj.grad's results are differentiable again: the second derivative of each solver (through a weighted sum
+    of its first gradient) is torch.autograd's with create_graph=True, float64 at rtol 1e-9 / atol 1e-9."""
+    square, right = well_conditioned(rng, 3, 3), rng.standard_normal((3, 2))
+    factor = np.linalg.cholesky(positive_definite(rng, 3, 3))
+    cases = {"inv": (lambda m, a: m.linalg.inv(a), [square]),
+             "solve": (lambda m, a, b: m.linalg.solve(a, b), [square, right]),
+             "solve_triangular": (lambda m, a, b: m.linalg.solve_triangular(a, b, upper=True), [square, right]),
+             "cholesky": (lambda m, a: m.linalg.cholesky(a), [positive_definite(rng, 3, 3)]),
+             "cholesky_solve": (lambda m, f, b: m.cholesky_solve(b, f), [factor, right]),
+             "det": (lambda m, a: m.linalg.det(a), [square]),
+             "slogdet": (lambda m, a: m.linalg.slogdet(a)[1], [square]),
+             "lstsq_tall": (lambda m, a, b: m.linalg.lstsq(a, b).solution,
+                            [rng.standard_normal((5, 3)), rng.standard_normal((5, 2))]),
+             "lstsq_wide": (lambda m, a, b: m.linalg.lstsq(a, b).solution,
+                            [rng.standard_normal((3, 5)), rng.standard_normal((3, 2))])}
+    call, arrays = cases[name]
+    weight = rng.standard_normal(arrays[0].shape)
+    ours = [mj.array(a, requires_grad=True) for a in arrays]
+    first, = mj.grad(call(mj, *ours).sum(), [ours[0]])
+    second, = mj.grad((first * mj.array(weight)).sum(), [ours[0]])
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    their_first, = torch.autograd.grad(call(torch, *theirs).sum(), [theirs[0]], create_graph=True)
+    their_second, = torch.autograd.grad((their_first * torch.tensor(weight)).sum(), [theirs[0]])
+    np.testing.assert_allclose(first.numpy(), their_first.detach().numpy(), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(second.numpy(), their_second.numpy(), rtol=1e-9, atol=1e-9)

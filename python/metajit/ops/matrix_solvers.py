@@ -4,7 +4,10 @@ cholesky, cholesky_solve, cholesky_inverse, triangular_solve and lstsq (mj.linal
 Why the host: these are sequential pivoting algorithms (LU, Cholesky, QR/SVD) with no reindex / reduce form that
 would fuse or parallelise well, so the forward computes its inputs (a sync) and calls numpy's LAPACK at the host
 boundary, as ops/host.py does for data-dependent results. Each is an mj.Function: its gradient is written in lazy
-ops (matrix products and the solvers here again), so it fuses with the rest of the backward graph. What this file
+ops (matrix products and the solvers here again), so it fuses with the rest of the backward graph. A backward
+that needs the forward's result calls the solver again rather than saving it: the saved value would have no
+history, and a second derivative through it would be silently wrong (det's gradient at an exactly singular matrix
+is still such a constant: first-order only there). What this file
 must not do: run a loop over matrix elements in Python on the normal path (only the error path finds the failing
 pivot or minor to name it, as LAPACK's info does) or hide a failed factorisation: a singular matrix raises
 LinAlgError with PyTorch's message."""
@@ -112,14 +115,13 @@ class _Inverse(Function):
             index, info = _singular_element(values)
             raise LinAlgError(f"linalg.inv: {_batch_prefix(values, index)}The diagonal element {info} is zero, the "
                               "inversion could not be completed because the input matrix is singular.") from None
-        output = array(result.astype(values.dtype, copy=False))
-        ctx.save_for_backward(output)
-        return output
+        ctx.save_for_backward(matrix)
+        return array(result.astype(values.dtype, copy=False))
 
     @staticmethod
     def backward(ctx, grad):
-        inverse_matrix, = ctx.saved_tensors
-        transposed = _matrix_transpose(inverse_matrix)
+        matrix, = ctx.saved_tensors
+        transposed = _matrix_transpose(_Inverse.apply(matrix))
         return -(transposed @ grad @ transposed)
 
 
@@ -142,14 +144,14 @@ class _Solve(Function):
             index, _ = _singular_element(values)
             raise LinAlgError(f"{function}: {_batch_prefix(values, index)}The solver failed because the input "
                               "matrix is singular.") from None
-        output = array(result.astype(values.dtype, copy=False))
-        ctx.save_for_backward(matrix, output)
+        ctx.save_for_backward(matrix, right)
         ctx.function = function
-        return output
+        return array(result.astype(values.dtype, copy=False))
 
     @staticmethod
     def backward(ctx, grad):
-        matrix, solution = ctx.saved_tensors
+        matrix, right = ctx.saved_tensors
+        solution = _Solve.apply(matrix, right, ctx.function)
         grad_right = _Solve.apply(_matrix_transpose(matrix), grad, ctx.function)
         return -(grad_right @ _matrix_transpose(solution)), grad_right, None
 
@@ -209,14 +211,14 @@ class _SolveTriangular(Function):
             index, _ = _singular_element(values)
             raise LinAlgError(f"linalg.solve_triangular: {_batch_prefix(values, index)}The solver failed because the "
                               "input matrix is singular.") from None
-        output = array(result.astype(values.dtype, copy=False))
-        ctx.save_for_backward(matrix, output)
+        ctx.save_for_backward(matrix, right)
         ctx.upper, ctx.unitriangular = upper, unitriangular
-        return output
+        return array(result.astype(values.dtype, copy=False))
 
     @staticmethod
     def backward(ctx, grad):
-        matrix, solution = ctx.saved_tensors
+        matrix, right = ctx.saved_tensors
+        solution = _SolveTriangular.apply(matrix, right, ctx.upper, ctx.unitriangular)
         grad_right = _SolveTriangular.apply(_matrix_transpose(matrix), grad, not ctx.upper, ctx.unitriangular)
         grad_matrix = -(grad_right @ _matrix_transpose(solution))
         grad_matrix = triu(grad_matrix, 1 if ctx.unitriangular else 0) if ctx.upper else \
@@ -270,10 +272,16 @@ class _Determinant(Function):
     def forward(ctx, matrix):
         ctx.values = matrix.numpy()
         ctx.determinant = np.asarray(np.linalg.det(ctx.values), dtype=ctx.values.dtype)
+        ctx.save_for_backward(matrix)
         return array(ctx.determinant)
 
     @staticmethod
     def backward(ctx, grad):
+        matrix, = ctx.saved_tensors
+        if np.all(ctx.determinant != 0):
+            # det(A) A^-T in ops over recomputed outputs, so the gradient is differentiable again.
+            determinant = _Determinant.apply(matrix).unsqueeze(-1).unsqueeze(-1)
+            return grad.unsqueeze(-1).unsqueeze(-1) * determinant * _matrix_transpose(_Inverse.apply(matrix))
         return grad.unsqueeze(-1).unsqueeze(-1) * array(_determinant_gradient(ctx.values, ctx.determinant))
 
 
@@ -333,14 +341,15 @@ class _Cholesky(Function):
             raise LinAlgError(f"{function}: {_batch_prefix(values, index)}The factorization could not be completed "
                               f"because the input is not positive-definite (the leading minor of order {order} is "
                               "not positive-definite).") from None
-        output = array(factor.astype(values.dtype, copy=False))
-        ctx.save_for_backward(output)
-        return output
+        ctx.save_for_backward(matrix)
+        ctx.function = function
+        return array(factor.astype(values.dtype, copy=False))
 
     @staticmethod
     def backward(ctx, grad):
         # PyTorch's cholesky_backward (Murray 2016): gA = L^-T Phi(L^T gL) L^-1, symmetrised.
-        factor, = ctx.saved_tensors
+        matrix, = ctx.saved_tensors
+        factor = _Cholesky.apply(matrix, ctx.function)
         product = tril(_matrix_transpose(factor) @ grad)
         product = 0.5 * (product + _matrix_transpose(tril(product, -1)))
         inverse_factor = inverse(factor)
@@ -378,14 +387,14 @@ class _CholeskySolve(Function):
             index, _ = _singular_element(factor_values)
             raise LinAlgError(f"cholesky_solve: {_batch_prefix(factor_values, index)}The solver failed because the "
                               "input matrix is singular.") from None
-        output = array(result.astype(factor_values.dtype, copy=False))
-        ctx.save_for_backward(factor, output)
+        ctx.save_for_backward(right, factor)
         ctx.upper = upper
-        return output
+        return array(result.astype(factor_values.dtype, copy=False))
 
     @staticmethod
     def backward(ctx, grad):
-        factor, solution = ctx.saved_tensors
+        right, factor = ctx.saved_tensors
+        solution = _CholeskySolve.apply(right, factor, ctx.upper)
         grad_right = _CholeskySolve.apply(grad, factor, ctx.upper)
         common = grad_right @ _matrix_transpose(solution)
         common = common + _matrix_transpose(common)
@@ -417,8 +426,9 @@ _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
 class _LeastSquares(Function):
-    """The minimum-norm least-squares solution X = pinv(A) B for same-batch A [..., m, n], B [..., m, k]; the
-    gradient is that of pinv(A) B for A of full rank (Golub and Pereyra's formula for d pinv)."""
+    """The minimum-norm least-squares solution X = pinv(A) B for same-batch A [..., m, n], B [..., m, k]. The
+    gradient is that of the normal equations for A of full rank (X = (A^T A)^-1 A^T B when m >= n, else
+    A^T (A A^T)^-1 B), written with solve, so it is differentiable again."""
 
     @staticmethod
     def forward(ctx, matrix, right, rcond):
@@ -433,34 +443,29 @@ class _LeastSquares(Function):
             ranks.append(rank)
             singular_values.append(singular)
         batch = list(values.shape[:-2])
-        ctx.pseudo_inverse = np.linalg.pinv(values)
         ctx.ranks = np.array(ranks, dtype=np.int64).reshape(batch)
         ctx.singular_values = np.array(singular_values, dtype=values.dtype).reshape(batch + [min(rows, columns)])
-        output = array(np.array(solutions, dtype=values.dtype).reshape(batch + [columns, targets.shape[-1]]))
         ctx.save_for_backward(matrix, right)
-        return output
+        return array(np.array(solutions, dtype=values.dtype).reshape(batch + [columns, targets.shape[-1]]))
 
     @staticmethod
     def backward(ctx, grad):
         matrix, right = ctx.saved_tensors
-        pseudo = array(ctx.pseudo_inverse)                # [..., n, m]
-        pseudo_t = _matrix_transpose(pseudo)
-        grad_pseudo = grad @ _matrix_transpose(right)     # d loss / d pinv(A), [..., n, m]
-        rows, columns = matrix.shape[-2], matrix.shape[-1]
-        eye_rows = _core.constant([rows, rows], matrix.dtype, 0.0) + _eye(rows, matrix.dtype)
-        eye_columns = _core.constant([columns, columns], matrix.dtype, 0.0) + _eye(columns, matrix.dtype)
-        outside_range = eye_rows - matrix @ pseudo          # I - A A+
-        outside_rows = eye_columns - pseudo @ matrix        # I - A+ A
-        grad_pseudo_t = _matrix_transpose(grad_pseudo)
-        grad_matrix = (-(pseudo_t @ grad_pseudo @ pseudo_t)
-                       + outside_range @ grad_pseudo_t @ pseudo @ pseudo_t
-                       + pseudo_t @ pseudo @ grad_pseudo_t @ outside_rows)
-        return grad_matrix, pseudo_t @ grad, None
-
-
-def _eye(size, dtype):
-    from .. import eye
-    return _core.cast(eye(size), dtype)
+        transposed = _matrix_transpose(matrix)
+        function = "torch.linalg.lstsq"
+        if matrix.shape[-2] >= matrix.shape[-1]:
+            normal = transposed @ matrix
+            solution = _Solve.apply(normal, transposed @ right, function)
+            weighted = _Solve.apply(normal, grad, function)                      # (A^T A)^-1 G
+            grad_matrix = (right - matrix @ solution) @ _matrix_transpose(weighted) \
+                - matrix @ weighted @ _matrix_transpose(solution)
+            return grad_matrix, matrix @ weighted, None
+        normal = matrix @ transposed
+        multiplier = _Solve.apply(normal, right, function)                       # X = A^T multiplier
+        weighted = _Solve.apply(normal, matrix @ grad, function)                 # (A A^T)^-1 A G
+        grad_matrix = multiplier @ _matrix_transpose(grad) - weighted @ _matrix_transpose(multiplier) @ matrix \
+            - multiplier @ _matrix_transpose(weighted) @ matrix
+        return grad_matrix, weighted, None
 
 
 def lstsq(A, B, rcond=None, *, driver=None):
