@@ -7,10 +7,12 @@ boundary, as ops/host.py does for data-dependent results. Each is an mj.Function
 ops (matrix products and the solvers here again), so it fuses with the rest of the backward graph. A backward
 that needs the forward's result calls the solver again rather than saving it: the saved value would have no
 history, and a second derivative through it would be silently wrong (det's gradient at an exactly singular matrix
-is still such a constant: first-order only there). What this file
-must not do: run a loop over matrix elements in Python on the normal path (only the error path finds the failing
-pivot or minor to name it, as LAPACK's info does) or hide a failed factorisation: a singular matrix raises
-LinAlgError with PyTorch's message."""
+is still such a constant: first-order only there; recomputing costs one more LAPACK call per backward).
+
+What this file must not do: loop over matrix elements in Python on the normal path (only the error path walks a
+matrix, to name the failing pivot or minor as LAPACK's info does; lstsq loops over the matrices of a batch
+because numpy's lstsq takes one), or hide a failed factorisation: a singular matrix raises LinAlgError with
+PyTorch's message."""
 import collections
 
 import numpy as np
