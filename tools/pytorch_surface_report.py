@@ -141,7 +141,8 @@ def metajit_namespace(metajit_name):
     try:
         return importlib.import_module(metajit_name)
     except ImportError:
-        # A namespace left out as a whole (metajit.linalg): every name in it counts as declared absent.
+        # A namespace left out as a whole (one _absent.py gives a reason for, such as metajit.onnx): every name
+        # in it counts as declared absent.
         from metajit._absent import absent_reason
         parent, _, name = metajit_name.rpartition(".")
         return ABSENT_NAMESPACE if absent_reason(name, parent) else None

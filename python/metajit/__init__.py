@@ -240,6 +240,7 @@ from . import ops  # noqa: E402,F401  (operator library; also adds Var methods s
 from .ops import *  # noqa: E402,F401,F403
 __all__ += sorted(set(ops.__all__) - set(__all__))
 from . import nn  # noqa: E402,F401
+from . import linalg  # noqa: E402,F401  (mj.linalg: torch.linalg's solvers)
 from . import optim, data, models  # noqa: E402,F401
 from . import utils  # noqa: E402,F401  (mj.utils.data: PyTorch's torch.utils.data import path)
 from .serialization import save, load  # noqa: E402

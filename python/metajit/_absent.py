@@ -53,16 +53,13 @@ _REASONS = {
         "float8_e5m2": "float8 dtypes are not supported",
         "sparse_coo": "sparse tensors are not supported",
         "channels_last": "memory formats are not exposed; metajit chooses layouts for library calls itself",
-        "linalg": "torch.linalg is not provided; mj.matmul, mj.norm, mj.cross, mj.outer and mj.einsum are top-level "
-                  "functions, and decompositions and solvers are not implemented",
         "ShortTensor": "int16 (torch.short) is not a metajit dtype; use mj.IntTensor",
         "BFloat16Tensor": "bfloat16 is not a metajit dtype yet; use mj.HalfTensor or mj.FloatTensor",
         "GradScaler": "torch.GradScaler is spelled mj.amp.GradScaler (PyTorch's torch.amp.GradScaler)",
         # Linear algebra
-        **dict.fromkeys(["cholesky", "cholesky_inverse", "cholesky_solve", "det", "eig", "geqrf", "inverse",
-                         "logdet", "lstsq", "lu", "lu_solve", "lu_unpack", "matrix_exp", "matrix_power",
-                         "matrix_rank", "nuclear_norm", "orgqr", "ormqr", "pinverse", "qr", "slogdet", "solve", "svd",
-                         "svd_lowrank", "pca_lowrank", "lobpcg", "triangular_solve"], _LINEAR_ALGEBRA),
+        **dict.fromkeys(["eig", "geqrf", "lstsq", "lu", "lu_solve", "lu_unpack", "matrix_exp", "matrix_power",
+                         "matrix_rank", "nuclear_norm", "orgqr", "ormqr", "pinverse", "qr", "solve", "svd",
+                         "svd_lowrank", "pca_lowrank", "lobpcg"], _LINEAR_ALGEBRA),
         # Special functions
         **dict.fromkeys(["digamma", "erfinv", "i0", "igamma", "igammac", "lgamma", "mvlgamma", "polygamma"],
                         _SPECIAL_FUNCTION),
@@ -91,7 +88,6 @@ _REASONS = {
         "renorm": "renorm is not implemented; scale rows by mj.norm yourself",
         "convolution": "the generic torch.convolution entry point is not exposed; use conv1d/2d/3d or "
                        "conv_transpose1d/2d/3d",
-        "ctc_loss": "CTC loss is not implemented yet (its recursion over time steps needs a scan meta-op)",
         "max_pool1d_with_indices": "use max_pool1d(..., return_indices=True)",
         "cond": "control-flow operators (torch.cond) are not provided; Python control flow records each branch",
         "vmap": "torch.vmap is not provided; write the batch dimension explicitly",
@@ -126,10 +122,13 @@ _REASONS = {
         "untyped_storage": "storages are not exposed; x.numpy() gives the values",
         "to_sparse": "sparse tensors are not supported",
         "backward_hooks": "gradient hooks are not supported",
-        **{name: _LINEAR_ALGEBRA for name in ["cholesky", "cholesky_inverse", "cholesky_solve", "det", "eig", "geqrf",
-                                              "inverse", "logdet", "lstsq", "lu", "lu_solve", "matrix_exp",
-                                              "matrix_power", "orgqr", "ormqr", "pinverse", "qr", "slogdet", "solve",
-                                              "svd", "symeig", "triangular_solve"]},
+        **{name: _LINEAR_ALGEBRA for name in ["eig", "geqrf", "lstsq", "lu", "lu_solve", "matrix_exp",
+                                              "matrix_power", "orgqr", "ormqr", "pinverse", "qr", "solve", "svd",
+                                              "symeig"]},
+        # The functions exist; the methods are not attached yet.
+        **{name: f"use mj.{name}(x, ...), the function" for name in ["cholesky", "cholesky_inverse",
+                                                                    "cholesky_solve", "det", "inverse", "logdet",
+                                                                    "slogdet", "triangular_solve"]},
         **{name: _SPECIAL_FUNCTION for name in ["digamma", "digamma_", "erfinv", "erfinv_", "i0", "i0_", "igamma",
                                                 "igamma_", "igammac", "igammac_", "lgamma", "lgamma_", "mvlgamma",
                                                 "mvlgamma_", "polygamma", "polygamma_"]},
@@ -163,16 +162,24 @@ _REASONS = {
         "is_signed": "compare x.dtype with 'uint8' and 'bool'",
         "register_post_accumulate_grad_hook": "gradient hooks are not supported; read p.grad after backward",
     },
+    "metajit.linalg": {
+        **dict.fromkeys(["cholesky_ex", "inv_ex", "solve_ex", "ldl_factor", "ldl_factor_ex", "ldl_solve", "lu",
+                         "lu_factor", "lu_factor_ex", "lu_solve", "qr", "svd", "svdvals", "eig", "eigh", "eigvals",
+                         "eigvalsh", "householder_product", "matrix_exp", "matrix_power", "matrix_rank", "pinv",
+                         "cond", "tensorinv", "tensorsolve"],
+                        "this decomposition is not implemented; mj.linalg has solve, solve_triangular, inv, det, "
+                        "slogdet, cholesky and lstsq"),
+        **dict.fromkeys(["norm", "vector_norm", "matrix_norm"], "use mj.norm(x, p, dim, keepdim)"),
+        "multi_dot": "use mj.chain_matmul(*matrices)",
+        "vecdot": "use (x * y).sum(dim)",
+        "diagonal": "use mj.diagonal(A, offset, dim1=-2, dim2=-1)",
+        "vander": "Vandermonde matrices are not implemented",
+    },
     "metajit.nn": {
         "AdaptiveLogSoftmaxWithLoss": "adaptive softmax is not implemented; use Linear + CrossEntropyLoss",
         "Buffer": "nn.Buffer is not provided; use module.register_buffer(name, tensor)",
-        "CTCLoss": "CTC loss is not implemented yet (its recursion over time steps needs a scan meta-op)",
         "Container": _DEPRECATED + " (nn.Module, nn.Sequential)",
         "CrossMapLRN2d": "use nn.LocalResponseNorm",
-        **dict.fromkeys(["FractionalMaxPool2d", "FractionalMaxPool3d"], "fractional max pooling is not implemented"),
-        **dict.fromkeys(["MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"], "max unpooling is not implemented; "
-                                                                       "max_pool*d(return_indices=True) with "
-                                                                       "scatter gives the same"),
         **dict.fromkeys(["LinearCrossEntropyLoss", "LinearCrossEntropyOptions"],
                         "the fused linear + cross-entropy loss is not implemented; use Linear and CrossEntropyLoss"),
         **dict.fromkeys(["RNNBase", "RNNCellBase"], "the recurrent layers' base classes are not exposed; subclass "
@@ -181,14 +188,12 @@ _REASONS = {
                         "lazy layers hold no parameters until their first forward instead"),
     },
     "metajit.nn.functional": {
-        "ctc_loss": "CTC loss is not implemented yet (its recursion over time steps needs a scan meta-op)",
         **dict.fromkeys(["max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices"],
                         "use max_pool*d(..., return_indices=True)"),
         **dict.fromkeys(["adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
                          "adaptive_max_pool3d_with_indices"], "use adaptive_max_pool*d(..., return_indices=True)"),
-        **dict.fromkeys(["fractional_max_pool2d", "fractional_max_pool2d_with_indices", "fractional_max_pool3d",
-                         "fractional_max_pool3d_with_indices"], "fractional max pooling is not implemented"),
-        **dict.fromkeys(["max_unpool1d", "max_unpool2d", "max_unpool3d"], "max unpooling is not implemented"),
+        **dict.fromkeys(["fractional_max_pool2d_with_indices", "fractional_max_pool3d_with_indices"],
+                        "use fractional_max_pool*d(..., return_indices=True)"),
         **dict.fromkeys(["grouped_mm", "scaled_grouped_mm", "scaled_mm"],
                         "scaled and grouped (float8 / mixture-of-experts) matrix products are not implemented"),
         "linear_cross_entropy": "the fused linear + cross-entropy loss is not implemented; use linear and "
@@ -240,8 +245,8 @@ class AbsentNameError(AttributeError, NotImplementedError):
 
 
 class AbsentImportError(ImportError, NotImplementedError):
-    """The same error for `from metajit.nn import CTCLoss`: Python turns an AttributeError raised there into a bare
-    "cannot import name", dropping the reason, so an import gets this ImportError instead."""
+    """The same error for `from metajit.nn import SyncBatchNorm`: Python turns an AttributeError raised there into a
+    bare "cannot import name", dropping the reason, so an import gets this ImportError instead."""
 
 
 def _called_by_from_import(depth):
