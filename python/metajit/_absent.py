@@ -125,10 +125,6 @@ _REASONS = {
         **{name: _LINEAR_ALGEBRA for name in ["eig", "geqrf", "lstsq", "lu", "lu_solve", "matrix_exp",
                                               "matrix_power", "orgqr", "ormqr", "pinverse", "qr", "solve", "svd",
                                               "symeig"]},
-        # The functions exist; the methods are not attached yet.
-        **{name: f"use mj.{name}(x, ...), the function" for name in ["cholesky", "cholesky_inverse",
-                                                                    "cholesky_solve", "det", "inverse", "logdet",
-                                                                    "slogdet", "triangular_solve"]},
         **{name: _SPECIAL_FUNCTION for name in ["digamma", "digamma_", "erfinv", "erfinv_", "i0", "i0_", "igamma",
                                                 "igamma_", "igammac", "igammac_", "lgamma", "lgamma_", "mvlgamma",
                                                 "mvlgamma_", "polygamma", "polygamma_"]},

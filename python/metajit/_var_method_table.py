@@ -25,6 +25,7 @@ SOURCES = (
     ("ops.diagonals", "VAR_METHODS_IF_ABSENT"),
     ("ops.reduction", "VAR_METHODS"),
     ("ops.linalg", "VAR_METHODS"),
+    ("ops.matrix_solvers", "VAR_METHODS"),
     ("ops.host", "VAR_METHODS"),
     ("ops.indexing", "VAR_METHODS"),
     ("ops.index_update", "VAR_METHODS_IF_ABSENT"),

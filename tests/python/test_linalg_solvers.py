@@ -230,3 +230,18 @@ def test_second_derivatives(rng, name):
     their_second, = torch.autograd.grad((their_first * torch.tensor(weight)).sum(), [theirs[0]])
     np.testing.assert_allclose(first.numpy(), their_first.detach().numpy(), rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(second.numpy(), their_second.numpy(), rtol=1e-9, atol=1e-9)
+
+
+def test_the_solvers_are_also_var_methods():
+    """x.det(), x.inverse(), b.cholesky_solve(L), ...: torch.Tensor's method spellings, against PyTorch's."""
+    a = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])
+    b = np.array([[1.0, 0.0], [2.0, 1.0], [0.5, -1.0]])
+    x, t = mj.array(a), torch.tensor(a)
+    lower, torch_lower = x.cholesky(), torch.linalg.cholesky(t)
+    pairs = [(x.det(), t.det()), (x.logdet(), t.logdet()), (x.inverse(), t.inverse()), (lower, torch_lower),
+             (x.slogdet()[1], t.slogdet()[1]), (lower.cholesky_inverse(), torch.cholesky_inverse(torch_lower)),
+             (mj.array(b).cholesky_solve(lower), torch.cholesky_solve(torch.tensor(b), torch_lower)),
+             (mj.array(b).triangular_solve(lower, upper=False)[0],
+              torch.linalg.solve_triangular(torch_lower, torch.tensor(b), upper=False))]
+    for ours, theirs in pairs:
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-9, atol=1e-12)

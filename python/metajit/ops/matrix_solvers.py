@@ -504,3 +504,10 @@ def lstsq(A, B, rcond=None, *, driver=None):
     if vector:
         solution = solution.squeeze(-1)
     return LstsqResult(solution, residuals, rank, singular_values)
+
+
+# Tensor methods (x.det(), x.cholesky_solve(L), ...): the functions with the Var first; attached by
+# _var_method_table.py.
+VAR_METHODS = {"det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inverse, "cholesky": cholesky,
+               "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
+               "triangular_solve": triangular_solve}
