@@ -12,9 +12,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <mutex>
-#include <random>
-#include <sstream>
 #include <unordered_map>
 
 #include "cache/content_hash.h"
@@ -34,6 +31,7 @@
 #include "meta_ops/autodiff.h"
 #include "meta_ops/broadcast.h"
 #include "meta_ops/elementwise.h"
+#include "meta_ops/random_values.h"
 #include "meta_ops/reduce.h"
 #include "meta_ops/var.h"
 
@@ -270,22 +268,10 @@ Shape shape_argument(py::handle shape) {
   return shape.cast<Shape>();
 }
 
-// ---- random numbers: generated eagerly on the host from one seeded engine ----
-std::mutex random_mutex;
-std::mt19937_64& random_engine() {
-  static std::mt19937_64 engine(std::random_device{}());
-  return engine;
-}
-
-template <typename Fill>
-NodePtr random_node(const Shape& shape, DType dtype, Fill fill) {
+// rand/randn: the engine's float64 values (meta_ops/random_values.h), cast to the dtype asked for now.
+NodePtr random_node(const Shape& shape, DType dtype, RandomDistribution distribution) {
   if (!is_floating(dtype)) throw std::invalid_argument("rand/randn need a floating dtype, got " + std::string(dtype_name(dtype)));
-  NodePtr node = make_data_node(DType::Float64, shape);
-  auto* values = static_cast<double*>(node->storage->data());
-  {
-    std::lock_guard<std::mutex> lock(random_mutex);
-    for (int64_t index = 0; index < node->numel(); ++index) values[index] = fill(random_engine());
-  }
+  NodePtr node = random_values(shape, distribution);
   if (dtype == DType::Float64) return node;
   NodePtr result = cast(node, dtype);
   sync_nodes({result});
@@ -468,32 +454,14 @@ PYBIND11_MODULE(_core, module) {
   module.def("arange", [](double start, double stop, double step, const std::string& dtype) {
     return arange(start, stop, step, dtype_from_name(dtype));
   });
-  module.def("seed", [](uint64_t seed) {
-    std::lock_guard<std::mutex> lock(random_mutex);
-    random_engine().seed(seed);
-  });
-  // The generator's state as the standard library writes it (text), for get_rng_state / set_rng_state.
-  module.def("random_state", [] {
-    std::ostringstream text;
-    std::lock_guard<std::mutex> lock(random_mutex);
-    text << random_engine();
-    return py::bytes(text.str());
-  });
-  module.def("set_random_state", [](const std::string& state) {
-    std::istringstream text(state);
-    std::mt19937_64 engine;
-    text >> engine;
-    if (text.fail()) throw py::value_error("set_rng_state: the state is not one that get_rng_state returned");
-    std::lock_guard<std::mutex> lock(random_mutex);
-    random_engine() = engine;
-  });
+  module.def("seed", &seed_random);
+  module.def("random_state", [] { return py::bytes(random_state()); });
+  module.def("set_random_state", &set_random_state);  // std::invalid_argument becomes ValueError
   module.def("rand", [](py::handle shape, const std::string& dtype) {
-    std::uniform_real_distribution<double> distribution(0.0, 1.0);
-    return random_node(shape_argument(shape), dtype_from_name(dtype), [&](std::mt19937_64& engine) { return distribution(engine); });
+    return random_node(shape_argument(shape), dtype_from_name(dtype), RandomDistribution::Uniform);
   });
   module.def("randn", [](py::handle shape, const std::string& dtype) {
-    std::normal_distribution<double> distribution(0.0, 1.0);
-    return random_node(shape_argument(shape), dtype_from_name(dtype), [&](std::mt19937_64& engine) { return distribution(engine); });
+    return random_node(shape_argument(shape), dtype_from_name(dtype), RandomDistribution::Normal);
   });
   module.def("reduce", [](const NodePtr& input, const std::string& op, py::handle dims, bool keepdim) {
     return reduce(input, reduce_op_from_name(op), dims_argument(dims, int(input->shape.size())), keepdim);
