@@ -29,6 +29,7 @@
 #include "libraries/onednn_backend.h"
 #include "libraries/onednn_layout_cache.h"
 #include "meta_ops/autodiff.h"
+#include "meta_ops/basic_index.h"
 #include "meta_ops/broadcast.h"
 #include "meta_ops/elementwise.h"
 #include "meta_ops/random_values.h"
@@ -491,45 +492,34 @@ PYBIND11_MODULE(_core, module) {
     for (const auto& dim : dims) step.dimensions.push_back({std::get<0>(dim), std::get<1>(dim), std::get<2>(dim)});
     return Var::view_of(input, [&](const NodePtr& node) { return view(node, step.shape, step.dimensions); });
   });
-  // x[key] for a key of in-range integers and slices (x[t], x[:, a:b]): the View, or None for any other key,
-  // which metajit.ops.indexing parses in Python (and raises its errors). A recurrent layer slices every step;
-  // the same parse in Python cost about 2.3 us a key, here 0.6 (a recorded op costs about 0.5).
-  module.def("basic_view", [](const VarPtr& input_var, py::handle key) -> py::object {
+  // x[key] for a key of integers and slices: the view (meta_ops/basic_index.h), or None for any other key, which
+  // metajit.ops.indexing parses in Python (and raises its errors). Converting the key is all that happens here.
+  module.def("basic_view", [](const VarPtr& input, py::handle key) -> py::object {
     PyObject* whole = key.ptr();
     bool is_tuple = PyTuple_Check(whole);
     size_t count = is_tuple ? size_t(PyTuple_GET_SIZE(whole)) : 1;
-    const NodePtr& input = input_var->node();
-    const Shape& shape = input->shape;
-    if (count > shape.size()) return py::none();
-    Shape result;
-    std::vector<ViewDimension> mapping;
-    for (size_t dim = 0; dim < shape.size(); ++dim) {
-      int64_t extent = shape[dim];
-      if (dim >= count) {  // dims the key leaves out are taken whole
-        mapping.push_back({int32_t(result.size()), 1, 0});
-        result.push_back(extent);
-        continue;
-      }
-      PyObject* item = is_tuple ? PyTuple_GET_ITEM(whole, Py_ssize_t(dim)) : whole;
+    std::vector<BasicIndexItem> items(count);
+    for (size_t position = 0; position < count; ++position) {
+      PyObject* item = is_tuple ? PyTuple_GET_ITEM(whole, Py_ssize_t(position)) : whole;
+      BasicIndexItem& converted = items[position];
       if (PyLong_CheckExact(item)) {  // bool is no exact int: it stays with the general parse
         int overflow = 0;
-        long long index = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (overflow || index < -extent || index >= extent) return py::none();
-        mapping.push_back({-1, 0, index < 0 ? index + extent : index});
+        converted.index = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow) return py::none();
       } else if (PySlice_Check(item)) {
         Py_ssize_t start, stop, step;
         if (PySlice_Unpack(item, &start, &stop, &step) < 0) {
           PyErr_Clear();
           return py::none();
         }
-        Py_ssize_t length = PySlice_AdjustIndices(Py_ssize_t(extent), &start, &stop, step);
-        mapping.push_back({int32_t(result.size()), int64_t(step), length ? int64_t(start) : 0});
-        result.push_back(length);
+        converted = {BasicIndexItem::Kind::Slice, 0, int64_t(start), int64_t(stop), int64_t(step)};
       } else {
         return py::none();
       }
     }
-    return py::cast(Var::view_of(input_var, ViewStep{ViewStep::Kind::Affine, std::move(result), std::move(mapping)}));
+    std::optional<ViewStep> view = basic_index_view(input->node()->shape, items);
+    if (!view) return py::none();
+    return py::cast(Var::view_of(input, std::move(*view)));
   });
   module.def("reindex", [](const NodePtr& input, py::handle shape, const std::vector<std::string>& indexes,
                            double overflow_value, const std::vector<std::string>& conditions,

@@ -2,6 +2,7 @@
 (lists, numpy, Vars; negative entries), boolean masks, mixtures with slices/None/..., PyTorch's placement of
 the index dims, gradients (repeated indices accumulate), x[key] = value for every key kind, index_put and
 masked_fill, and the errors (out of range, bad index types, assignment into Vars with gradient history)."""
+import itertools
 import numpy as np
 import pytest
 
@@ -285,3 +286,21 @@ def test_masked_fill_matches_torch_with_gradients(cube):
         mj.masked_fill(mj.array(small), mj.array(np.ones((3, 3), bool)), 1.0)
     with pytest.raises(ValueError, match="0-dimensional"):
         mj.masked_fill(mj.array(small), mj.array(mask), mj.array(np.ones(3)))
+
+
+def test_basic_slices_follow_pythons_rules_for_every_bound():
+    """x[a:b:c, d:e:f] takes the fast path (meta_ops/basic_index.cc, Python's slice clamping rewritten in C++):
+    every combination of negative, out-of-range and missing bounds and of positive and negative steps, against
+    numpy, plus integers with a reversed slice."""
+    values = np.arange(7 * 5).reshape(7, 5).astype(np.float32)
+    x = mj.array(values)
+    bounds, steps = [None, -9, -7, -3, -1, 0, 2, 5, 7, 9], [None, 1, 2, -1, -2, 3]
+    for first, second, step in itertools.product(bounds, bounds, steps):
+        key = (slice(first, second, step), slice(second, first, step))
+        np.testing.assert_array_equal(x[key].numpy(), values[key], err_msg=str(key))
+    for index in range(-7, 7):
+        np.testing.assert_array_equal(x[index, ::-2].numpy(), values[index, ::-2])
+    with pytest.raises(IndexError):
+        x[7]
+    with pytest.raises(ValueError, match="slice step cannot be zero"):
+        x[::0]
