@@ -19,7 +19,7 @@
 #include "core/log.h"
 #include "core/stats.h"
 #include "core/thread_pool.h"
-#include "jit/ir/ir_text.h"
+#include "jit/plan/plan_description.h"
 #include "jit/plan/sibling_kernels.h"
 #include "jit/run/cuda_graph_runner.h"
 #include "jit/run/graph_executor.h"
@@ -541,22 +541,20 @@ PYBIND11_MODULE(_core, module) {
   module.def("sync_all", [](const std::vector<NodePtr>& nodes) { sync_nodes(nodes); });
   module.def("plan", [](const std::vector<NodePtr>& nodes) {
     py::list kernels;
-    for (const PlannedKernel& kernel : plan_kernels(nodes)) {
+    for (const KernelDescription& kernel : describe_plan(nodes)) {
       py::dict entry;
       entry["key"] = kernel.key;
-      entry["source"] = kernel.rendered.header_comment + kernel.rendered.source;
-      entry["ops"] = kernel.lowered.kernel.fused_ops;
-      entry["cached_in_memory"] = !kernel.key.empty() && KernelCache::instance().in_memory(kernel.key);
-      entry["cached"] = kernel.key.empty() ? std::string("library") : KernelCache::instance().locate(kernel.key);
-      entry["kind"] = kernel.code ? "code" : kernel.library ? (kernel.key.empty() ? "library" : "library+epilogue") : "generated";
-      entry["header"] = kernel.rendered.header_comment;
-      entry["body"] = kernel.rendered.source;
-      entry["library"] = kernel.library ? py::object(py::str(kernel.library->describe())) : py::object(py::none());
-      entry["contraction"] = kernel.contraction.empty() ? py::object(py::none()) : py::object(py::str(kernel.contraction));
+      entry["source"] = kernel.header + kernel.body;
+      entry["ops"] = kernel.ops;
+      entry["cached_in_memory"] = kernel.cached_in_memory;
+      entry["cached"] = kernel.cached;
+      entry["kind"] = kernel.kind;
+      entry["header"] = kernel.header;
+      entry["body"] = kernel.body;
+      entry["library"] = kernel.library;
+      entry["contraction"] = kernel.contraction;
       entry["buffer_offsets"] = kernel.buffer_offsets;
-      entry["ir"] = kernel.code || (kernel.library && !kernel.epilogue)
-                        ? py::object(py::none())
-                        : py::object(py::str(ir_text(kernel.lowered.kernel)));
+      entry["ir"] = kernel.ir;
       kernels.append(entry);
     }
     return kernels;
