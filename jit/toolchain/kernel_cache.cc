@@ -339,4 +339,13 @@ void KernelCache::prepare(const std::vector<KernelRequest>& requests) {
   });
 }
 
+std::string KernelCache::object_bytes(const std::string& key, const std::string& source,
+                                      const std::string& header_comment) {
+  get(key, source, header_comment);
+  std::optional<std::string> entry = entry_bytes(key);
+  std::optional<KernelEntry> decoded = entry ? decode_kernel_entry(*entry) : std::nullopt;
+  if (!decoded) throw std::runtime_error("kernel " + key + " compiled but its object is not available");
+  return decoded->object;
+}
+
 }  // namespace metajit

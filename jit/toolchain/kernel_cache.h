@@ -46,6 +46,8 @@ class KernelCache {
   KernelFunction get(const std::string& key, const std::string& source, const std::string& header_comment);
   // Compiles every key that is in no cache, in parallel on the runtime's threads.
   void prepare(const std::vector<KernelRequest>& requests);
+  // The kernel's object file (ELF), compiling it on a miss: what a CUDA-emulator test links itself.
+  std::string object_bytes(const std::string& key, const std::string& source, const std::string& header_comment);
   bool in_memory(const std::string& key);
   // Where get() would find `key` now, without loading it: "memory", "bundle", "disk", or "" (compile).
   std::string locate(const std::string& key);

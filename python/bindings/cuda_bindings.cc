@@ -12,7 +12,6 @@
 #include "jit/run/cuda_kernel_inspection.h"
 #include "jit/toolchain/cuda_binary_cache.h"
 #include "jit/toolchain/kernel_cache.h"
-#include "jit/toolchain/kernel_entry.h"
 #include "jit/toolchain/nvrtc_compiler.h"
 #include "libraries/cuda_libraries.h"
 
@@ -162,11 +161,6 @@ void bind_cuda(py::module_& module) {
 
   // The CPU side of Kernel.compile(): the relocatable object of a planned C++ kernel, through the kernel cache.
   module.def("compile_cpu_kernel", [](const std::string& key, const std::string& source, const std::string& header) {
-    KernelCache& cache = KernelCache::instance();
-    cache.get(key, source, header);
-    std::optional<std::string> entry = cache.entry_bytes(key);
-    std::optional<KernelEntry> decoded = entry ? decode_kernel_entry(*entry) : std::nullopt;
-    if (!decoded) throw std::runtime_error("kernel " + key + " compiled but its object is not available");
-    return py::bytes(decoded->object);
+    return py::bytes(KernelCache::instance().object_bytes(key, source, header));
   });
 }
