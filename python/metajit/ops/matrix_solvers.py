@@ -87,6 +87,17 @@ def _singular_element(values):
     return 0, values.shape[-1]
 
 
+def _solve_on_host(matrix, right, function, blamed):
+    """numpy's LAPACK solve of matrix @ x = right; a singular matrix raises PyTorch's error, naming the batch
+    element of `blamed` (the matrix the user passed: for cholesky_solve its factor)."""
+    try:
+        return np.linalg.solve(matrix, right)
+    except np.linalg.LinAlgError:
+        index, _ = _singular_element(blamed)
+        raise LinAlgError(f"{function}: {_batch_prefix(blamed, index)}The solver failed because the input matrix "
+                          "is singular.") from None
+
+
 def _matrix_transpose(value):
     return value.transpose(-1, -2)
 
@@ -140,12 +151,7 @@ class _Solve(Function):
     @staticmethod
     def forward(ctx, matrix, right, function):
         values = matrix.numpy()
-        try:
-            result = np.linalg.solve(values, right.numpy())
-        except np.linalg.LinAlgError:
-            index, _ = _singular_element(values)
-            raise LinAlgError(f"{function}: {_batch_prefix(values, index)}The solver failed because the input "
-                              "matrix is singular.") from None
+        result = _solve_on_host(values, right.numpy(), function, values)
         ctx.save_for_backward(matrix, right)
         ctx.function = function
         return array(result.astype(values.dtype, copy=False))
@@ -383,12 +389,7 @@ class _CholeskySolve(Function):
         factor_values = _triangle(factor.numpy(), upper, False)
         matrix = np.swapaxes(factor_values, -1, -2) @ factor_values if upper else \
             factor_values @ np.swapaxes(factor_values, -1, -2)
-        try:
-            result = np.linalg.solve(matrix, right.numpy())
-        except np.linalg.LinAlgError:
-            index, _ = _singular_element(factor_values)
-            raise LinAlgError(f"cholesky_solve: {_batch_prefix(factor_values, index)}The solver failed because the "
-                              "input matrix is singular.") from None
+        result = _solve_on_host(matrix, right.numpy(), "cholesky_solve", factor_values)
         ctx.save_for_backward(right, factor)
         ctx.upper = upper
         return array(result.astype(factor_values.dtype, copy=False))
