@@ -4,6 +4,7 @@
 // condition, a division in an index) is not a contraction and stays a generated loop.
 #include "jit/plan/contraction.h"
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <iomanip>
@@ -325,9 +326,26 @@ class Matcher {
       const ValueOrigin* inner = nullptr;
       std::unordered_map<std::string, RangeTest> tests;
       if (plain_origin(resolved->args[1], &inner) && range_tests(resolved->args[0], &tests)) {
-        if (inner->buffer < 0 && !materializable(inner->node, materialize)) return false;
-        access->buffer = inner->buffer;
-        return coordinates(inner->indices, inner->node->shape, tests, true, access);
+        std::vector<Node*> inner_requests;
+        if (inner->buffer >= 0 || storable(inner->node, &inner_requests)) {
+          access->buffer = inner->buffer;
+          if (coordinates(inner->indices, inner->node->shape, tests, true, access)) {
+            materialize->insert(materialize->end(), inner_requests.begin(), inner_requests.end());
+            return true;
+          }
+        }
+        // Padding around a value read at non-affine indices (an upsampled image): the view that reads it at
+        // affine ones becomes a buffer of its own.
+        for (const ValueOrigin::View& view : inner->views) {
+          TensorAccess candidate;
+          candidate.buffer = -1;
+          if (!small_enough_to_store(view.node, inner->node) ||
+              !coordinates(view.indices, view.node->shape, tests, true, &candidate))
+            continue;
+          *access = std::move(candidate);
+          materialize->push_back(view.node);
+          return true;
+        }
       }
     }
     if (origin->buffer >= 0) {
@@ -335,7 +353,7 @@ class Matcher {
       if (coordinates(origin->indices, origin->node->shape, {}, false, access) && !access->any_guarded()) return true;
       return view_operand(*origin, access, materialize);
     }
-    if (!materializable(origin->node, materialize)) return false;
+    if (!storable(origin->node, materialize)) return false;
     if (coordinates(origin->indices, origin->node->shape, {}, false, access) && !access->any_guarded()) return true;
     // Read through a reshape: once materialised, the reshape reads the buffer at its own (affine) indices.
     if (origin->views.empty() || origin->views.front().node->kind != NodeKind::Reshape) return false;
@@ -344,11 +362,14 @@ class Matcher {
   }
 
   // A buffer read at split indices (a permute, then a reshape that merges the permuted dims: attention's heads
-  // joined again) is no strided matrix. The innermost view that reads at plain indices is: it becomes a buffer
-  // of its own (one copy, no larger than the source) and the library reads that.
+  // joined again) or at clamped ones (an image padded by repeating its edge) is no strided matrix. The innermost
+  // view that reads at plain indices is: it becomes a buffer of its own (one copy, not much larger than the
+  // source) and the library reads that.
   bool view_operand(const ValueOrigin& origin, TensorAccess* access, std::vector<Node*>* materialize) const {
     for (const ValueOrigin::View& view : origin.views) {
-      if (view.node->dtype != DType::Float32 || view.node->numel() > origin.node->numel()) continue;
+      if (view.node->dtype != DType::Float32 ||
+          (view.node->numel() > origin.node->numel() && !small_enough_to_store(view.node, origin.node)))
+        continue;
       TensorAccess candidate;
       candidate.buffer = -1;
       if (!coordinates(view.indices, view.node->shape, {}, false, &candidate) || candidate.any_guarded()) continue;
@@ -357,6 +378,29 @@ class Matcher {
       return true;
     }
     return false;
+  }
+
+  // A view or reindex stored for a library call: at most kMaximumStoredGrowth times its source, and a small part
+  // of the contraction's multiply-adds, so a patch tensor (an image repeated per kernel tap) is never written out.
+  bool small_enough_to_store(const Node* view, const Node* source) const {
+    constexpr int64_t kMaximumStoredGrowth = 16, kMinimumWorkPerStoredElement = 8;
+    double work = 1;
+    for (const auto& [name, extent] : extents_) work *= double(extent);
+    return view->dtype == DType::Float32 &&
+           view->numel() <= kMaximumStoredGrowth * std::max<int64_t>(source->numel(), 1) &&
+           double(view->numel()) * kMinimumWorkPerStoredElement <= work;
+  }
+
+  // What materializable takes, and also a reindex not much larger than its source (a reflected, replicated or
+  // upsampled image): one pass to store it is worth it when the library then runs the contraction, where the
+  // generated loop nest recomputed its indices at every multiply-add (a convolution after ReflectionPad2d ran 100x
+  // slower than oneDNN).
+  bool storable(Node* node, std::vector<Node*>* materialize) const {
+    if (node->kind == NodeKind::Reindex && small_enough_to_store(node, node->inputs[0].get())) {
+      materialize->push_back(node);
+      return true;
+    }
+    return materializable(node, materialize);
   }
 
   // Elementwise producers only: a reduction has its own kernel already, and materialising a reindex (a patch

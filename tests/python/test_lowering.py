@@ -483,6 +483,38 @@ def test_convolution_with_bias_relu_and_a_computed_input(rng):
     assert calls == 1
 
 
+RESAMPLED_INPUTS = {
+    "reflection pad": (lambda x: F.pad(x, (1, 1, 1, 1), mode="reflect"), dict(padding=0)),
+    "replication pad": (lambda x: F.pad(x, (2, 1, 1, 2), mode="replicate"), dict(padding=0)),
+    "reflection pad, zero padding": (lambda x: F.pad(x, (1, 1, 1, 1), mode="reflect"), dict(padding=1)),
+    "nearest upsampling": (lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), dict(padding=1)),
+    "upsampling, then reflection": (
+        lambda x: F.pad(F.interpolate(x, scale_factor=2, mode="nearest"), (1, 1, 1, 1), mode="reflect"),
+        dict(padding=0)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RESAMPLED_INPUTS))
+def test_convolution_of_a_padded_or_upsampled_image_runs_in_the_library(rng, case):
+    """Style-transfer and super-resolution networks convolve reflected, replicated or upsampled images: the
+    resampled image is stored in one pass and all three convolution passes go to oneDNN (as generated loop nests
+    that recomputed the reflection at every multiply-add, a training step took 50x PyTorch's time)."""
+    resample, options = RESAMPLED_INPUTS[case]
+    torch_resample = {
+        "reflection pad": lambda x: torch.nn.functional.pad(x, (1, 1, 1, 1), mode="reflect"),
+        "replication pad": lambda x: torch.nn.functional.pad(x, (2, 1, 1, 2), mode="replicate"),
+        "reflection pad, zero padding": lambda x: torch.nn.functional.pad(x, (1, 1, 1, 1), mode="reflect"),
+        "nearest upsampling": lambda x: torch.nn.functional.interpolate(x, scale_factor=2, mode="nearest"),
+        "upsampling, then reflection": lambda x: torch.nn.functional.pad(
+            torch.nn.functional.interpolate(x, scale_factor=2, mode="nearest"), (1, 1, 1, 1), mode="reflect"),
+    }[case]
+    x, w = floats(rng, 2, 6, 12, 12), floats(rng, 8, 6, 3, 3)
+    calls = check_forward_and_both_gradients(
+        lambda x, w, **options: F.conv2d(resample(x), w, **options),
+        lambda x, w, **options: torch.nn.functional.conv2d(torch_resample(x), w, **options), x, w, options)
+    assert calls == 3, f"{case}: {calls} library calls, expected forward, backward data and backward weights"
+
+
 def test_users_own_reindex_convolution_is_lowered(rng):
     """A convolution the user writes with reindex/broadcast/sum (no conv op) is recognised too."""
     assert check_users_reindex_convolution(rng) == 1
