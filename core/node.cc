@@ -104,6 +104,12 @@ uint64_t next_walk_mark() {
   return ++last;
 }
 
+const char* const kAmbiguousNoGradViewMessage =
+    "A view was created in no_grad mode and its base or another view of its base has been modified inplace with "
+    "grad mode enabled. Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+    "your code by moving both the view and the inplace either both inside the no_grad block (if you don't want "
+    "the inplace to be tracked) or both outside (if you want the inplace to be tracked).";
+
 NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> inputs) {
   // A byte size beyond int64 would wrap the allocation size (and the kernel would write past the buffer).
   int64_t bytes = dtype_size(dtype);
@@ -112,8 +118,12 @@ NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> 
       throw std::invalid_argument("shape " + shape_to_string(shape) + " is too large: its size in bytes (" +
                                   dtype_name(dtype) + ") does not fit in 64 bits");
   uint32_t depth = 0;
-  for (const NodePtr& input : inputs)
-    if (input && !input->is_computed()) depth = std::max(depth, input->pending_depth);
+  for (const NodePtr& input : inputs) {
+    if (!input) continue;
+    if (!input->is_computed()) depth = std::max(depth, input->pending_depth);
+    if (input->ambiguous_no_grad_view && grad_mode && is_floating(dtype))
+      throw std::runtime_error(kAmbiguousNoGradViewMessage);
+  }
   if (depth >= kMaximumPendingDepth && !inside_sync()) {
     std::vector<NodePtr> pending;
     for (const NodePtr& input : inputs)

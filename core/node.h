@@ -88,6 +88,10 @@ struct Node {
   // Set on a node that stands for a leaf although it is computed from other nodes (detach(), or a parameter's
   // in-place update under no_grad): gradients stop here, as at a leaf, and once computed it drops its inputs.
   bool gradient_leaf = false;
+  // Set on the value a view made under no_grad is re-derived to after its storage was written in grad mode with
+  // history: PyTorch refuses to record an op on it in grad mode (whether the view carries that history is
+  // ambiguous), and make_node does the same with kAmbiguousNoGradViewMessage.
+  bool ambiguous_no_grad_view = false;
   // Set when the node required grad because an input did as it was built (PyTorch's non-leaf, one with a
   // grad_fn). Unlike any_input_requires_grad() it survives the node dropping its inputs once computed.
   bool gradient_history = false;
@@ -155,6 +159,9 @@ uint64_t next_walk_mark();
 // (a prefix runs by itself, as in Jittor): planning a whole million-op chain at once cost a minute and gigabytes
 // where prefixes of this size plan in about 0.1 s each. Values are unchanged; only when they are computed.
 constexpr uint32_t kMaximumPendingDepth = 10000;
+
+// PyTorch's words for using or extending a view made under no_grad whose storage was written in grad mode since.
+extern const char* const kAmbiguousNoGradViewMessage;
 
 NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> inputs = {});
 // A computed leaf holding a fresh uninitialised buffer of the right size.

@@ -444,6 +444,9 @@ void Var::derive() {
   for (const ViewStep& step : steps_) value = apply_view_step(value, step);
   // A view the user made a leaf of (x.detach().requires_grad_()) stays one when its base changes.
   node_ = steps_.empty() ? value : keep_leaf(node_, std::move(value));
+  // Recording an op on it in grad mode is refused (make_node); reading it, or using it under no_grad, is not.
+  if (no_grad_view_ && group_->grad_write_version > created_version_ && node_ != group_->value)
+    node_->ambiguous_no_grad_view = true;
   seen_version_ = group_->version;
 }
 
@@ -452,11 +455,7 @@ VarPtr Var::make_view(const VarPtr& base, ViewStep step, std::vector<int64_t> st
   // PyTorch refuses to build on a view made under no_grad once its storage was written in grad mode with history
   // since: whether the view should carry that history is ambiguous.
   if (grad_enabled() && base->no_grad_view_ && base->group_ && base->group_->grad_write_version > base->created_version_)
-    throw std::runtime_error(
-        "A view was created in no_grad mode and its base or another view of its base has been modified inplace with "
-        "grad mode enabled. Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
-        "your code by moving both the view and the inplace either both inside the no_grad block (if you don't want "
-        "the inplace to be tracked) or both outside (if you want the inplace to be tracked).");
+    throw std::runtime_error(kAmbiguousNoGradViewMessage);
   if (!node) node = apply_view_step(base->node(), step);
   AliasGroup& shared = base->group();
   auto view = std::make_shared<Var>(std::move(node));

@@ -486,3 +486,38 @@ def test_a_view_made_under_no_grad_refuses_new_views_after_a_tracked_write_to_it
         row.mul_(lib.ones(3, requires_grad=True))  # grad mode: the storage now has history
         flat[:2]
     raises_in_both(program, "A view was created in no_grad mode and its base")
+
+
+def test_a_view_made_under_no_grad_refuses_ops_in_grad_mode_after_a_tracked_write_to_its_base():
+    """Mutation fuzz seed 31094: PyTorch refuses to record an op on the view (its history would be ambiguous);
+    metajit computed it, and the gradient through the view was silently missing."""
+    def program(lib):
+        base = lib.tensor([[-0.32], [-0.56], [-1.22]])
+        addend = lib.tensor([-0.73], requires_grad=True)
+        with lib.no_grad():
+            row = base.select(0, -2)
+        base.add_(addend)
+        (row * 1.02).sum()
+    raises_in_both(program, "A view was created in no_grad mode and its base")
+
+
+@pytest.mark.parametrize("use", ["read", "under no_grad", "write under no_grad", "write without history"])
+def test_a_view_made_under_no_grad_stays_usable_where_pytorch_allows_it(use):
+    def program(lib):
+        base = lib.tensor([[1.0], [2.0], [3.0]])
+        with lib.no_grad():
+            row = base.select(0, 1)
+        if use == "write under no_grad":
+            with lib.no_grad():
+                base.add_(lib.tensor([0.5], requires_grad=True))
+        elif use == "write without history":
+            base.add_(lib.tensor([0.5]))
+        else:
+            base.add_(lib.tensor([0.5], requires_grad=True))
+        if use == "under no_grad":
+            with lib.no_grad():
+                return (row * 2).sum().item()
+        if use == "read":
+            return row.detach().numpy().tolist() if lib is torch else row.numpy().tolist()
+        return (row * 2).sum().item()
+    assert program(mj) == pytest.approx(program(torch))
