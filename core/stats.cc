@@ -25,6 +25,24 @@ void reset_stats() {
   counters.device_to_host_copies = 0;
   counters.buffers_released_early = 0;
   counters.bytes_allocated_peak = counters.bytes_allocated.load();
+  counters.device_bytes_allocated_peak = counters.device_bytes_allocated.load();
+}
+
+namespace {
+void add_keeping_peak(std::atomic<int64_t>& gauge, std::atomic<int64_t>& peak, int64_t bytes) {
+  int64_t now = gauge += bytes;
+  int64_t highest = peak.load(std::memory_order_relaxed);
+  while (now > highest && !peak.compare_exchange_weak(highest, now, std::memory_order_relaxed)) {
+  }
+}
+}  // namespace
+
+void add_bytes_allocated(int64_t bytes) {
+  add_keeping_peak(stats().bytes_allocated, stats().bytes_allocated_peak, bytes);
+}
+
+void add_device_bytes_allocated(int64_t bytes) {
+  add_keeping_peak(stats().device_bytes_allocated, stats().device_bytes_allocated_peak, bytes);
 }
 
 std::map<std::string, double> stats_snapshot() {
@@ -48,6 +66,7 @@ std::map<std::string, double> stats_snapshot() {
       {"bytes_allocated_peak", double(counters.bytes_allocated_peak)},
       {"device_bytes_allocated", double(counters.device_bytes_allocated)},
       {"device_bytes_cached", double(counters.device_bytes_cached)},
+      {"device_bytes_allocated_peak", double(counters.device_bytes_allocated_peak)},
       {"host_to_device_copies", double(counters.host_to_device_copies)},
       {"device_to_host_copies", double(counters.device_to_host_copies)},
       {"dynamic_scalar_sites", double(counters.dynamic_scalar_sites)},

@@ -26,12 +26,16 @@ struct Stats {
   std::atomic<int64_t> bytes_allocated_peak{0};      // the most bytes_allocated has been (reset: to its current value)
   std::atomic<int64_t> device_bytes_allocated{0};    // GPU bytes handed out (not reset)
   std::atomic<int64_t> device_bytes_cached{0};       // GPU bytes held in the device allocator's free lists (not reset)
+  std::atomic<int64_t> device_bytes_allocated_peak{0};  // the most device_bytes_allocated has been (reset: to now)
   std::atomic<int64_t> host_to_device_copies{0};     // values uploaded to the GPU
   std::atomic<int64_t> device_to_host_copies{0};     // values downloaded from the GPU
   std::atomic<int64_t> dynamic_scalar_sites{0};      // places whose Python numbers became kernel inputs (not reset)
 };
 
 Stats& stats();
+// Adds to bytes_allocated or device_bytes_allocated (negative: a release) and keeps its peak.
+void add_bytes_allocated(int64_t bytes);
+void add_device_bytes_allocated(int64_t bytes);
 void reset_stats();                                   // zeroes the event counters, keeps the live gauges
 std::map<std::string, double> stats_snapshot();
 

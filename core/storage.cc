@@ -77,12 +77,7 @@ FreeLists& free_lists() {
 std::atomic<DeviceMemory*> registered_device_memory{nullptr};
 std::atomic<HostBufferFreedHook> host_buffer_freed_hook{nullptr};
 
-void note_allocated(size_t rounded) {
-  int64_t now = stats().bytes_allocated += int64_t(rounded);
-  int64_t peak = stats().bytes_allocated_peak.load(std::memory_order_relaxed);
-  while (now > peak && !stats().bytes_allocated_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
-}
+void note_allocated(size_t rounded) { add_bytes_allocated(int64_t(rounded)); }
 
 void* take_host_block(size_t bytes, bool mapped) {
   size_t rounded = allocation_size_class(bytes == 0 ? 1 : bytes);

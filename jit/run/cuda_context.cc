@@ -55,7 +55,7 @@ void* CudaContext::allocate(size_t bytes) {
       found->second.pop_back();
       cached_bytes_ -= int64_t(rounded);
       stats().device_bytes_cached -= int64_t(rounded);
-      stats().device_bytes_allocated += int64_t(rounded);
+      add_device_bytes_allocated(int64_t(rounded));
       return block;
     }
   }
@@ -76,7 +76,7 @@ void* CudaContext::allocate(size_t bytes) {
                           std::to_string(int64_t(stats().device_bytes_cached.load())) + " cached)");
   }
   check(status, "cuMemAlloc");
-  stats().device_bytes_allocated += int64_t(rounded);
+  add_device_bytes_allocated(int64_t(rounded));
   return reinterpret_cast<void*>(address);
 }
 
@@ -86,7 +86,7 @@ void CudaContext::release(void* block, size_t bytes) {
   std::lock_guard<std::mutex> lock(memory_mutex_);
   free_blocks_[rounded].push_back(block);
   cached_bytes_ += int64_t(rounded);
-  stats().device_bytes_allocated -= int64_t(rounded);
+  add_device_bytes_allocated(-int64_t(rounded));
   stats().device_bytes_cached += int64_t(rounded);
 }
 

@@ -206,11 +206,11 @@ class EmulatedDeviceMemory : public DeviceMemory {
       throw AllocationError("cannot allocate " + std::to_string(bytes) + " bytes of emulated GPU memory (" +
                             std::to_string(int64_t(stats().device_bytes_allocated.load())) +
                             " bytes in use by metajit)");
-    stats().device_bytes_allocated += int64_t(rounded);
+    add_device_bytes_allocated(int64_t(rounded));
     return block;
   }
   void release(void* block, size_t bytes) override {
-    stats().device_bytes_allocated -= int64_t(allocation_size_class(std::max<size_t>(bytes, 256)));
+    add_device_bytes_allocated(-int64_t(allocation_size_class(std::max<size_t>(bytes, 256))));
     std::free(block);
   }
   void copy_to_host(void* host, const void* device, size_t bytes) override { std::memcpy(host, device, bytes); }

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <unordered_map>
+
+#include "core/stats.h"
 
 namespace metajit {
 namespace {
@@ -11,13 +14,20 @@ namespace {
 std::atomic<bool> profiling_{false};
 std::mutex profile_mutex_;
 std::unordered_map<std::string, KernelProfile> profile_;
+std::vector<ProfileEvent> timeline_;
+std::chrono::steady_clock::time_point clock_start_ = std::chrono::steady_clock::now();
 
 }  // namespace
 
 void set_kernel_profiling(bool enabled) { profiling_ = enabled; }
 bool kernel_profiling() { return profiling_; }
 
-void record_kernel_profile(const PlannedKernel& kernel, const Node& output, double seconds) {
+double profile_clock() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_start_).count();
+}
+
+void record_kernel_profile(const PlannedKernel& kernel, const Node& output, double start, double seconds) {
+  int64_t host_bytes = stats().bytes_allocated.load(), device_bytes = stats().device_bytes_allocated.load();
   // CUDA kernels have no CPU key: their binary's key, or under the emulator (no binaries) their source.
   const std::string& key = !kernel.key.empty()        ? kernel.key
                            : !kernel.cuda_key.empty() ? kernel.cuda_key
@@ -36,6 +46,15 @@ void record_kernel_profile(const PlannedKernel& kernel, const Node& output, doub
   }
   entry.launches++;
   entry.seconds += seconds;
+  entry.peak_host_bytes = std::max(entry.peak_host_bytes, host_bytes);
+  entry.peak_device_bytes = std::max(entry.peak_device_bytes, device_bytes);
+  if (timeline_.size() < kMaximumProfileEvents)
+    timeline_.push_back({entry.name, start, seconds, host_bytes, device_bytes});
+}
+
+std::vector<ProfileEvent> kernel_timeline() {
+  std::lock_guard<std::mutex> lock(profile_mutex_);
+  return timeline_;
 }
 
 std::vector<KernelProfile> kernel_profile() {
@@ -52,6 +71,8 @@ std::vector<KernelProfile> kernel_profile() {
 void reset_kernel_profile() {
   std::lock_guard<std::mutex> lock(profile_mutex_);
   profile_.clear();
+  timeline_.clear();
+  clock_start_ = std::chrono::steady_clock::now();
 }
 
 }  // namespace metajit

@@ -1,6 +1,5 @@
 #include "jit/run/run_loop.h"
 
-#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -147,10 +146,10 @@ void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& devic
     for (int position : plan.siblings[index]) siblings.push_back(nodes[position]);
     if (profiling) {
       device.synchronize();
-      auto start = std::chrono::steady_clock::now();
+      double start = profile_clock();
       launch(target, kernel, output, siblings, inputs, values);
       device.synchronize();
-      record_kernel_profile(kernel, *output, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      record_kernel_profile(kernel, *output, start, profile_clock() - start);
     } else {
       launch(target, kernel, output, siblings, inputs, values);
     }

@@ -569,10 +569,21 @@ PYBIND11_MODULE(_core, module) {
       item["key"] = entry.key;
       item["launches"] = entry.launches;
       item["seconds"] = entry.seconds;
+      item["peak_host_bytes"] = entry.peak_host_bytes;
+      item["peak_device_bytes"] = entry.peak_device_bytes;
       entries.append(item);
     }
     return entries;
   }, "Per-kernel wall time collected while profiling was on, largest total first.");
+  module.def(
+      "profile_timeline",
+      [] {
+        py::list events;
+        for (const ProfileEvent& event : kernel_timeline())
+          events.append(py::make_tuple(event.name, event.start, event.seconds, event.host_bytes, event.device_bytes));
+        return events;
+      },
+      "(name, start, seconds, host bytes, device bytes) per launch while profiling was on, in launch order.");
   module.def("stats", [] { return stats_snapshot(); });
   module.def("reset_stats", [] { reset_stats(); });
   module.def("gc", [] {

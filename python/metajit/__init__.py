@@ -228,6 +228,8 @@ NonFiniteError = _core.NonFiniteError  # METAJIT_CHECK_NAN found a NaN or infini
 from . import _var_methods  # noqa: E402,F401  (adds reshape, slicing, reductions, ... to Var)
 from ._flags import flags  # noqa: E402
 from ._profile import profile  # noqa: E402,F401  (public: mj.profile)
+from ._memory import (memory_allocated, max_memory_allocated, memory_reserved,  # noqa: E402,F401
+                      reset_peak_memory_stats, memory_summary)
 from ._autograd import (grad, no_grad, enable_grad, set_grad_enabled, is_grad_enabled,  # noqa: E402
                         stop_grad)
 

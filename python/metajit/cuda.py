@@ -13,7 +13,7 @@ import importlib.util
 import os
 import warnings
 
-from . import _core
+from . import _core, _memory
 
 CudaUnavailableError = _core.CudaUnavailableError
 
@@ -201,13 +201,27 @@ def empty_cache():
 
 def memory_allocated(device=None):
     """Bytes of GPU memory held by live values."""
-    return int(_core.stats()["device_bytes_allocated"])
+    return _memory.memory_allocated("cuda")
+
+
+def max_memory_allocated(device=None):
+    """The most GPU bytes live values held since the start or reset_peak_memory_stats()."""
+    return _memory.max_memory_allocated("cuda")
 
 
 def memory_reserved(device=None):
     """Bytes of GPU memory held by live values and the allocator's cache."""
-    statistics = _core.stats()
-    return int(statistics["device_bytes_allocated"] + statistics["device_bytes_cached"])
+    return _memory.memory_reserved("cuda")
+
+
+def reset_peak_memory_stats(device=None):
+    """Starts the peaks again from what is allocated now (see mj.reset_peak_memory_stats)."""
+    _memory.reset_peak_memory_stats("cuda")
+
+
+def memory_summary(device=None, abbreviated=False):
+    """The GPU row of mj.memory_summary()."""
+    return _memory.memory_summary("cuda", abbreviated)
 
 
 def __getattr__(name):

@@ -205,6 +205,21 @@ def test_switching_to_the_cpu_keeps_values_readable():
     assert_close((y + 1), np.exp(rand(10) * 4) + 1, rtol=1e-5)  # a CPU kernel reading a GPU value
 
 
+def test_device_memory_is_counted_with_its_peak():
+    mj.gc()
+    mj.reset_peak_memory_stats("cuda")
+    before = mj.cuda.memory_allocated()
+    y = mj.array(rand(1 << 20)) * 2   # 4 MiB on the device
+    y.sync()
+    assert mj.cuda.memory_allocated() - before >= 4 << 20
+    assert mj.cuda.max_memory_allocated() >= mj.cuda.memory_allocated()
+    row = mj.cuda.memory_summary().splitlines()[1].split()
+    assert row[0] == "cuda" and float(row[1]) >= 4
+    del y
+    assert mj.cuda.max_memory_allocated() - before >= 4 << 20
+    assert mj.cuda.memory_allocated() - before < 1 << 20
+
+
 @needs_gpu
 def test_gpu_memory_is_cached_and_released_by_gc():
     mj.reset_stats()

@@ -1,0 +1,101 @@
+"""Memory accounting (issue 45 part 1): mj.memory_allocated / max_memory_allocated / memory_reserved /
+reset_peak_memory_stats / memory_summary with PyTorch's names, and mj.profile()'s memory per kernel and timeline.
+Expected sizes come from the arrays the test makes (numpy's nbytes), never from the counters themselves."""
+import json
+
+import numpy as np
+import pytest
+
+import metajit as mj
+
+MIB = 2**20
+
+
+def computed(megabytes, value=1.0):
+    x = mj.full([megabytes * MIB // 4], value)
+    x.sync()
+    return x
+
+
+def test_a_computed_value_is_counted_until_it_is_dropped():
+    mj.gc()
+    before = mj.memory_allocated()
+    x = computed(8)
+    held = mj.memory_allocated() - before
+    assert 8 * MIB <= held < 8 * MIB * 1.5, held
+    del x
+    assert mj.memory_allocated() - before < 1 * MIB
+    assert mj.memory_reserved() >= mj.memory_allocated()
+
+
+def test_the_peak_remembers_a_value_that_is_gone_until_it_is_reset():
+    mj.gc()
+    mj.reset_peak_memory_stats()
+    start = mj.max_memory_allocated()
+    x = computed(16)
+    del x
+    assert mj.max_memory_allocated() - start >= 16 * MIB
+    assert mj.memory_allocated() < mj.max_memory_allocated()
+    mj.reset_peak_memory_stats()
+    assert mj.max_memory_allocated() == mj.memory_allocated()
+
+
+def test_memory_summary_has_a_row_per_device_in_mebibytes():
+    x = computed(4)
+    summary = mj.memory_summary()
+    rows = {line.split()[0]: line.split() for line in summary.splitlines()[1:3]}
+    assert set(rows) == {"cpu", "cuda"}
+    allocated_mib = float(rows["cpu"][1])
+    assert allocated_mib == pytest.approx(mj.memory_allocated() / MIB, abs=0.01)
+    assert allocated_mib >= 4
+    assert mj.memory_summary("cuda", abbreviated=True).splitlines()[1].split()[0] == "cuda"
+    del x
+
+
+@pytest.mark.parametrize("function", [mj.memory_allocated, mj.max_memory_allocated, mj.memory_reserved,
+                                      mj.memory_summary])
+def test_an_unknown_device_is_refused_by_name(function):
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda', got 'tpu'"):
+        function("tpu")
+
+
+def test_the_profile_records_each_kernels_memory_and_a_timeline():
+    a = mj.array(np.ones((512, 1024), np.float32))   # 2 MiB each
+    b = mj.array(np.full((512, 1024), 2.0, np.float32))
+    a.sync(), b.sync()
+    with mj.profile() as report:
+        c = (a * b).exp()
+        d = (c + a).sum()
+        d.sync()
+    launches = sum(entry["launches"] for entry in report.entries)
+    assert len(report.timeline) == launches >= 1
+    starts = [event["start"] for event in report.timeline]
+    assert starts == sorted(starts)
+    # At least the two inputs (4 MiB) are held throughout, by this test alone.
+    assert all(event["host_bytes"] >= 4 * MIB for event in report.timeline)
+    assert report.peak_bytes >= 4 * MIB
+    for entry in report.entries:
+        assert entry["peak_host_bytes"] >= 4 * MIB
+    assert "MiB at the peak" in report.table()
+    np.testing.assert_allclose(d.numpy(), (np.exp(2.0) + 1.0) * 512 * 1024, rtol=1e-3)  # float32 sum
+
+
+def test_the_memory_timeline_is_drawn_as_png_or_written_as_json(tmp_path):
+    a = mj.array(np.ones((256, 256), np.float32))
+    with mj.profile() as report:
+        (a * 3 + 1).sum().sync()
+    png, data = tmp_path / "memory.png", tmp_path / "memory.json"
+    report.export_memory_timeline(str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report.export_memory_timeline(str(data))
+    events = json.loads(data.read_text())
+    assert [event["name"] for event in events] == [event["name"] for event in report.timeline]
+    with pytest.raises(ValueError, match="must end in .png or .json"):
+        report.export_memory_timeline(str(tmp_path / "memory.svg"))
+
+
+def test_an_empty_profile_has_no_chart_to_draw(tmp_path):
+    with mj.profile() as report:
+        pass
+    with pytest.raises(ValueError, match="no kernel ran"):
+        report.export_memory_timeline(str(tmp_path / "memory.png"))
