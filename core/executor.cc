@@ -5,6 +5,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <stdexcept>
+#include <unordered_set>
 
 namespace metajit {
 namespace {
@@ -98,6 +99,39 @@ std::atomic<uint64_t> syncs_run{0};
 
 uint64_t sync_epoch() { return syncs_run.load(std::memory_order_relaxed); }
 
+namespace {
+std::mutex ordered_mutex;
+std::vector<NodePtr> ordered_nodes;  // pending, in the order added
+
+// The ordered nodes still pending, after `targets`; those computed since are let go.
+void add_ordered_targets(std::vector<NodePtr>* targets) {
+  std::lock_guard<std::mutex> lock(ordered_mutex);
+  std::vector<NodePtr> pending;
+  for (NodePtr& node : ordered_nodes)
+    if (!node->is_computed()) pending.push_back(std::move(node));
+  ordered_nodes = pending;
+  if (pending.empty()) return;
+  std::unordered_set<const Node*> asked;
+  for (const NodePtr& target : *targets) asked.insert(target.get());
+  for (const NodePtr& node : pending)
+    if (!asked.count(node.get())) targets->push_back(node);
+}
+}  // namespace
+
+void add_ordered_node(NodePtr node) {
+  std::lock_guard<std::mutex> lock(ordered_mutex);
+  ordered_nodes.push_back(std::move(node));
+}
+
+void sync_ordered_nodes() {
+  std::vector<NodePtr> targets;
+  {
+    std::lock_guard<std::mutex> lock(ordered_mutex);
+    targets = ordered_nodes;
+  }
+  sync(targets);
+}
+
 void sync(const std::vector<NodePtr>& targets) {
   struct Scope {
     bool previous = syncing;
@@ -108,6 +142,7 @@ void sync(const std::vector<NodePtr>& targets) {
   for (const NodePtr& target : targets)
     if (target && !target->is_computed()) pending.push_back(target);
   if (pending.empty()) return;
+  add_ordered_targets(&pending);
   syncs_run.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(sync_mutex());
   std::vector<NodePtr> still_pending;

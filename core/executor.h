@@ -43,6 +43,12 @@ bool inside_sync();
 // Makes every target computed. Thread-safe: concurrent syncs are serialised. On return each target holds a
 // Storage and has dropped its inputs. Errors propagate as exceptions and leave the targets uncomputed.
 void sync(const std::vector<NodePtr>& targets);
+// Holds `node` until it is computed, and makes every sync compute it (with the other such nodes, in the order they
+// were added) along with whatever it was asked for: an ordered host operation (core/host_operation.h), which every
+// rank of a job must run in the same order whether or not it reads the result.
+void add_ordered_node(NodePtr node);
+// Computes the ordered nodes still pending (a barrier, the end of the process).
+void sync_ordered_nodes();
 // How many syncs have run kernels so far: the operations recorded between two syncs are one "step" for rules
 // that compare one step with the next (meta_ops/scalar_sites.h).
 uint64_t sync_epoch();

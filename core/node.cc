@@ -36,6 +36,7 @@ const char* node_kind_name(NodeKind kind) {
     case NodeKind::ReindexReduce: return "reindex_reduce";
     case NodeKind::Code: return "code";
     case NodeKind::Custom: return "custom";
+    case NodeKind::HostOperation: return "host_operation";
   }
   return "?";
 }
@@ -79,6 +80,7 @@ Node::~Node() {
 }
 
 std::string Node::op_name() const {
+  if (kind == NodeKind::HostOperation && payload) return payload->canonical();  // "all_reduce sum"
   if (op_namer) return op_namer(*this);
   return node_kind_name(kind);
 }

@@ -20,7 +20,21 @@ namespace metajit {
 // families: Code (a user's C++ kernel, never fused: its inputs are buffers, it writes its outputs itself) and
 // Custom (the value of its first input, with a gradient rule given from outside: mj.Function).
 enum class NodeKind : uint8_t {
-  Data, Constant, Arange, Unary, Binary, Where, Cast, View, Reshape, Reindex, Reduce, ReindexReduce, Code, Custom
+  Data,
+  Constant,
+  Arange,
+  Unary,
+  Binary,
+  Where,
+  Cast,
+  View,
+  Reshape,
+  Reindex,
+  Reduce,
+  ReindexReduce,
+  Code,
+  Custom,
+  HostOperation  // work on host buffers between kernels (core/host_operation.h)
 };
 const char* node_kind_name(NodeKind kind);
 

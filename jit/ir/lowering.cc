@@ -551,8 +551,10 @@ class Lowerer {
         return reduce_value(node, indices, per_row);
       }
       case NodeKind::ReindexReduce:
-      case NodeKind::Code:  // a user's kernel writes whole buffers: never inlined
-        if (is_root && node->kind == NodeKind::Code) throw std::logic_error("internal error: a Code op reached fused lowering");
+      case NodeKind::Code:           // a user's kernel writes whole buffers: never inlined
+      case NodeKind::HostOperation:  // nor is work that runs on the host between kernels
+        if (is_root && (node->kind == NodeKind::Code || node->kind == NodeKind::HostOperation))
+          throw std::logic_error("internal error: " + node->op_name() + " reached fused lowering");
         request(node.get());
         return constant_of(0, node->dtype);
       case NodeKind::Custom:  // mj.Function's output: the forward's value; its gradient rule is elsewhere
@@ -817,7 +819,8 @@ bool stores_its_source_unchanged(const Node& root, const std::unordered_set<Node
     return false;
   const Node& source = *root.inputs[0];
   if (source.is_computed() || materialized.count(const_cast<Node*>(&source)) || source.shape != root.shape ||
-      source.dtype != root.dtype || source.kind == NodeKind::Code || source.kind == NodeKind::ReindexReduce)
+      source.dtype != root.dtype || source.kind == NodeKind::Code || source.kind == NodeKind::HostOperation ||
+      source.kind == NodeKind::ReindexReduce)
     return false;
   const auto& payload = static_cast<const IndexPayload&>(*root.payload);
   if (!payload.overflow_conditions.empty() || payload.indexes.size() != root.shape.size()) return false;
@@ -842,7 +845,7 @@ LoweringResult lower_group(const NodePtr& root, const std::unordered_set<Node*>&
   while (source->kind == NodeKind::Reshape && !source->is_computed() && !materialized.count(source.get()))
     source = source->inputs[0];
   if (source->is_computed() || materialized.count(source.get()) || source->kind == NodeKind::ReindexReduce ||
-      source->kind == NodeKind::Code || source->kind == NodeKind::Data)
+      source->kind == NodeKind::Code || source->kind == NodeKind::HostOperation || source->kind == NodeKind::Data)
     return result;
   LoweringResult peeled = lower_group_computing(root, source, materialized, consumers);
   if (peeled.materialize_requests.size() < result.materialize_requests.size()) return with_inlined_of(std::move(peeled), result);

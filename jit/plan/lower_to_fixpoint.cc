@@ -66,7 +66,7 @@ void lower_to_fixpoint(PlanningState& state) {
     std::sort(state.roots.begin(), state.roots.end(), [](const NodePtr& a, const NodePtr& b) { return a->id < b->id; });
     std::vector<Node*> requests;
     for (const NodePtr& root : state.roots) {
-      if (root->kind == NodeKind::Code) {  // never fused: its inputs become buffers
+      if (root->kind == NodeKind::Code || root->kind == NodeKind::HostOperation) {  // never fused: inputs are buffers
         for (const NodePtr& input : root->inputs)
           if (!input->is_computed() && !state.materialized.count(input.get())) requests.push_back(input.get());
         continue;

@@ -30,6 +30,7 @@ struct PlannedKernel {
   std::string contraction;  // the matched contraction (Contraction::describe), also when no library took it
   bool code = false;        // a Code op: `rendered` is the user's kernel, launched once for all its outputs
   bool on_host = false;     // in plans for the GPU: a Code op without cuda_src, run on the CPU from `rendered`
+  bool host_operation = false;  // work on host buffers (core/host_operation.h), run from the output node's payload
   RenderedCudaKernel cuda;  // in plans for the GPU (jit/run/cuda_graph_runner.h), instead of `rendered`
   std::string cuda_key;     // of `cuda`, for the CUDA binary cache ("" under the emulator)
 };

@@ -15,14 +15,18 @@ std::vector<KernelDescription> describe_plan(const std::vector<NodePtr>& nodes) 
     description.body = kernel.rendered.source;
     description.ops = kernel.lowered.kernel.fused_ops;
     description.cached_in_memory = !kernel.key.empty() && KernelCache::instance().in_memory(kernel.key);
-    description.cached = kernel.key.empty() ? std::string("library") : KernelCache::instance().locate(kernel.key);
-    description.kind = kernel.code      ? "code"
-                       : kernel.library ? (kernel.key.empty() ? "library" : "library+epilogue")
-                                        : "generated";
+    description.cached = kernel.host_operation ? std::string("host")
+                         : kernel.key.empty()  ? std::string("library")
+                                               : KernelCache::instance().locate(kernel.key);
+    description.kind = kernel.code             ? "code"
+                       : kernel.host_operation ? "host"
+                       : kernel.library        ? (kernel.key.empty() ? "library" : "library+epilogue")
+                                               : "generated";
     if (kernel.library) description.library = kernel.library->describe();
     if (!kernel.contraction.empty()) description.contraction = kernel.contraction;
     description.buffer_offsets = kernel.buffer_offsets;
-    if (!kernel.code && !(kernel.library && !kernel.epilogue)) description.ir = ir_text(kernel.lowered.kernel);
+    if (!kernel.code && !kernel.host_operation && !(kernel.library && !kernel.epilogue))
+      description.ir = ir_text(kernel.lowered.kernel);
     descriptions.push_back(std::move(description));
   }
   return descriptions;

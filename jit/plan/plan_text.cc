@@ -25,10 +25,11 @@ std::string plan_text(const Plan& plan, const GraphSignature& signature) {
                      "\n";
   for (size_t index = 0; index < plan.kernels.size(); ++index) {
     const PlannedKernel& kernel = plan.kernels[index];
-    std::string kind = kernel.code       ? "code op"
-                       : !kernel.library ? "generated"
-                       : kernel.epilogue ? "library call + epilogue"
-                                         : "library call";
+    std::string kind = kernel.code             ? "code op"
+                       : kernel.host_operation ? "host operation"
+                       : !kernel.library       ? "generated"
+                       : kernel.epilogue       ? "library call + epilogue"
+                                               : "library call";
     text += "  kernel " + std::to_string(index) + ": " + kind;
     if (!kernel.key.empty()) text += " " + kernel.key;
     if (!kernel.cuda.source.empty()) text += " (CUDA, " + kernel.cuda.schedule + ")";

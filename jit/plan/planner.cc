@@ -20,11 +20,11 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, Con
   cut_deep_chains(state);
   lower_to_fixpoint(state);
   if (state.use_library) fold_consumers_into_calls(state);
-  // The roots' kernels in launch order; a Code op is a kernel of its own whose inputs are buffers.
+  // The roots' kernels in launch order; a Code op or host operation is an entry of its own whose inputs are buffers.
   std::vector<LoweredKernel> lowered;
   std::vector<ContractionMatch> matches;
   for (const NodePtr& root : state.roots) {
-    if (root->kind == NodeKind::Code) {
+    if (root->kind == NodeKind::Code || root->kind == NodeKind::HostOperation) {
       LoweredKernel code;
       code.output = root;
       code.inputs = root->inputs;

@@ -226,7 +226,8 @@ std::vector<Node*> shared_values_to_store(const std::vector<NodePtr>& roots,
                                           const std::unordered_set<Node*>& materialized) {
   std::vector<Node*> groups;
   for (const NodePtr& root : roots)
-    if (root->kind != NodeKind::Code) groups.push_back(root.get());  // a user's kernel reads buffers only
+    // A user's kernel and host work read buffers only.
+    if (root->kind != NodeKind::Code && root->kind != NodeKind::HostOperation) groups.push_back(root.get());
   std::vector<Node*> candidates;
   for (Node* node : ReaderIndex(groups, materialized).shared_nodes())
     if (is_arithmetic(node->kind)) candidates.push_back(node);

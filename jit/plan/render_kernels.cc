@@ -2,9 +2,10 @@
 // backend, with the most post-ops folded into the call that it takes (else the plain sum and a generated
 // epilogue); what is left of the kernel goes through the IR passes (jit/ir/ir_passes.h: the shared ones, then
 // on the copy rendered to C++ the launch offsets, so x[0]'s kernel serves x[t], and the C++ scheduling passes),
-// is rendered and keyed for the kernel cache. A Code op renders the user's kernel.
+// is rendered and keyed for the kernel cache. A Code op renders the user's kernel; a host operation renders nothing.
 #include <optional>
 
+#include "core/host_operation.h"
 #include "core/log.h"
 #include "jit/codegen/code_ops/code_kernel.h"
 #include "jit/ir/ir_passes.h"
@@ -37,6 +38,19 @@ PlannedKernel code_kernel(LoweredKernel lowered, bool render_cpu_source) {
   }
   planned.lowered = std::move(lowered);
   planned.lowered.kernel.fused_ops = {op.what + "  " + shape_to_string(output->shape) + "  " + op.provenance.to_string()};
+  return planned;
+}
+
+// Host work runs from its node's payload (which the plan does not keep: a cached plan serves later graphs), on
+// the CPU whatever device the plan is for.
+PlannedKernel host_operation_kernel(LoweredKernel lowered) {
+  PlannedKernel planned;
+  planned.host_operation = true;
+  planned.on_host = true;
+  const Node& output = *lowered.output;
+  planned.lowered = std::move(lowered);
+  planned.lowered.kernel.fused_ops = {host_operation_of(output).describe() + "  " + shape_to_string(output.shape) +
+                                      "  " + output.provenance.to_string()};
   return planned;
 }
 
@@ -83,6 +97,8 @@ std::vector<PlannedKernel> render_kernels(std::vector<LoweredKernel> lowered, st
   for (size_t index = 0; index < lowered.size(); ++index) {
     if (lowered[index].output->kind == NodeKind::Code)
       kernels.push_back(code_kernel(std::move(lowered[index]), render_cpu_source));
+    else if (lowered[index].output->kind == NodeKind::HostOperation)
+      kernels.push_back(host_operation_kernel(std::move(lowered[index])));
     else
       kernels.push_back(generated_kernel(std::move(lowered[index]), std::move(matches[index]), backend, render_cpu_source));
   }

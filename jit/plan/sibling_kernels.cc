@@ -24,8 +24,8 @@ std::atomic<bool> enabled_{flag_boolean(Flag::MultipleOutputs)};
 // lowers as a pointwise kernel of its source (jit/ir/lowering.cc), but its node has no elementwise value to join.
 bool joinable(const LoweredKernel& lowered, const ContractionMatch& match) {
   const NodePtr& output = lowered.output;
-  if (!output || output->kind == NodeKind::Code || output->kind == NodeKind::ReindexReduce || match.contraction ||
-      !lowered.siblings.empty() || output->numel() == 0)
+  if (!output || output->kind == NodeKind::Code || output->kind == NodeKind::HostOperation ||
+      output->kind == NodeKind::ReindexReduce || match.contraction || !lowered.siblings.empty() || output->numel() == 0)
     return false;
   const IrKernel& kernel = lowered.kernel;
   if (kernel.kind != IrKernel::Kind::Pointwise || !kernel.row_body.empty()) return false;

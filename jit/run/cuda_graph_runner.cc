@@ -48,9 +48,9 @@ void render_for_cuda(std::vector<PlannedKernel>& kernels, const CudaTarget& targ
         continue;
       }
       kernel.cuda = render_code_cuda_kernel(op, output->inputs);
-    } else if (kernel.library && !kernel.epilogue) {
-      continue;  // the library call is all of it
-    } else {  // position-independent, as on the CPU: x[0]'s kernel serves x[t] with its offset added at launch
+    } else if ((kernel.library && !kernel.epilogue) || kernel.host_operation) {
+      continue;  // the library call is all of it; host work runs on the CPU
+    } else {     // position-independent, as on the CPU: x[0]'s kernel serves x[t] with its offset added at launch
       IrKernel position_independent = kernel.lowered.kernel;
       kernel.buffer_offsets = move_constant_offsets_to_launch(position_independent);
       kernel.cuda = render_cuda(position_independent);
@@ -133,6 +133,7 @@ std::vector<StoragePtr> emulate_cuda(const std::vector<NodePtr>& targets, int64_
                                                     /*multiple_outputs=*/false);
   for (PlannedKernel& kernel : kernels) {
     const NodePtr& output = kernel.lowered.output;
+    if (kernel.host_operation) continue;
     kernel.cuda = kernel.code
                       ? render_code_cuda_kernel(*static_cast<const CodePayload&>(*output->payload).op, output->inputs)
                       : render_cuda(kernel.lowered.kernel);

@@ -11,6 +11,7 @@ std::vector<InspectedCudaKernel> inspect_cuda_kernels(const std::vector<NodePtr>
   bool have_nvrtc = NvrtcCompiler::unavailable_reason().empty();
   std::vector<InspectedCudaKernel> kernels;
   for (PlannedKernel& planned : plan_kernels(targets, /*backend=*/nullptr, /*render_cpu_source=*/true)) {
+    if (planned.host_operation) continue;  // runs on the host: no CUDA kernel to show
     InspectedCudaKernel kernel;
     kernel.output = planned.lowered.output;
     kernel.code = planned.code;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/executor.h"
+#include "core/host_operation.h"
 #include "core/stats.h"
 #include "jit/plan/buffer_lifetimes.h"
 #include "jit/run/kernel_profile.h"
@@ -82,10 +83,21 @@ void launch_code(Device& device, const PlannedKernel& kernel, const NodePtr& out
   if (!values.computed(*output)) values.store(*output, storages[payload->output_index]);
 }
 
+// Host work reads its inputs' host buffers and writes its own; its errors (a collective called differently on
+// another rank) keep their type, so Python sees the error the operation raised.
+void launch_host_operation(Device& host, const NodePtr& output, const std::vector<NodePtr>& inputs, RunValues& values) {
+  StoragePtr storage = allocate_result(host, *output, output->dtype, output->shape);
+  std::vector<const void*> buffers;
+  for (const NodePtr& input : inputs) buffers.push_back(input_buffer(host, values, *input));
+  host_operation_of(*output).run(host.buffer(*storage), buffers);
+  values.store(*output, std::move(storage));
+}
+
 // A kernel's buffers: its output, the further outputs of a kernel with several (siblings), then its inputs.
 void launch(Device& device, const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& siblings,
             const std::vector<NodePtr>& inputs, RunValues& values) {
   if (kernel.code) return launch_code(device, kernel, output, inputs, values);
+  if (kernel.host_operation) return launch_host_operation(device, output, inputs, values);
   StoragePtr storage = allocate_result(device, *output, output->dtype, output->shape);
   std::vector<void*> buffers{device.buffer(*storage)};
   std::vector<StoragePtr> sibling_storages;

@@ -1,10 +1,14 @@
-// metajit._core's collectives (libraries/collectives.h) on numpy buffers; argument conversion only. The Python
-// side (python/metajit/distributed.py) turns Vars into contiguous host arrays and back.
+// metajit._core's collectives: as lazy plan entries over Vars (libraries/collective_operation.h), and on numpy
+// buffers for the few that run at once (libraries/collectives.h); argument conversion only.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "var_caster.h"
+
 #include "core/dtype.h"
+#include "core/executor.h"
+#include "libraries/collective_operation.h"
 #include "libraries/collectives.h"
 #include "libraries/mpi_library.h"
 #include "libraries/nccl_library.h"
@@ -70,6 +74,18 @@ void bind_distributed(py::module_& module) {
     if (result != 0) throw std::runtime_error(std::string("ncclGetUniqueId: ") + nccl_api().error_string(result));
     return py::bytes(id.internal, sizeof id.internal);
   });
+  module.def(
+      "collective",
+      [](const std::string& name, const NodePtr& input, const std::string& operation, int root,
+         const std::string& line) { return collective(name, input, operation_named(operation), root, line); },
+      "The pending result of a collective over `input`, computed in the plan of the next sync.");
+  module.def(
+      "sync_ordered_nodes",
+      [] {
+        py::gil_scoped_release release;
+        sync_ordered_nodes();
+      },
+      "Runs the collectives recorded and not yet run.");
   module.def("collective_all_reduce",
              [](py::array array, const std::string& dtype, const std::string& operation, const std::string& line) {
                CollectiveCall call = call_for("all_reduce", array, dtype, line);

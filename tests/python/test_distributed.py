@@ -247,3 +247,19 @@ def test_nccl_loads_without_a_gpu_or_says_what_to_install():
     else:
         assert "pip install nvidia-nccl-cu13" in status["reason"] and "METAJIT_NCCL" in status["reason"]
         assert not dist.is_nccl_available()
+
+
+@needs_mpirun
+def test_collectives_are_plan_entries_run_in_recording_order():
+    status, output, _ = mpirun(2, "plan_entries.py", METAJIT_DISTRIBUTED_TIMEOUT="30")
+    assert status == 0, output[-3000:]
+    for rank in range(2):
+        assert f"rank {rank}: plan entries ok" in output, output[-3000:]
+
+
+def test_in_a_world_of_one_rank_collectives_add_nothing_to_the_plan():
+    x = mj.array(np.arange(4, dtype=np.float32))
+    y = x * 2
+    dist.all_reduce(y)
+    assert [kernel.kind for kernel in mj.inspect(y + 1)] == ["generated"]
+    np.testing.assert_allclose((y + 1).numpy(), np.arange(4) * 2 + 1)

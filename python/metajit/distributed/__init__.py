@@ -13,18 +13,19 @@ are given and record no gradient; `metajit.distributed.nn.functional` has the di
 Vars (the gradient of all_gather is reduce_scatter, and so on).
 
 Every rank must call the same collectives in the same order with the same shapes and dtypes: a rank that does not
-makes every rank raise CollectiveMismatchError naming each rank's call and line, and a rank that never arrives
+makes every rank raise CollectiveMismatchError naming each rank's call and line (at the sync that runs the
+collective, since collectives are lazy; see below), and a rank that never arrives
 stops the whole job after METAJIT_DISTRIBUTED_TIMEOUT seconds with the rank, collective and line that waited. An
 uncaught error on one rank stops every rank (MPI_Abort) instead of leaving the others waiting.
 
-For now each collective computes its input and runs at once (it syncs); collectives as entries of the lazy plan,
-fused with the kernels that feed them, come with the planner work of the issue (docs/distributed.md).
+Collectives are lazy, like every other op: each is an entry of the plan that computes its input, run at the next
+sync between the kernels that feed it and those that read its result. Every sync also runs the collectives
+recorded before it that nothing has read yet, in the order they were recorded, so each rank calls them in program
+order; barrier() and the end of the process run any that are left (docs/distributed.md).
 """
 import atexit
 import os
 import sys
-
-import numpy as np
 
 from .. import _core
 from .._core import Var
@@ -138,33 +139,36 @@ def _operation(name, op):
     return _OPERATIONS[key]
 
 
-def _host_buffer(tensor):
-    """A writable C-contiguous host copy of tensor's values in a dtype MPI can carry, and that dtype's name."""
-    values = np.array(tensor.numpy(), copy=True, order="C")
-    if values.dtype == np.float16:
-        values = values.astype(np.float32)
-    elif values.dtype == np.bool_:
-        values = values.astype(np.uint8)
-    return values, str(values.dtype)
+_CARRIED_AS = {"float16": "float32", "bool": "uint8"}  # dtypes MPI has no type for, and what carries them
 
 
-def _as_var_like(values, tensor):
-    from .. import array
-    if tensor.dtype == "bool":
-        values = values != 0
-    return array(values.astype(np.dtype(tensor.dtype), copy=False))
+def _collective(name, tensor, operation="sum", root=-1, line=""):
+    """The pending result of a collective over tensor (a plan entry run at the next sync, between the kernels that
+    compute its input and those that read its result; libraries/collective_operation.h). No gradient."""
+    from .._autograd import no_grad
+    with no_grad():
+        carried = _CARRIED_AS.get(tensor.dtype)
+        value = tensor.detach() if carried is None else tensor.detach().astype(carried)
+        result = _core.collective(name, value, operation, int(root), line)
+        if carried is None:
+            return result
+        return result != 0 if tensor.dtype == "bool" else result.astype(tensor.dtype)
+
+
+def _identity(tensor):
+    """A new Var with tensor's values and no history: what every collective gives in a world of one rank."""
+    return tensor.detach().clone()
 
 
 def _reduced(tensor, op, name, line):
-    """tensor's values reduced over the ranks, as a new Var (no gradient)."""
+    """tensor's values reduced over the ranks, as a new pending Var (no gradient)."""
     operation = _operation(name, op)
-    values, dtype = _host_buffer(tensor)
-    if operation == "mean" and not np.issubdtype(values.dtype, np.floating):
+    if operation == "mean" and tensor.dtype not in ("float16", "float32", "float64"):
         raise TypeError(f"{name}: ReduceOp.AVG needs a floating-point tensor, got {tensor.dtype}")
-    _core.collective_all_reduce(values, dtype, "sum" if operation == "mean" else operation, line)
-    if operation == "mean":
-        values /= get_world_size()
-    return _as_var_like(values, tensor)
+    if get_world_size() == 1:
+        return _identity(tensor)
+    result = _collective("all_reduce", tensor, "sum" if operation == "mean" else operation, -1, line)
+    return result / get_world_size() if operation == "mean" else result
 
 
 def _write(tensor, value):
@@ -177,24 +181,33 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Replaces tensor's values with their reduction over every rank (sum, product, min, max or mean), as
     torch.distributed.all_reduce; returns tensor."""
     _check_var("all_reduce", tensor)
-    _write(tensor, _reduced(tensor, op, "all_reduce", _user_line()))
+    reduced = _reduced(tensor, op, "all_reduce", _user_line())
+    if get_world_size() > 1:
+        _write(tensor, reduced)
     return tensor
 
 
 def broadcast(tensor, src=0, group=None, async_op=False):
     """Replaces tensor's values on every rank with rank src's, as torch.distributed.broadcast; returns tensor."""
     _check_var("broadcast", tensor)
-    values, dtype = _host_buffer(tensor)
-    _core.collective_broadcast(values, dtype, int(src), _user_line())
-    _write(tensor, _as_var_like(values, tensor))
+    broadcast_value = _broadcast(tensor, src, _user_line())
+    if get_world_size() > 1:
+        _write(tensor, broadcast_value)
     return tensor
 
 
+def _broadcast(tensor, src, line):
+    if not 0 <= int(src) < get_world_size():
+        raise ValueError(f"broadcast at {line}: source rank {src} is not in a world of {get_world_size()} ranks")
+    if get_world_size() == 1:
+        return _identity(tensor)
+    return _collective("broadcast", tensor, "sum", src, line)
+
+
 def _gathered(tensor, line):
-    values, dtype = _host_buffer(tensor)
-    output = np.empty((get_world_size(),) + values.shape, values.dtype)
-    _core.collective_all_gather(values, output, dtype, line)
-    return _as_var_like(output, tensor)
+    if get_world_size() == 1:
+        return _identity(tensor).unsqueeze(0)
+    return _collective("all_gather", tensor, "sum", -1, line)
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False):
@@ -222,15 +235,13 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
 
 def _reduce_scattered(input, op, name, line):
     operation = _operation(name, op)
-    values, dtype = _host_buffer(input)
-    if values.ndim == 0 or values.shape[0] % get_world_size():
-        raise ValueError(f"{name}: the input's first dimension ({values.shape[0] if values.ndim else 'none'}) "
+    if input.ndim == 0 or input.shape[0] % get_world_size():
+        raise ValueError(f"{name}: the input's first dimension ({input.shape[0] if input.ndim else 'none'}) "
                          f"must divide into {get_world_size()} equal pieces, one per rank")
-    output = np.empty((values.shape[0] // get_world_size(),) + values.shape[1:], values.dtype)
-    _core.collective_reduce_scatter(values, output, dtype, "sum" if operation == "mean" else operation, line)
-    if operation == "mean":
-        output /= get_world_size()
-    return _as_var_like(output, input)
+    if get_world_size() == 1:
+        return _identity(input)
+    result = _collective("reduce_scatter", input, "sum" if operation == "mean" else operation, -1, line)
+    return result / get_world_size() if operation == "mean" else result
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
@@ -255,11 +266,17 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
 
 
 def barrier(group=None, async_op=False, device_ids=None):
-    """Returns once every rank has called it."""
+    """Returns once every rank has called it (and has run the collectives it recorded before)."""
+    _core.sync_ordered_nodes()
     _core.collective_barrier(_user_line())
 
 
 def _finish():
+    try:
+        _core.sync_ordered_nodes()  # collectives recorded and never read still run, as the other ranks expect
+    except BaseException as error:  # the other ranks may wait in them: stop the job rather than hang it
+        _core.distributed_abort(f"metajit.distributed: rank {get_rank()} failed running its last collectives at "
+                                f"exit: {type(error).__name__}: {error}", 1)
     _core.distributed_finalize()
 
 

@@ -1,11 +1,12 @@
 """Differentiable collectives (torch.distributed.nn.functional's names): each returns new Vars and records a
 gradient that is itself a collective. The gradient of all_reduce (sum) is the all-reduced gradient, of broadcast
 the sum of the gradients onto the source rank, of all_gather a reduce-scatter and of reduce_scatter an all-gather.
-Like the in-place collectives in metajit.distributed, each runs when it is called (its input is computed first),
-and so do their gradients when backward reaches them; every rank must reach them in the same order."""
+Like the in-place collectives in metajit.distributed, each is a lazy plan entry run at the next sync, and so are
+their gradients, recorded when backward reaches them; every rank must reach them in the same order."""
 from ... import stack, zeros_like
 from ..._function import Function
-from .. import ReduceOp, _gathered, _operation, _reduce_scattered, _reduced, _user_line, get_rank, get_world_size
+from .. import (ReduceOp, _broadcast, _gathered, _operation, _reduce_scattered, _reduced, _user_line, get_rank,
+                get_world_size)
 
 
 class _AllReduce(Function):
@@ -25,11 +26,8 @@ class _AllReduce(Function):
 class _Broadcast(Function):
     @staticmethod
     def forward(context, tensor, source, line):
-        from .. import _core, _host_buffer, _as_var_like
         context.source, context.line = source, line
-        values, dtype = _host_buffer(tensor)
-        _core.collective_broadcast(values, dtype, source, line)
-        return _as_var_like(values, tensor)
+        return _broadcast(tensor, source, line)
 
     @staticmethod
     def backward(context, grad):

@@ -8,9 +8,10 @@ Each rank should see its own share of the data (metajit.data.DistributedSampler,
 batch B each then compute the same update as one process with batch N * B (for losses that average over the
 batch). no_sync() skips the averaging for gradient accumulation; the next backward outside it averages the sum.
 
-Today the averaging runs when backward() returns and computes the gradients then (one plan for the backward pass,
-one all-reduce per bucket, then the optimizer's update); overlapping the all-reduces with the backward pass needs
-collectives inside the plan (issue 44)."""
+The averaging is recorded when backward() returns: each bucket's packing, all-reduce and unpacking are lazy, so
+the backward kernels, the all-reduces (plan entries, libraries/collective_operation.h) and the optimizer's update
+run as one plan at the next sync. The all-reduces do not yet overlap the backward kernels: each runs when the run
+loop reaches its entry (issue 44)."""
 import contextlib
 import weakref
 
