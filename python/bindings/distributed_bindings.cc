@@ -1,6 +1,5 @@
-// metajit._core's collectives: as lazy plan entries over Vars (libraries/collective_operation.h), and on numpy
-// buffers for the few that run at once (libraries/collectives.h); argument conversion only.
-#include <pybind11/numpy.h>
+// metajit._core's collectives: lazy plan entries over Vars (libraries/collective_operation.h), and the barrier,
+// which runs at once (libraries/collectives.h); argument conversion only.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -24,22 +23,6 @@ ReduceOperation operation_named(const std::string& name) {
   if (name == "max") return ReduceOperation::Maximum;
   if (name == "min") return ReduceOperation::Minimum;
   throw std::invalid_argument("unknown reduce operation '" + name + "' (sum, product, max, min)");
-}
-
-CollectiveCall call_for(const std::string& collective, const py::array& array, const std::string& dtype,
-                        const std::string& line) {
-  CollectiveCall call;
-  call.collective = collective;
-  call.dtype = dtype_from_name(dtype);
-  call.shape.assign(array.shape(), array.shape() + array.ndim());
-  call.line = line;
-  return call;
-}
-
-void* writable(py::array& array) {
-  if (!(array.flags() & py::array::c_style) || !array.writeable())
-    throw std::invalid_argument("collectives need a writable C-contiguous array");
-  return array.mutable_data();
 }
 
 }  // namespace
@@ -86,38 +69,6 @@ void bind_distributed(py::module_& module) {
         sync_ordered_nodes();
       },
       "Runs the collectives recorded and not yet run.");
-  module.def("collective_all_reduce",
-             [](py::array array, const std::string& dtype, const std::string& operation, const std::string& line) {
-               CollectiveCall call = call_for("all_reduce", array, dtype, line);
-               call.operation = operation_named(operation);
-               void* data = writable(array);
-               py::gil_scoped_release release;
-               DistributedWorld::instance().all_reduce(data, call);
-             });
-  module.def("collective_broadcast", [](py::array array, const std::string& dtype, int root, const std::string& line) {
-    CollectiveCall call = call_for("broadcast", array, dtype, line);
-    call.root = root;
-    void* data = writable(array);
-    py::gil_scoped_release release;
-    DistributedWorld::instance().broadcast(data, call);
-  });
-  module.def("collective_all_gather",
-             [](py::array input, py::array output, const std::string& dtype, const std::string& line) {
-               CollectiveCall call = call_for("all_gather", input, dtype, line);
-               const void* source = writable(input);
-               void* target = writable(output);
-               py::gil_scoped_release release;
-               DistributedWorld::instance().all_gather(source, target, call);
-             });
-  module.def("collective_reduce_scatter", [](py::array input, py::array output, const std::string& dtype,
-                                             const std::string& operation, const std::string& line) {
-    CollectiveCall call = call_for("reduce_scatter", input, dtype, line);
-    call.operation = operation_named(operation);
-    const void* source = writable(input);
-    void* target = writable(output);
-    py::gil_scoped_release release;
-    DistributedWorld::instance().reduce_scatter(source, target, call);
-  });
   module.def("collective_barrier", [](const std::string& line) {
     CollectiveCall call;
     call.collective = "barrier";
