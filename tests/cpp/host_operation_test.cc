@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/executor.h"
 #include "core/host_operation.h"
 #include "jit/plan/planner.h"
+#include "jit/run/cuda_graph_runner.h"
 #include "jit/run/graph_executor.h"
 #include "meta_ops/elementwise.h"
 
@@ -102,6 +104,20 @@ TEST_F(HostOperationTest, AnOrderedOperationIsHeldUntilItRunsEvenIfDropped) {
   reversed(counting(3), "dropped", true);  // the caller keeps no handle
   sync_ordered_nodes();
   EXPECT_EQ(run_log, std::vector<std::string>{"dropped"});
+}
+
+TEST_F(HostOperationTest, RunsOnTheHostBetweenEmulatedGpuKernels) {
+  set_cuda_execution(CudaExecution::Emulator);
+  struct Restore {
+    ~Restore() { set_cuda_execution(CudaExecution::Off); }
+  } restore;
+  NodePtr doubled = binary(BinaryOp::Multiply, counting(5), constant({}, DType::Float32, 2.0));
+  NodePtr output = binary(BinaryOp::Add, reversed(doubled, "emulated", false), constant({}, DType::Float32, 1.0));
+  sync({output});
+  std::vector<float> values(5);
+  std::memcpy(values.data(), output->storage->data(), sizeof(float) * values.size());
+  for (int64_t index = 0; index < 5; ++index) EXPECT_EQ(values[size_t(index)], 2.0f * float(4 - index) + 1.0f);
+  EXPECT_EQ(run_log, std::vector<std::string>{"emulated"});
 }
 
 TEST_F(HostOperationTest, OnlyAHostOperationNodeHasAnOperation) {
