@@ -23,11 +23,12 @@ void CollectiveOperation::run(void* output, const std::vector<const void*>& inpu
   const void* input = inputs.at(0);
   if (call_.collective == "all_gather") return world.all_gather(input, output, call_);
   if (call_.collective == "reduce_scatter") return world.reduce_scatter(input, output, call_);
-  // In place over the output, which starts as a copy of the input.
-  size_t bytes = size_t(call_.element_count() * dtype_size(call_.dtype));
-  if (bytes) std::memcpy(output, input, bytes);
-  if (call_.collective == "all_reduce") return world.all_reduce(output, call_);
-  if (call_.collective == "broadcast") return world.broadcast(output, call_);
+  if (call_.collective == "all_reduce") return world.all_reduce(input, output, call_);
+  if (call_.collective == "broadcast") {  // in place over the output: the source rank's starts as its input
+    size_t bytes = size_t(call_.element_count() * dtype_size(call_.dtype));
+    if (bytes && (world.rank() == call_.root || world.size() == 1)) std::memcpy(output, input, bytes);
+    return world.broadcast(output, call_);
+  }
   throw std::logic_error("internal error: unknown collective " + call_.collective);
 }
 

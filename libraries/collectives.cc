@@ -208,12 +208,17 @@ void DistributedWorld::check_same_call(const CollectiveCall& call) {
   throw CollectiveMismatchError(message);
 }
 
-void DistributedWorld::all_reduce(void* data, const CollectiveCall& call) {
-  if (!begin(call)) return;
+void DistributedWorld::all_reduce(const void* input, void* output, const CollectiveCall& call) {
+  if (!begin(call)) {
+    if (input != output && call.element_count())
+      std::memcpy(output, input, size_t(call.element_count() * dtype_size(call.dtype)));
+    return;
+  }
   const MpiApi& api = mpi_api();
-  in_pieces(data, call, [&](char* piece, int count, MpiApi::Handle* request) {
+  in_pieces(call, [&](int64_t offset, int count, MpiApi::Handle* request) {
+    const void* send = input == output ? MpiApi::in_place() : static_cast<const char*>(input) + offset;
     check(api,
-          api.iallreduce(MpiApi::in_place(), piece, count, mpi_type(api, call.dtype),
+          api.iallreduce(send, static_cast<char*>(output) + offset, count, mpi_type(api, call.dtype),
                          mpi_operation(api, call.operation), api.world, request),
           call, "MPI_Iallreduce");
   });
@@ -225,22 +230,25 @@ void DistributedWorld::broadcast(void* data, const CollectiveCall& call) {
                                 " is not in a world of " + std::to_string(size_) + " ranks");
   if (!begin(call)) return;
   const MpiApi& api = mpi_api();
-  in_pieces(data, call, [&](char* piece, int count, MpiApi::Handle* request) {
-    check(api, api.ibcast(piece, count, mpi_type(api, call.dtype), call.root, api.world, request), call, "MPI_Ibcast");
+  in_pieces(call, [&](int64_t offset, int count, MpiApi::Handle* request) {
+    check(
+        api,
+        api.ibcast(static_cast<char*>(data) + offset, count, mpi_type(api, call.dtype), call.root, api.world, request),
+        call, "MPI_Ibcast");
   });
 }
 
-void DistributedWorld::in_pieces(void* data, const CollectiveCall& call,
-                                 const std::function<void(char*, int, void**)>& start_piece) {
+void DistributedWorld::in_pieces(const CollectiveCall& call,
+                                 const std::function<void(int64_t, int, void**)>& start_piece) {
   // MPI counts are ints: a larger buffer goes in pieces, each started and waited for in turn.
   int64_t remaining = call.element_count();
-  auto* bytes = static_cast<char*>(data);
+  int64_t offset = 0;
   while (remaining > 0) {
     int count = int(std::min<int64_t>(remaining, INT_MAX / 2));
     MpiApi::Handle request = nullptr;
-    start_piece(bytes, count, &request);
+    start_piece(offset, count, &request);
     wait(request, call, "in");
-    bytes += int64_t(count) * dtype_size(call.dtype);
+    offset += int64_t(count) * dtype_size(call.dtype);
     remaining -= count;
   }
 }

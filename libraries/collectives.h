@@ -47,8 +47,9 @@ class DistributedWorld {
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }
 
-  // In place over `data` (call.element_count() elements of call.dtype).
-  void all_reduce(void* data, const CollectiveCall& call);
+  // `output` receives the reduction of every rank's `input` (call.element_count() elements of call.dtype); the two
+  // may be the same buffer.
+  void all_reduce(const void* input, void* output, const CollectiveCall& call);
   // In place; `data` of call.root is copied to every rank.
   void broadcast(void* data, const CollectiveCall& call);
   // `output` holds size() copies of `input`'s shape, rank 0's first.
@@ -72,8 +73,9 @@ class DistributedWorld {
   bool begin(const CollectiveCall& call);
   void check_same_call(const CollectiveCall& call);
   void wait(void* request, const CollectiveCall& call, const char* stage);
-  // Runs an in-place collective over `data` in pieces of at most INT_MAX / 2 elements (MPI counts are ints).
-  void in_pieces(void* data, const CollectiveCall& call, const std::function<void(char*, int, void**)>& start_piece);
+  // Runs a collective in pieces of at most INT_MAX / 2 elements (MPI counts are ints), each started at its byte
+  // offset into the buffers.
+  void in_pieces(const CollectiveCall& call, const std::function<void(int64_t, int, void**)>& start_piece);
 
   bool launched_ = false;
   bool started_ = false;

@@ -172,9 +172,15 @@ def _reduced(tensor, op, name, line):
 
 
 def _write(tensor, value):
+    """tensor.copy_(value) for a collective's fresh result: when shape and dtype agree, tensor takes the result's
+    own node (nothing else holds it), which saves copy_'s pass over the whole buffer."""
     from .._autograd import no_grad
     with no_grad():
-        tensor.copy_(value)
+        if tuple(value.shape) == tuple(tensor.shape) and value.dtype == tensor.dtype:
+            tensor._check_writable("copy_")
+            tensor._write(value, "copy_")
+        else:
+            tensor.copy_(value)
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
