@@ -17,11 +17,26 @@
 
 namespace metajit {
 
+// Work a host operation started and has not finished: the run loop goes on launching kernels that do not read its
+// result, tests it between them, and waits for it before the first kernel that does (or at the end of the plan).
+class HostWork {
+ public:
+  virtual ~HostWork() = default;
+  virtual bool test() = 0;  // whether it has finished (and a chance for it to make progress)
+  virtual void wait() = 0;
+};
+
 class HostOperation {
  public:
   virtual ~HostOperation() = default;
   // `output` is the node's buffer (its dtype and shape, row-major); `inputs` the buffers of its inputs in order.
   virtual void run(void* output, const std::vector<const void*>& inputs) const = 0;
+  // Starts the work and returns what is left of it, or null when it is done (what run() does). The buffers stay
+  // in place until the returned work has finished.
+  virtual std::unique_ptr<HostWork> start(void* output, const std::vector<const void*>& inputs) const {
+    run(output, inputs);
+    return nullptr;
+  }
   // Canonical text of what it does, without the user's line: part of the graph signature (plans are shared by
   // graphs that describe the same), and shown by mj.inspect and profiles, e.g. "all_reduce sum".
   virtual std::string describe() const = 0;

@@ -32,6 +32,26 @@ void CollectiveOperation::run(void* output, const std::vector<const void*>& inpu
   throw std::logic_error("internal error: unknown collective " + call_.collective);
 }
 
+namespace {
+class PendingCollectiveWork : public HostWork {
+ public:
+  explicit PendingCollectiveWork(std::unique_ptr<PendingCollective> pending) : pending_(std::move(pending)) {}
+  bool test() override { return pending_->test(); }
+  void wait() override { pending_->wait(); }
+
+ private:
+  std::unique_ptr<PendingCollective> pending_;
+};
+}  // namespace
+
+std::unique_ptr<HostWork> CollectiveOperation::start(void* output, const std::vector<const void*>& inputs) const {
+  if (call_.collective != "all_reduce") return HostOperation::start(output, inputs);
+  std::unique_ptr<PendingCollective> pending =
+      DistributedWorld::instance().start_all_reduce(inputs.at(0), output, call_);
+  if (!pending) return nullptr;
+  return std::make_unique<PendingCollectiveWork>(std::move(pending));
+}
+
 std::string CollectiveOperation::describe() const {
   if (call_.collective == "all_reduce" || call_.collective == "reduce_scatter")
     return call_.collective + " " + operation_name(call_.operation);

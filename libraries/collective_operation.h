@@ -18,6 +18,8 @@ class CollectiveOperation : public HostOperation {
  public:
   explicit CollectiveOperation(CollectiveCall call) : call_(std::move(call)) {}
   void run(void* output, const std::vector<const void*>& inputs) const override;
+  // An all-reduce is started without waiting, so the kernels after it run while it moves; the others run at once.
+  std::unique_ptr<HostWork> start(void* output, const std::vector<const void*>& inputs) const override;
   std::string describe() const override;  // "all_reduce sum", "broadcast from 0", "all_gather", ...
   bool ordered() const override { return true; }
   const CollectiveCall& call() const { return call_; }

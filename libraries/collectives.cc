@@ -209,19 +209,52 @@ void DistributedWorld::check_same_call(const CollectiveCall& call) {
 }
 
 void DistributedWorld::all_reduce(const void* input, void* output, const CollectiveCall& call) {
+  if (std::unique_ptr<PendingCollective> pending = start_all_reduce(input, output, call)) pending->wait();
+}
+
+std::unique_ptr<PendingCollective> DistributedWorld::start_all_reduce(const void* input, void* output,
+                                                                      const CollectiveCall& call) {
   if (!begin(call)) {
     if (input != output && call.element_count())
       std::memcpy(output, input, size_t(call.element_count() * dtype_size(call.dtype)));
-    return;
+    return nullptr;
   }
   const MpiApi& api = mpi_api();
-  in_pieces(call, [&](int64_t offset, int count, MpiApi::Handle* request) {
+  auto pending = std::make_unique<PendingCollective>();
+  pending->world_ = this;
+  pending->call_ = call;
+  // Every piece is started at once (MPI keeps collectives on one communicator in the order they start).
+  int64_t remaining = call.element_count(), offset = 0;
+  while (remaining > 0) {
+    int count = int(std::min<int64_t>(remaining, INT_MAX / 2));
     const void* send = input == output ? MpiApi::in_place() : static_cast<const char*>(input) + offset;
+    MpiApi::Handle request = nullptr;
     check(api,
           api.iallreduce(send, static_cast<char*>(output) + offset, count, mpi_type(api, call.dtype),
-                         mpi_operation(api, call.operation), api.world, request),
+                         mpi_operation(api, call.operation), api.world, &request),
           call, "MPI_Iallreduce");
-  });
+    pending->requests_.push_back(request);
+    offset += int64_t(count) * dtype_size(call.dtype);
+    remaining -= count;
+  }
+  return pending;
+}
+
+bool PendingCollective::test() {
+  const MpiApi& api = mpi_api();
+  while (!requests_.empty()) {
+    int done = 0;
+    MpiApi::Handle handle = requests_.front();
+    check(api, api.test(&handle, &done, nullptr), call_, "MPI_Test");
+    if (!done) return false;
+    requests_.erase(requests_.begin());
+  }
+  return true;
+}
+
+void PendingCollective::wait() {
+  for (void* request : requests_) world_->wait(request, call_, "in");
+  requests_.clear();
 }
 
 void DistributedWorld::broadcast(void* data, const CollectiveCall& call) {

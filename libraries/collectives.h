@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -38,6 +39,23 @@ class CollectiveMismatchError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+class DistributedWorld;
+
+// A collective started without waiting (its requests, one per piece), so that kernels can run while it moves.
+class PendingCollective {
+ public:
+  // Whether every piece has finished; Open MPI makes progress only inside calls like this one.
+  bool test();
+  // Until it has finished, bounded by METAJIT_DISTRIBUTED_TIMEOUT like every wait.
+  void wait();
+
+ private:
+  friend class DistributedWorld;
+  DistributedWorld* world_ = nullptr;
+  CollectiveCall call_;
+  std::vector<void*> requests_;  // the pieces not known to be finished
+};
+
 class DistributedWorld {
  public:
   static DistributedWorld& instance();  // the job this process was started in (one rank without mpirun)
@@ -50,6 +68,9 @@ class DistributedWorld {
   // `output` receives the reduction of every rank's `input` (call.element_count() elements of call.dtype); the two
   // may be the same buffer.
   void all_reduce(const void* input, void* output, const CollectiveCall& call);
+  // The same started without waiting; null when it finished at once (a world of one rank). Every rank must start
+  // its collectives in the same order; the buffers must stay until the collective has finished.
+  std::unique_ptr<PendingCollective> start_all_reduce(const void* input, void* output, const CollectiveCall& call);
   // In place; `data` of call.root is copied to every rank.
   void broadcast(void* data, const CollectiveCall& call);
   // `output` holds size() copies of `input`'s shape, rank 0's first.
@@ -67,6 +88,7 @@ class DistributedWorld {
   [[noreturn]] void abort(const std::string& message, int code = 1);
 
  private:
+  friend class PendingCollective;
   DistributedWorld();
   // Before a collective: false in a world of one rank (nothing to do), else starts MPI and checks that every rank
   // makes the same call.

@@ -5,6 +5,7 @@
 //                            recompute policy says is cheaper stored, until nothing changes
 //   4. fold into calls       a library call's one elementwise reader joins the call as its epilogue
 //   5. join siblings         elementwise kernels sharing inputs become one kernel with several outputs
+//   5b. start host work early  a collective moves ahead of the kernels it does not need
 //   6. render and key        library calls chosen, C++ rendered and keyed for the kernel cache
 #include "jit/plan/planner.h"
 
@@ -38,6 +39,7 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, Con
   }
   if (multiple_outputs && sibling_kernels_enabled())
     join_sibling_kernels(lowered, matches, state.materialized, &state.consumers);
+  start_host_operations_early(lowered, matches);
   return render_kernels(std::move(lowered), std::move(matches), backend, render_cpu_source);
 }
 

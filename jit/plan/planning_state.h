@@ -46,6 +46,8 @@ void cut_deep_chains(PlanningState& state);            // cut_deep_chains.cc
 void lower_to_fixpoint(PlanningState& state);          // lower_to_fixpoint.cc
 void fold_consumers_into_calls(PlanningState& state);  // fold_consumers_into_calls.cc
 // Pass 5 is join_sibling_kernels (jit/plan/sibling_kernels.h), over the roots' kernels in launch order.
+void start_host_operations_early(std::vector<LoweredKernel>& lowered,
+                                 std::vector<ContractionMatch>& matches);  // early_host_operations.cc
 std::vector<PlannedKernel> render_kernels(std::vector<LoweredKernel> lowered, std::vector<ContractionMatch> matches,
                                           ContractionBackend backend, bool render_cpu_source);  // render_kernels.cc
 

@@ -1,6 +1,8 @@
 #include "jit/run/run_loop.h"
 
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -84,20 +86,22 @@ void launch_code(Device& device, const PlannedKernel& kernel, const NodePtr& out
 }
 
 // Host work reads its inputs' host buffers and writes its own; its errors (a collective called differently on
-// another rank) keep their type, so Python sees the error the operation raised.
-void launch_host_operation(Device& host, const NodePtr& output, const std::vector<NodePtr>& inputs, RunValues& values) {
+// another rank) keep their type, so Python sees the error the operation raised. Work it started and has not
+// finished comes back in `work`; the output is published at once, for the loop to wait on before a reader.
+void launch_host_operation(Device& host, const NodePtr& output, const std::vector<NodePtr>& inputs, RunValues& values,
+                           std::unique_ptr<HostWork>* work) {
   StoragePtr storage = allocate_result(host, *output, output->dtype, output->shape);
   std::vector<const void*> buffers;
   for (const NodePtr& input : inputs) buffers.push_back(input_buffer(host, values, *input));
-  host_operation_of(*output).run(host.buffer(*storage), buffers);
+  *work = host_operation_of(*output).start(host.buffer(*storage), buffers);
   values.store(*output, std::move(storage));
 }
 
 // A kernel's buffers: its output, the further outputs of a kernel with several (siblings), then its inputs.
 void launch(Device& device, const PlannedKernel& kernel, const NodePtr& output, const std::vector<NodePtr>& siblings,
-            const std::vector<NodePtr>& inputs, RunValues& values) {
+            const std::vector<NodePtr>& inputs, RunValues& values, std::unique_ptr<HostWork>* work) {
   if (kernel.code) return launch_code(device, kernel, output, inputs, values);
-  if (kernel.host_operation) return launch_host_operation(device, output, inputs, values);
+  if (kernel.host_operation) return launch_host_operation(device, output, inputs, values, work);
   StoragePtr storage = allocate_result(device, *output, output->dtype, output->shape);
   std::vector<void*> buffers{device.buffer(*storage)};
   std::vector<StoragePtr> sibling_storages;
@@ -135,6 +139,67 @@ void launch(Device& device, const PlannedKernel& kernel, const NodePtr& output, 
     values.store(*siblings[index], std::move(sibling_storages[index]));
 }
 
+// Host work in flight during a run (a collective moving while kernels run), in the order it started.
+class PendingHostWork {
+ public:
+  struct Entry {
+    const Node* output;
+    std::unique_ptr<HostWork> work;
+    size_t kernel;  // whose buffers it still reads: released when it finishes
+  };
+  explicit PendingHostWork(std::function<void(size_t)> finished) : finished_(std::move(finished)) {}
+  // On an error the work still in flight is waited for: its buffers must not go back to the allocator under it.
+  ~PendingHostWork() {
+    for (Entry& entry : entries_) {
+      try {
+        entry.work->wait();
+      } catch (...) {
+      }
+    }
+  }
+  void add(const Node* output, std::unique_ptr<HostWork> work, size_t kernel) {
+    entries_.push_back({output, std::move(work), kernel});
+  }
+  bool empty() const { return entries_.empty(); }
+  // Waits for the work whose results a kernel is about to read.
+  void wait_for(const std::vector<NodePtr>& inputs) {
+    for (size_t index = 0; index < entries_.size();) {
+      bool read = false;
+      for (const NodePtr& input : inputs) read = read || input.get() == entries_[index].output;
+      if (read) {
+        entries_[index].work->wait();
+        finish(index);
+      } else {
+        ++index;
+      }
+    }
+  }
+  // Lets the work progress between kernels; what has finished is let go.
+  void test() {
+    for (size_t index = 0; index < entries_.size();) {
+      if (entries_[index].work->test())
+        finish(index);
+      else
+        ++index;
+    }
+  }
+  void wait_all() {
+    while (!entries_.empty()) {
+      entries_.front().work->wait();
+      finish(0);
+    }
+  }
+
+ private:
+  void finish(size_t index) {
+    size_t kernel = entries_[index].kernel;
+    entries_.erase(entries_.begin() + std::ptrdiff_t(index));
+    finished_(kernel);
+  }
+  std::vector<Entry> entries_;
+  std::function<void(size_t)> finished_;
+};
+
 }  // namespace
 
 void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& device) {
@@ -148,6 +213,10 @@ void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& devic
   const BufferLifetimes& lifetimes = plan.lifetimes;
   std::vector<uint8_t> releasable;
   if (values.on_nodes()) releasable = releasable_buffers(lifetimes, nodes);
+  auto release_after = [&](size_t index) {
+    if (values.on_nodes()) stats().buffers_released_early += release_after_kernel(lifetimes, releasable, nodes, index);
+  };
+  PendingHostWork pending(release_after);
   for (size_t index = 0; index < plan.kernels.size(); ++index) {
     check_interrupt();
     const PlannedKernel& kernel = plan.kernels[index];
@@ -156,14 +225,22 @@ void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& devic
     std::vector<NodePtr> inputs, siblings;
     for (int position : plan.inputs[index]) inputs.push_back(nodes[position]);
     for (int position : plan.siblings[index]) siblings.push_back(nodes[position]);
+    if (!pending.empty()) pending.wait_for(inputs);
+    std::unique_ptr<HostWork> work;
     if (profiling) {
       device.synchronize();
       double start = profile_clock();
-      launch(target, kernel, output, siblings, inputs, values);
+      launch(target, kernel, output, siblings, inputs, values, &work);
+      if (work) work->wait();  // a profile times each entry whole
+      work.reset();
       device.synchronize();
       record_kernel_profile(kernel, *output, start, profile_clock() - start);
     } else {
-      launch(target, kernel, output, siblings, inputs, values);
+      launch(target, kernel, output, siblings, inputs, values, &work);
+      if (work && check_values) {  // the check reads the result
+        work->wait();
+        work.reset();
+      }
     }
     if (check_values) {
       check_kernel_output(kernel, *output, inputs, values);
@@ -171,8 +248,14 @@ void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& devic
     }
     inputs.clear();  // their copies of the node pointers must not count as holders below
     siblings.clear();
-    if (values.on_nodes()) stats().buffers_released_early += release_after_kernel(lifetimes, releasable, nodes, index);
+    if (work) {
+      pending.add(output.get(), std::move(work), index);
+    } else {
+      release_after(index);
+      if (!pending.empty()) pending.test();
+    }
   }
+  pending.wait_all();
   if (values.on_nodes()) release_computed_inputs(plan, nodes);
 }
 

@@ -39,6 +39,40 @@ class Reverse : public HostOperation {
   bool ordered_;
 };
 
+// Reverses too, but only finishes after the run loop has tested it twice (or waited for it): the values appear
+// in the output then, as a collective's do.
+class SlowReverse : public HostOperation {
+ public:
+  void run(void*, const std::vector<const void*>&) const override { throw std::logic_error("started, not run"); }
+  std::unique_ptr<HostWork> start(void* output, const std::vector<const void*>& inputs) const override {
+    class Work : public HostWork {
+     public:
+      Work(const float* source, float* target, int64_t count) : source_(source), target_(target), count_(count) {}
+      bool test() override {
+        run_log.push_back("test");
+        if (++tests_ < 2) return false;
+        complete();
+        return true;
+      }
+      void wait() override {
+        run_log.push_back("wait");
+        complete();
+      }
+
+     private:
+      void complete() { std::reverse_copy(source_, source_ + count_, target_); }
+      const float* source_;
+      float* target_;
+      int64_t count_;
+      int tests_ = 0;
+    };
+    run_log.push_back("start");
+    return std::make_unique<Work>(static_cast<const float*>(inputs.at(0)), static_cast<float*>(output), count);
+  }
+  std::string describe() const override { return "slow reverse"; }
+  int64_t count = 0;
+};
+
 NodePtr reversed(const NodePtr& input, const std::string& name, bool ordered) {
   auto operation = std::make_shared<Reverse>(name, ordered);
   operation->count = input->numel();
@@ -118,6 +152,51 @@ TEST_F(HostOperationTest, RunsOnTheHostBetweenEmulatedGpuKernels) {
   std::memcpy(values.data(), output->storage->data(), sizeof(float) * values.size());
   for (int64_t index = 0; index < 5; ++index) EXPECT_EQ(values[size_t(index)], 2.0f * float(4 - index) + 1.0f);
   EXPECT_EQ(run_log, std::vector<std::string>{"emulated"});
+}
+
+TEST_F(HostOperationTest, StartedWorkRunsAlongsideKernelsAndIsWaitedForBeforeItsReader) {
+  NodePtr input = counting(6);
+  auto operation = std::make_shared<SlowReverse>();
+  operation->count = 6;
+  NodePtr slow = make_host_operation(operation, DType::Float32, {6}, {input});
+  // Kernels that do not read it (recorded after it, so launched after it), then its reader.
+  NodePtr independent = unary(UnaryOp::Exp, counting(3));
+  NodePtr reader = binary(BinaryOp::Add, slow, constant({}, DType::Float32, 1.0));
+  sync({independent, reader});
+  ASSERT_GE(run_log.size(), 2u);
+  EXPECT_EQ(run_log.front(), "start");
+  EXPECT_EQ(run_log[1], "test");  // tested after the independent kernel, before anything waited
+  const auto* values = static_cast<const float*>(reader->storage->data());
+  for (int64_t index = 0; index < 6; ++index) EXPECT_EQ(values[index], float(5 - index) + 1.0f);
+}
+
+TEST_F(HostOperationTest, StartedWorkNobodyReadsIsWaitedForAtTheEndOfThePlan) {
+  auto operation = std::make_shared<SlowReverse>();
+  operation->count = 4;
+  NodePtr slow = make_host_operation(operation, DType::Float32, {4}, {counting(4)});
+  sync({slow});
+  EXPECT_EQ(run_log, (std::vector<std::string>{"start", "wait"}));
+  EXPECT_EQ(static_cast<const float*>(slow->storage->data())[0], 3.0f);
+}
+
+TEST_F(HostOperationTest, AnOrderedOperationStartsAsSoonAsItsInputsExist) {
+  NodePtr ready = unary(UnaryOp::Exp, counting(4));       // what the collective reads
+  NodePtr unrelated = unary(UnaryOp::Sqrt, counting(3));  // recorded before it, not needed by it
+  NodePtr late = binary(BinaryOp::Add, ready, constant({}, DType::Float32, 1.0));  // a second input, recorded later
+  NodePtr collective = reversed(late, "early", true);
+  NodePtr reader = binary(BinaryOp::Multiply, collective, constant({}, DType::Float32, 2.0));
+  std::vector<PlannedKernel> kernels = plan_kernels({unrelated, reader});
+  std::vector<std::string> order;
+  for (const PlannedKernel& kernel : kernels)
+    order.push_back(kernel.host_operation                            ? "collective"
+                    : kernel.lowered.output.get() == unrelated.get() ? "unrelated"
+                    : kernel.lowered.output.get() == reader.get()    ? "reader"
+                                                                     : "input");
+  EXPECT_EQ(order, (std::vector<std::string>{"input", "collective", "unrelated", "reader"}));
+  sync({unrelated, reader});
+  const auto* values = static_cast<const float*>(reader->storage->data());
+  for (int64_t index = 0; index < 4; ++index)
+    EXPECT_FLOAT_EQ(values[index], 2.0f * (std::exp(float(3 - index)) + 1.0f));
 }
 
 TEST_F(HostOperationTest, OnlyAHostOperationNodeHasAnOperation) {

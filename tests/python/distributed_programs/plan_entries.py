@@ -57,4 +57,31 @@ kinds = [kernel.kind for kernel in mj.inspect(updated)]
 assert kinds.count("host") == 1, kinds
 np.testing.assert_allclose(updated.numpy(), 1 - 0.5 * np.arange(4) * 1.5, rtol=1e-6)
 
+# 5. DistributedDataParallel's buckets start early: with a bucket per weight, the later layers' all-reduces are
+#    planned ahead of the earlier layers' backward matrix products (they move while those run), and the averaged
+#    gradients still equal the mean over the ranks.
+from metajit import nn  # noqa: E402
+mj.manual_seed(0)
+model = nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 8))
+wrapped = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=64 * 64 * 4 / 2**20)
+inputs = mj.array(np.random.default_rng(RANK).standard_normal((16, 64)).astype(np.float32))
+wrapped(inputs).sum().backward()
+gradients = [parameter.grad for parameter in model.parameters()]
+kinds = [kernel.kind for kernel in mj.inspect(*gradients)]
+last_product = max(index for index, kind in enumerate(kinds) if kind.startswith("library"))
+assert kinds.count("host") >= 4, kinds
+# In recording order only the first bucket's all-reduce comes before the last backward product.
+assert kinds[:last_product].count("host") >= 3, kinds
+mine = [gradient.numpy() for gradient in gradients]
+everyone = [np.zeros_like(value) for value in mine]
+for rank in range(SIZE):  # each rank's own gradient, recomputed here without averaging
+    mj.manual_seed(0)
+    alone = nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 8))
+    data = mj.array(np.random.default_rng(rank).standard_normal((16, 64)).astype(np.float32))
+    alone(data).sum().backward()
+    for index, parameter in enumerate(alone.parameters()):
+        everyone[index] += parameter.grad.numpy() / SIZE
+for value, expected in zip(mine, everyone):
+    np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6)
+
 print(f"rank {RANK}: plan entries ok", flush=True)

@@ -10,8 +10,9 @@ batch). no_sync() skips the averaging for gradient accumulation; the next backwa
 
 The averaging is recorded when backward() returns: each bucket's packing, all-reduce and unpacking are lazy, so
 the backward kernels, the all-reduces (plan entries, libraries/collective_operation.h) and the optimizer's update
-run as one plan at the next sync. The all-reduces do not yet overlap the backward kernels: each runs when the run
-loop reaches its entry (issue 44)."""
+run as one plan at the next sync. In that plan each bucket's all-reduce starts as soon as its gradients are
+computed (buckets follow backward's order, last layers first) and moves while the rest of backward runs; the run
+loop waits for it before the first kernel that reads the averaged gradients."""
 import contextlib
 import weakref
 
@@ -63,10 +64,12 @@ class DistributedDataParallel(Module):
 
 def average_gradients(parameters, bucket_bytes=25 * 1024 * 1024):
     """Replaces each parameter's .grad with its mean over the ranks: gradients of one dtype are packed into flat
-    buckets of about bucket_bytes, and each bucket is one all-reduce."""
+    buckets of about bucket_bytes, and each bucket is one all-reduce. Buckets go in reverse parameter order, as
+    PyTorch's do: backward computes the last layers' gradients first, so the first bucket's all-reduce can start
+    (the planner moves it ahead of the kernels it does not need) while the rest of backward runs."""
     from ... import cat
     buckets, current, current_bytes = [], [], 0
-    for parameter in parameters:
+    for parameter in reversed(list(parameters)):
         size = parameter.grad.numel() * np.dtype(parameter.grad.dtype).itemsize
         if current and (current_bytes + size > bucket_bytes or current[0].grad.dtype != parameter.grad.dtype):
             buckets.append(current)
