@@ -60,6 +60,8 @@ const std::vector<FlagDeclaration>& flag_declarations() {
        "seconds a collective waits for the other ranks before it stops the whole mpirun job with an error"},
       {Flag::Nccl, "METAJIT_NCCL", Type::Text, "", "", "", BadValue::Warn, FlagReader::Engine, "",
        "the path of libnccl.so.2, tried first"},
+      {Flag::OverlapCollectives, "METAJIT_OVERLAP_COLLECTIVES", Type::Boolean, "1", "", "a boolean", BadValue::Warn,
+       FlagReader::Engine, "", "start collectives early and let kernels run while they move; 0 runs each in place"},
   };
   return table;
 }

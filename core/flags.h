@@ -35,6 +35,7 @@ enum class Flag {
   Compiler,
   DistributedTimeout,
   Nccl,
+  OverlapCollectives,
 };
 
 enum class FlagType {

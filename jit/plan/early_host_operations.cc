@@ -7,6 +7,7 @@
 // kernel keeps its place relative to the rest, so the order stays one in which each kernel follows its inputs.
 #include <unordered_map>
 
+#include "core/flags.h"
 #include "core/host_operation.h"
 #include "jit/plan/planning_state.h"
 
@@ -21,7 +22,7 @@ void start_host_operations_early(std::vector<LoweredKernel>& lowered, std::vecto
     const Node& output = *lowered[index].output;
     if (output.kind == NodeKind::HostOperation && host_operation_of(output).ordered()) host_operations.push_back(index);
   }
-  if (host_operations.empty()) return;
+  if (host_operations.empty() || !flag_boolean(Flag::OverlapCollectives)) return;
   std::vector<uint8_t> emitted(lowered.size(), 0);
   std::vector<size_t> order;
   // The kernels `index` needs that are not out yet, in their own order (which follows inputs), then `index`.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/executor.h"
+#include "core/flags.h"
 #include "core/host_operation.h"
 #include "core/stats.h"
 #include "jit/plan/buffer_lifetimes.h"
@@ -217,6 +218,7 @@ void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& devic
     if (values.on_nodes()) stats().buffers_released_early += release_after_kernel(lifetimes, releasable, nodes, index);
   };
   PendingHostWork pending(release_after);
+  bool overlap = flag_boolean(Flag::OverlapCollectives);
   for (size_t index = 0; index < plan.kernels.size(); ++index) {
     check_interrupt();
     const PlannedKernel& kernel = plan.kernels[index];
@@ -237,7 +239,7 @@ void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& devic
       record_kernel_profile(kernel, *output, start, profile_clock() - start);
     } else {
       launch(target, kernel, output, siblings, inputs, values, &work);
-      if (work && check_values) {  // the check reads the result
+      if (work && (check_values || !overlap)) {  // the check reads the result
         work->wait();
         work.reset();
       }
