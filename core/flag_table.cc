@@ -62,6 +62,9 @@ const std::vector<FlagDeclaration>& flag_declarations() {
        "the path of libnccl.so.2, tried first"},
       {Flag::OverlapCollectives, "METAJIT_OVERLAP_COLLECTIVES", Type::Boolean, "1", "", "a boolean", BadValue::Warn,
        FlagReader::Engine, "", "start collectives early and let kernels run while they move; 0 runs each in place"},
+      {Flag::DeviceMemoryLimit, "METAJIT_DEVICE_MEMORY_LIMIT", Type::Integer, "0", "", "an integer", BadValue::Warn,
+       FlagReader::Engine, "device_memory_limit",
+       "bytes of GPU memory metajit may hold (0: all there is); past it values move to host memory"},
   };
   return table;
 }

@@ -36,6 +36,7 @@ enum class Flag {
   DistributedTimeout,
   Nccl,
   OverlapCollectives,
+  DeviceMemoryLimit,
 };
 
 enum class FlagType {

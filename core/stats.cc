@@ -23,6 +23,7 @@ void reset_stats() {
   counters.cache_entries_discarded = 0;
   counters.host_to_device_copies = 0;
   counters.device_to_host_copies = 0;
+  counters.device_evictions = 0;
   counters.buffers_released_early = 0;
   counters.bytes_allocated_peak = counters.bytes_allocated.load();
   counters.device_bytes_allocated_peak = counters.device_bytes_allocated.load();
@@ -67,6 +68,7 @@ std::map<std::string, double> stats_snapshot() {
       {"device_bytes_allocated", double(counters.device_bytes_allocated)},
       {"device_bytes_cached", double(counters.device_bytes_cached)},
       {"device_bytes_allocated_peak", double(counters.device_bytes_allocated_peak)},
+      {"device_evictions", double(counters.device_evictions)},
       {"host_to_device_copies", double(counters.host_to_device_copies)},
       {"device_to_host_copies", double(counters.device_to_host_copies)},
       {"dynamic_scalar_sites", double(counters.dynamic_scalar_sites)},

@@ -28,6 +28,7 @@ struct Stats {
   std::atomic<int64_t> device_bytes_cached{0};       // GPU bytes held in the device allocator's free lists (not reset)
   std::atomic<int64_t> device_bytes_allocated_peak{0};  // the most device_bytes_allocated has been (reset: to now)
   std::atomic<int64_t> host_to_device_copies{0};     // values uploaded to the GPU
+  std::atomic<int64_t> device_evictions{0};          // device copies moved to the host to make room (unified memory)
   std::atomic<int64_t> device_to_host_copies{0};     // values downloaded from the GPU
   std::atomic<int64_t> dynamic_scalar_sites{0};      // places whose Python numbers became kernel inputs (not reset)
 };

@@ -8,9 +8,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <stdexcept>
@@ -118,6 +120,31 @@ void give_back_host_block(void* block, size_t bytes, bool mapped) {
   stats().bytes_cached += rounded;
 }
 
+// Every Storage holding a device copy, for eviction. Storages register when they take a device block and leave
+// when they give it up; eviction runs under this lock, so none is destroyed meanwhile (a destructor waits here).
+std::mutex device_holders_mutex;
+std::vector<const Storage*>& device_holders() {
+  static std::vector<const Storage*> holders;
+  return holders;
+}
+void add_device_holder(const Storage* storage) {
+  std::lock_guard<std::mutex> lock(device_holders_mutex);
+  device_holders().push_back(storage);
+}
+void remove_device_holder(const Storage* storage) {
+  std::lock_guard<std::mutex> lock(device_holders_mutex);
+  auto& holders = device_holders();
+  for (size_t index = 0; index < holders.size(); ++index)
+    if (holders[index] == storage) {
+      holders[index] = holders.back();
+      holders.pop_back();
+      return;
+    }
+}
+
+std::atomic<uint64_t> device_launch{1};
+std::atomic<int64_t> device_memory_limit_bytes{-1};  // -1: not read from the environment yet
+
 DeviceMemory& required_device_memory() {
   DeviceMemory* memory = registered_device_memory.load(std::memory_order_acquire);
   if (!memory) throw std::logic_error("internal error: a buffer needs device memory but no GPU backend is running");
@@ -145,8 +172,10 @@ Storage::Storage(size_t bytes) : bytes_(bytes) {
 }
 
 Storage::Storage(size_t bytes, OnDevice) : bytes_(bytes) {
-  device_data_ = required_device_memory().allocate(bytes);
+  device_data_ = allocate_device_block();
+  mark_device_use();
   device_valid_.store(true, std::memory_order_relaxed);
+  add_device_holder(this);
 }
 
 Storage::~Storage() {
@@ -154,7 +183,84 @@ Storage::~Storage() {
     if (HostBufferFreedHook hook = host_buffer_freed_hook.load(std::memory_order_acquire)) hook(data_, bytes_);
     give_back_host_block(data_, bytes_, mapped_);
   }
-  if (device_data_) required_device_memory().release(device_data_, bytes_);
+  if (device_data_) {
+    remove_device_holder(this);
+    required_device_memory().release(device_data_, bytes_);
+  }
+}
+
+int64_t device_memory_limit() {
+  int64_t limit = device_memory_limit_bytes.load(std::memory_order_relaxed);
+  if (limit < 0) {
+    limit = std::max<int64_t>(flag_integer(Flag::DeviceMemoryLimit).value_or(0), 0);
+    device_memory_limit_bytes.store(limit, std::memory_order_relaxed);
+  }
+  return limit;
+}
+
+void set_device_memory_limit(int64_t bytes) { device_memory_limit_bytes.store(std::max<int64_t>(bytes, 0)); }
+
+void begin_device_launch() { device_launch.fetch_add(1, std::memory_order_relaxed); }
+
+void Storage::mark_device_use() const {
+  last_device_use_.store(device_launch.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+bool Storage::evict_device_copy() const {
+  std::unique_lock<std::mutex> lock(copy_mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || !device_data_) return false;
+  if (!host_valid_.load(std::memory_order_relaxed)) {
+    if (!data_) {
+      mapped_ = allocation_size_class(bytes_ == 0 ? 1 : bytes_) >= kHugePageBytes && huge_pages_requested();
+      data_ = take_host_block(bytes_, mapped_);
+    }
+    if (bytes_) required_device_memory().copy_to_host(data_, device_data_, bytes_);
+    host_valid_.store(true, std::memory_order_release);
+  }
+  device_valid_.store(false, std::memory_order_release);
+  required_device_memory().release(device_data_, bytes_);
+  device_data_ = nullptr;
+  stats().device_evictions++;
+  return true;
+}
+
+// A device block for this buffer. Under the limit (or after the device refused), device copies no current launch
+// uses go to the host, least recently used first, until the block fits; this buffer is not registered yet.
+void* Storage::allocate_device_block() const {
+  DeviceMemory& memory = required_device_memory();
+  int64_t limit = device_memory_limit();
+  int64_t rounded = int64_t(allocation_size_class(std::max<size_t>(bytes_, 256)));
+  auto fits = [&] { return limit == 0 || stats().device_bytes_allocated.load() + rounded <= limit; };
+  auto evict_until = [&](const std::function<bool()>& done) {
+    std::lock_guard<std::mutex> lock(device_holders_mutex);
+    std::vector<const Storage*> candidates;
+    uint64_t now = device_launch.load(std::memory_order_relaxed);
+    for (const Storage* holder : device_holders())
+      if (holder->last_device_use_.load(std::memory_order_relaxed) < now) candidates.push_back(holder);
+    std::sort(candidates.begin(), candidates.end(), [](const Storage* a, const Storage* b) {
+      return a->last_device_use_.load(std::memory_order_relaxed) < b->last_device_use_.load(std::memory_order_relaxed);
+    });
+    for (const Storage* candidate : candidates) {
+      if (done()) return;
+      if (!candidate->evict_device_copy()) continue;
+      auto& holders = device_holders();
+      holders.erase(std::find(holders.begin(), holders.end(), candidate));
+    }
+  };
+  if (!fits()) evict_until(fits);
+  if (!fits())
+    throw AllocationError("cannot allocate " + std::to_string(bytes_) + " bytes of device memory under the limit of " +
+                          std::to_string(limit) + " bytes (METAJIT_DEVICE_MEMORY_LIMIT): " +
+                          std::to_string(int64_t(stats().device_bytes_allocated.load())) +
+                          " bytes are held by values the current kernel uses");
+  try {
+    return memory.allocate(bytes_);
+  } catch (const AllocationError&) {  // the device is full: make room as under a limit, then try once more
+    size_t freed_goal = size_t(rounded);
+    int64_t before = stats().device_bytes_allocated.load();
+    evict_until([&] { return before - stats().device_bytes_allocated.load() >= int64_t(freed_goal); });
+    return memory.allocate(bytes_);
+  }
 }
 
 void Storage::download() const {
@@ -173,10 +279,12 @@ void Storage::upload() const {
   std::lock_guard<std::mutex> lock(copy_mutex_);
   if (device_valid_.load(std::memory_order_relaxed)) return;
   DeviceMemory& memory = required_device_memory();
-  if (!device_data_) device_data_ = memory.allocate(bytes_);
+  bool fresh_block = !device_data_;
+  if (fresh_block) device_data_ = allocate_device_block();
   if (bytes_) memory.copy_to_device(device_data_, data_, bytes_);
   stats().host_to_device_copies++;
   device_valid_.store(true, std::memory_order_release);
+  if (fresh_block) add_device_holder(this);
 }
 
 void release_cached_memory() {

@@ -6,9 +6,16 @@
 // stays valid: data() downloads a device-computed value the first time the host reads it, device_data() uploads
 // a host value the first time a GPU kernel reads it. Core knows no GPU API: the CUDA backend registers its memory
 // as a DeviceMemory.
+//
+// Unified memory (Jittor's): because a host copy stays valid, a buffer's device copy can be dropped whenever the
+// host holds the value (downloading it first), and device_data() brings it back. When a device allocation would
+// pass the device memory limit (METAJIT_DEVICE_MEMORY_LIMIT, mj.flags.device_memory_limit), or the device itself
+// is full, the device copies used least recently go to the host until the new one fits; those the current launch
+// uses (stamped since the run loop's last begin_device_launch()) never do.
 #pragma once
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -58,15 +65,21 @@ class Storage {
   // The value in device memory, uploaded first if only the host holds it. Needs the registered DeviceMemory.
   void* device_data() const {
     if (!device_valid_.load(std::memory_order_acquire)) upload();
+    mark_device_use();
     return device_data_;
   }
   bool on_host() const { return host_valid_.load(std::memory_order_acquire); }
   bool on_device() const { return device_valid_.load(std::memory_order_acquire); }
   size_t bytes() const { return bytes_; }
+  // Moves the value off the device (downloading it if only the device has it); false when it holds no device copy
+  // or another thread is copying it.
+  bool evict_device_copy() const;
 
  private:
   void download() const;
   void upload() const;
+  void* allocate_device_block() const;  // under the limit, evicting other buffers' device copies as needed
+  void mark_device_use() const;
 
   mutable void* data_ = nullptr;
   mutable void* device_data_ = nullptr;
@@ -74,6 +87,7 @@ class Storage {
   mutable bool mapped_ = false;  // its own huge-page-aligned mapping (METAJIT_HUGE_PAGES=1), not a malloc block
   mutable std::atomic<bool> host_valid_{false};
   mutable std::atomic<bool> device_valid_{false};
+  mutable std::atomic<uint64_t> last_device_use_{0};  // the launch that last used the device copy
   mutable std::mutex copy_mutex_;  // one copy at a time when two threads first read the other side together
 };
 
@@ -82,6 +96,13 @@ using StoragePtr = std::shared_ptr<Storage>;
 // Size classes shared by the host and device allocators: multiples of 64 bytes up to 4 KiB, then 8 steps per
 // power of two (at most 12.5% waste), so a training loop's same shapes reuse the same blocks.
 size_t allocation_size_class(size_t bytes);
+
+// The device memory limit in bytes (0: none); METAJIT_DEVICE_MEMORY_LIMIT until set here.
+int64_t device_memory_limit();
+void set_device_memory_limit(int64_t bytes);
+// Called by the run loop before each launch: device copies the coming launch uses from now on stay on the device
+// until the next call.
+void begin_device_launch();
 
 // Drops every cached free host block back to the system (mj.gc()); the CUDA backend does the same for its own.
 void release_cached_memory();

@@ -29,10 +29,18 @@ StoragePtr allocate_result(Device& device, const Node& output, DType dtype, cons
   }
 }
 
-void* input_buffer(Device& device, const RunValues& values, const Node& input) {
+// An input's address on `device`; bringing it there may need memory (a value on the other side), and a failure
+// names the value and the op that reads it.
+void* input_buffer(Device& device, const RunValues& values, const Node& input, const Node& reader) {
   const StoragePtr& storage = values.value(input);
   if (!storage) throw std::logic_error("kernel input " + input.op_name() + " was not computed");
-  return device.buffer(*storage);
+  try {
+    return device.buffer(*storage);
+  } catch (const std::bad_alloc& error) {
+    throw AllocationError(std::string(error.what()) + ", to bring " + input.op_name() + " " + dtype_name(input.dtype) +
+                          " " + shape_to_string(input.shape) + " to the device for " + reader.op_name() + " " +
+                          shape_to_string(reader.shape) + " created at " + reader.provenance.to_string());
+  }
 }
 
 std::string code_data_names(const CodeOp& op) {
@@ -56,7 +64,7 @@ void launch_code(Device& device, const PlannedKernel& kernel, const NodePtr& out
     storages.push_back(allocate_result(device, *output, op.output_dtypes[index], op.output_shapes[index]));
     buffers.push_back(device.buffer(*storages.back()));
   }
-  for (const NodePtr& input : inputs) buffers.push_back(input_buffer(device, values, *input));
+  for (const NodePtr& input : inputs) buffers.push_back(input_buffer(device, values, *input, *output));
   std::vector<double> data = op.data_values;
   data.push_back(0);  // the error slot
   StoragePtr data_storage = device.allocate(data.size() * sizeof(double));
@@ -93,7 +101,7 @@ void launch_host_operation(Device& host, const NodePtr& output, const std::vecto
                            std::unique_ptr<HostWork>* work) {
   StoragePtr storage = allocate_result(host, *output, output->dtype, output->shape);
   std::vector<const void*> buffers;
-  for (const NodePtr& input : inputs) buffers.push_back(input_buffer(host, values, *input));
+  for (const NodePtr& input : inputs) buffers.push_back(input_buffer(host, values, *input, *output));
   *work = host_operation_of(*output).start(host.buffer(*storage), buffers);
   values.store(*output, std::move(storage));
 }
@@ -110,7 +118,7 @@ void launch(Device& device, const PlannedKernel& kernel, const NodePtr& output, 
     sibling_storages.push_back(allocate_result(device, *sibling, sibling->dtype, sibling->shape));
     buffers.push_back(device.buffer(*sibling_storages.back()));
   }
-  for (const NodePtr& input : inputs) buffers.push_back(input_buffer(device, values, *input));
+  for (const NodePtr& input : inputs) buffers.push_back(input_buffer(device, values, *input, *output));
   StoragePtr temporary;
   if (kernel.library) {
     if (kernel.epilogue) {  // the library writes a temporary; the epilogue kernel reads it as its last buffer
@@ -221,6 +229,7 @@ void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& devic
   bool overlap = flag_boolean(Flag::OverlapCollectives);
   for (size_t index = 0; index < plan.kernels.size(); ++index) {
     check_interrupt();
+    begin_device_launch();  // the buffers this launch uses stay on the device while it gathers them
     const PlannedKernel& kernel = plan.kernels[index];
     Device& target = kernel.on_host ? device.host() : device;
     const NodePtr& output = nodes[plan.outputs[index]];

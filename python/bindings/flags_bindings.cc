@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "core/flags.h"
+#include "core/storage.h"
 
 namespace py = pybind11;
 using namespace metajit;
@@ -57,6 +58,13 @@ void bind_flags(py::module_& module) {
       rows.append(row);
     }
     return rows;
+  });
+  module.def("device_memory_limit", &device_memory_limit);
+  module.def("set_device_memory_limit", [](int64_t bytes) {
+    if (bytes < 0)
+      throw std::invalid_argument("device_memory_limit must be 0 (no limit) or a number of bytes, got " +
+                                  std::to_string(bytes));
+    set_device_memory_limit(bytes);
   });
   module.def("flag_value", [](const std::string& name) {
     const FlagDeclaration& declaration = declaration_named(name);

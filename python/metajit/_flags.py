@@ -56,6 +56,19 @@ class _Flags:
         _core.set_conv_algorithm(str(name))
 
     @property
+    def device_memory_limit(self):
+        """Bytes of GPU (or CUDA-emulator) memory metajit may hold; 0 (the default) means all the device has
+        (METAJIT_DEVICE_MEMORY_LIMIT). Past it, and whenever the device is full, the values used least recently
+        move to host memory and come back before their next use, so a model whose working set exceeds the device
+        still trains, to the same numbers; mj.stats()["device_evictions"] counts the moves. Only values that the
+        kernel being launched uses stay: if those alone exceed the limit, the MemoryError names the op and line."""
+        return _core.device_memory_limit()
+
+    @device_memory_limit.setter
+    def device_memory_limit(self, limit):
+        _core.set_device_memory_limit(int(limit))
+
+    @property
     def check_nan(self):
         """Whether every computed value is scanned for NaN/inf (METAJIT_CHECK_NAN=1); a hit raises
         mj.NonFiniteError naming the op and the user line that created it."""
