@@ -4,6 +4,7 @@
 // like softmax's max and sum) into loops run once per row, before the row's elements.
 #include "jit/ir/lowering.h"
 
+#include <algorithm>
 #include <functional>
 #include <stdexcept>
 #include <unordered_map>
@@ -72,6 +73,81 @@ int64_t operation_cost(const Node& node) {
 
 using RowReductions = std::vector<std::pair<NodePtr, std::vector<IrExprPtr>>>;
 
+// Values built in one scope of a kernel, by node and index pattern; index expressions that ir_key writes alike
+// are one pattern (ir_equal), so diamonds in the graph are built once. Open addressing over flat arrays: a
+// kernel looks up and adds a value for every node it reaches, and a node-based map's allocations per entry were
+// a large part of lowering's cost.
+class ValueMemo {
+ public:
+  const IrExprPtr* find(const Node* node, const std::vector<IrExprPtr>& indices) const {
+    if (slots_.empty()) return nullptr;
+    int entry = slot_of(hash_of(node, indices), node, indices);
+    return entry < 0 ? nullptr : &entries_[size_t(entry)].value;
+  }
+
+  void set(const Node* node, const std::vector<IrExprPtr>& indices, IrExprPtr value) {
+    uint64_t hash = hash_of(node, indices);
+    if (!slots_.empty()) {
+      int entry = slot_of(hash, node, indices);
+      if (entry >= 0) {
+        entries_[size_t(entry)].value = std::move(value);
+        return;
+      }
+    }
+    if ((entries_.size() + 1) * 2 > slots_.size()) grow();
+    entries_.push_back({node, hash, index_pool_.size(), indices.size(), std::move(value)});
+    index_pool_.insert(index_pool_.end(), indices.begin(), indices.end());
+    place(int(entries_.size() - 1));
+  }
+
+ private:
+  struct Entry {
+    const Node* node;
+    uint64_t hash;
+    size_t first_index, index_count;  // the indices, in index_pool_
+    IrExprPtr value;
+  };
+
+  static uint64_t hash_of(const Node* node, const std::vector<IrExprPtr>& indices) {
+    uint64_t hash = std::hash<const Node*>()(node) * 0x9e3779b97f4a7c15ULL;
+    for (const IrExprPtr& index : indices) hash = (hash ^ ir_hash(index)) * 0x9e3779b97f4a7c15ULL;
+    return hash ^ (hash >> 29);
+  }
+
+  bool matches(const Entry& entry, uint64_t hash, const Node* node, const std::vector<IrExprPtr>& indices) const {
+    if (entry.hash != hash || entry.node != node || entry.index_count != indices.size()) return false;
+    for (size_t position = 0; position < indices.size(); ++position)
+      if (!ir_equal(index_pool_[entry.first_index + position], indices[position])) return false;
+    return true;
+  }
+
+  // The entry stored under this key, or -1.
+  int slot_of(uint64_t hash, const Node* node, const std::vector<IrExprPtr>& indices) const {
+    size_t mask = slots_.size() - 1;
+    for (size_t slot = hash & mask;; slot = (slot + 1) & mask) {
+      int entry = slots_[slot];
+      if (entry < 0) return -1;
+      if (matches(entries_[size_t(entry)], hash, node, indices)) return entry;
+    }
+  }
+
+  void place(int entry) {
+    size_t mask = slots_.size() - 1;
+    size_t slot = entries_[size_t(entry)].hash & mask;
+    while (slots_[slot] >= 0) slot = (slot + 1) & mask;
+    slots_[slot] = entry;
+  }
+
+  void grow() {
+    slots_.assign(std::max<size_t>(16, slots_.size() * 2), -1);
+    for (size_t entry = 0; entry < entries_.size(); ++entry) place(int(entry));
+  }
+
+  std::vector<Entry> entries_;
+  std::vector<IrExprPtr> index_pool_;
+  std::vector<int> slots_;  // -1: empty; the table is at most half full
+};
+
 class Lowerer {
  public:
   // `first_rows`: per-row reductions (and the indices they are read at) to lower before anything else, so their
@@ -126,7 +202,7 @@ class Lowerer {
  private:
   struct Scope {
     std::vector<IrStatement>* statements;
-    std::unordered_map<std::string, IrExprPtr> values;
+    ValueMemo values;
   };
   static constexpr size_t kRowScope = 0, kElementScope = 1;
 
@@ -399,23 +475,14 @@ class Lowerer {
   }
 
   // The value of `node` at `indices`, memoised per scope.
-  static std::string memo_key(const NodePtr& node, const std::vector<IrExprPtr>& indices) {
-    std::string key = std::to_string(reinterpret_cast<uintptr_t>(node.get())) + "@";
-    for (const IrExprPtr& index : indices) key += ir_key(index) + ";";
-    return key;
-  }
-
   IrExprPtr node_value(const NodePtr& node, const std::vector<IrExprPtr>& indices, bool is_root = false) {
-    std::string key = memo_key(node, indices);
-    for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
-      auto found = scope->values.find(key);
-      if (found != scope->values.end()) return found->second;
-    }
+    for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope)
+      if (const IrExprPtr* found = scope->values.find(node.get(), indices)) return *found;
     IrExprPtr value = compute_value(node, indices, is_root);
     if (value->kind == IrKind::Variable) record_origin(value->name, node.get(), indices, -1);
     // Hoisted reductions have also registered in the scope that holds their loop; everything is registered in
     // the current scope.
-    scopes_.back().values[key] = value;
+    scopes_.back().values.set(node.get(), indices, value);
     return value;
   }
 
@@ -545,8 +612,10 @@ class Lowerer {
         }
         note_fused(*node);
         if (per_row) {
-          std::string key = memo_key(node, indices);
-          if (row_reduction_keys_.insert(key).second) row_reductions_.push_back({node, indices});
+          if (!row_reductions_seen_.find(node.get(), indices)) {
+            row_reductions_seen_.set(node.get(), indices, nullptr);
+            row_reductions_.push_back({node, indices});
+          }
         }
         return reduce_value(node, indices, per_row);
       }
@@ -704,12 +773,12 @@ class Lowerer {
     DType term_type = loop.value->dtype;
     scopes_[home].statements->push_back(std::move(loop));
     IrExprPtr result = half_rounded(ir_variable(name, node->dtype));
-    scopes_[home].values[memo_key(node, indices)] = result;
+    scopes_[home].values.set(node.get(), indices, result);
     for (size_t level = 0; level <= home; ++level) saved[level] = std::move(scopes_[level]);
     scopes_ = std::move(saved);
     if (!spill.empty())  // rendered as an array element: "<spill>[i<last>]"
-      scopes_[kElementScope].values[memo_key(source, element_indices)] =
-          ir_variable(spill + "[i" + std::to_string(last) + "]", term_type);
+      scopes_[kElementScope].values.set(source.get(), element_indices,
+                                        ir_variable(spill + "[i" + std::to_string(last) + "]", term_type));
     return result;
   }
 
@@ -746,7 +815,7 @@ class Lowerer {
   int merged_ = 0;
   std::vector<NodePtr> siblings_;
   size_t context_ = kElementScope;  // the level whose values the code being lowered can see: row or element
-  std::unordered_set<std::string> row_reduction_keys_;
+  ValueMemo row_reductions_seen_;   // row_reductions_ by node and indices (the values are unused)
   IrKernel* kernel_ = nullptr;
   LoweringResult* result_ = nullptr;
   std::vector<Scope> scopes_;
