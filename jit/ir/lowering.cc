@@ -257,10 +257,7 @@ class Lowerer {
   }
 
   void note_fused(const Node& node) {
-    if (!noted_.insert(&node).second) return;
-    std::string line = node.op_name();
-    line.resize(std::max<size_t>(line.size(), 16), ' ');
-    kernel_->fused_ops.push_back(line + " " + shape_to_string(node.shape) + "  " + node.provenance.to_string());
+    if (noted_.insert(&node).second) result_->lowered.fused_nodes.push_back(&node);
   }
 
   int buffer_for(const NodePtr& node) {

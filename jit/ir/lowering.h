@@ -36,6 +36,10 @@ struct LoweredKernel {
   std::vector<NodePtr> inputs;    // the buffers after the outputs; computed before this kernel runs
   std::unordered_map<std::string, ValueOrigin> origins;  // let name -> origin
   std::vector<IrExprPtr> scatter_target;                  // Scatter: the target index per output dimension
+  // The ops fused into the kernel, in the order lowering reached them. The planner writes them into
+  // kernel.fused_ops for the kernels it keeps (jit/plan/render_kernels.cc): most lowerings are dropped, and
+  // writing every one's lines (shapes, source lines) was a good part of their cost.
+  std::vector<const Node*> fused_nodes;
 };
 
 struct LoweringResult {

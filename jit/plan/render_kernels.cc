@@ -3,6 +3,7 @@
 // epilogue); what is left of the kernel goes through the IR passes (jit/ir/ir_passes.h: the shared ones, then
 // on the copy rendered to C++ the launch offsets, so x[0]'s kernel serves x[t], and the C++ scheduling passes),
 // is rendered and keyed for the kernel cache. A Code op renders the user's kernel.
+#include <algorithm>
 #include <optional>
 
 #include "core/log.h"
@@ -40,6 +41,17 @@ PlannedKernel code_kernel(LoweredKernel lowered, bool render_cpu_source) {
   return planned;
 }
 
+// The kernel's header lines: each fused op, its shape and the user's line that made it.
+std::vector<std::string> fused_op_lines(const LoweredKernel& lowered) {
+  std::vector<std::string> lines;
+  for (const Node* node : lowered.fused_nodes) {
+    std::string line = node->op_name();
+    line.resize(std::max<size_t>(line.size(), 16), ' ');
+    lines.push_back(line + " " + shape_to_string(node->shape) + "  " + node->provenance.to_string());
+  }
+  return lines;
+}
+
 PlannedKernel generated_kernel(LoweredKernel lowered, ContractionMatch match, ContractionBackend backend,
                                bool render_cpu_source) {
   PlannedKernel planned;
@@ -59,6 +71,8 @@ PlannedKernel generated_kernel(LoweredKernel lowered, ContractionMatch match, Co
   }
   planned.epilogue = planned.library && *epilogue;
   if (planned.epilogue) lowered.kernel = std::move(**epilogue);
+  lowered.kernel.fused_ops = fused_op_lines(lowered);
+  lowered.fused_nodes.clear();  // the plan outlives the graph
   if (!planned.library || *epilogue) {
     run_shared_passes(lowered.kernel);
     if (render_cpu_source) {
