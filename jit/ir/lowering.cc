@@ -164,6 +164,9 @@ class Lowerer {
         consumers_(consumers), first_rows_(std::move(first_rows)), merged_(merged), siblings_(std::move(siblings)) {}
 
   const RowReductions& row_reductions() const { return row_reductions_; }
+  // Whether a lowering with merged dims stopped early: a statement split its merged index again, so
+  // merge_short_rows would not take it.
+  bool abandoned() const { return abandoned_; }
 
   LoweringResult run() {
     LoweringResult result;
@@ -182,7 +185,10 @@ class Lowerer {
       kernel.kind = IrKernel::Kind::Pointwise;
       kernel.domain = computed_->shape;
       std::vector<IrExprPtr> indices = domain_indices();
-      if (merged_ >= 2) indices = merge_trailing_dims();
+      if (merged_ >= 2) {
+        indices = merge_trailing_dims();
+        merged_index_ = "i" + std::to_string(kernel.domain.size() - 1);
+      }
       for (const auto& [node, node_indices] : first_rows_) node_value(node, node_indices);
       IrExprPtr value = node_value(computed_, indices, /*is_root=*/true);
       emit(IrStatement::store(0, offset_of(computed_->shape, indices), value));
@@ -236,7 +242,24 @@ class Lowerer {
     return indices;
   }
 
-  void emit(IrStatement statement) { scopes_.back().statements->push_back(std::move(statement)); }
+  void emit(IrStatement statement) {
+    std::vector<IrStatement>* statements = scopes_.back().statements;
+    bool top_level = statements == &kernel_->body || statements == &kernel_->row_body;
+    // Once a value is requested, the kernel is lowered again after it is stored: nothing reads this one's
+    // top-level statements (a loop's body is read: see runs_across_rows).
+    if (top_level && !requests_.empty()) return;
+    if (statements == &kernel_->body && !merged_index_.empty() && splits_merged_index(statement)) {
+      abandoned_ = true;
+      return;
+    }
+    statements->push_back(std::move(statement));
+  }
+
+  bool splits_merged_index(const IrStatement& statement) const {
+    for (const IrExprPtr* part : {&statement.value, &statement.offset, &statement.condition})
+      if (*part && splits_variable(*part, merged_index_)) return true;
+    return statements_split_variable(statement.body, merged_index_);
+  }
 
   IrExprPtr let(const std::string& base, IrExprPtr value) {
     if (value->kind == IrKind::Variable || value->kind == IrKind::IntConstant || value->kind == IrKind::FloatConstant)
@@ -257,7 +280,7 @@ class Lowerer {
   }
 
   void note_fused(const Node& node) {
-    if (noted_.insert(&node).second) result_->lowered.fused_nodes.push_back(&node);
+    if (requests_.empty() && noted_.insert(&node).second) result_->lowered.fused_nodes.push_back(&node);
   }
 
   int buffer_for(const NodePtr& node) {
@@ -473,6 +496,7 @@ class Lowerer {
 
   // The value of `node` at `indices`, memoised per scope.
   IrExprPtr node_value(const NodePtr& node, const std::vector<IrExprPtr>& indices, bool is_root = false) {
+    if (abandoned_) return constant_of(0, node->dtype);
     for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope)
       if (const IrExprPtr* found = scope->values.find(node.get(), indices)) return *found;
     IrExprPtr value = compute_value(node, indices, is_root);
@@ -486,6 +510,7 @@ class Lowerer {
   // The innermost node of a view chain registers first and keeps the name; each node around it that passes the
   // value on (its input being the chain's outermost so far) is one more view of it.
   void record_origin(const std::string& name, Node* node, const std::vector<IrExprPtr>& indices, int buffer) {
+    if (!requests_.empty()) return;  // the result is lowered again (see emit)
     auto& origins = result_->lowered.origins;
     auto found = origins.find(name);
     if (found == origins.end()) {
@@ -810,6 +835,8 @@ class Lowerer {
   const ConsumerCounts* consumers_;
   RowReductions first_rows_, row_reductions_;
   int merged_ = 0;
+  std::string merged_index_;  // with merged_ >= 2: the loop variable of the merged dims
+  bool abandoned_ = false;
   std::vector<NodePtr> siblings_;
   size_t context_ = kElementScope;  // the level whose values the code being lowered can see: row or element
   ValueMemo row_reductions_seen_;   // row_reductions_ by node and indices (the values are unused)
@@ -844,15 +871,18 @@ LoweringResult merge_short_rows(const NodePtr& root, const NodePtr& computed,
                                 LoweringResult plain, const std::vector<NodePtr>& siblings = {}) {
   const IrKernel& kernel = plain.lowered.kernel;
   int rank = int(computed->shape.size());
-  if (kernel.kind != IrKernel::Kind::Pointwise || rank < 2 || !kernel.row_body.empty() ||
-      computed->shape.back() >= kShortRow || shape_numel(computed->shape) == 0)
+  // A lowering that asks for values to be stored is lowered again once they are, whatever its loops.
+  if (!plain.materialize_requests.empty() || kernel.kind != IrKernel::Kind::Pointwise || rank < 2 ||
+      !kernel.row_body.empty() || computed->shape.back() >= kShortRow || shape_numel(computed->shape) == 0)
     return plain;
   // Reductions (and the contractions among them, which the library matcher reads by their loop structure) keep
   // their shape; this is for elementwise and gather kernels.
   for (const IrStatement& statement : kernel.body)
     if (statement.kind == IrStatement::Kind::ReduceLoop) return plain;
   for (int merged = rank; merged >= 2; --merged) {
-    LoweringResult candidate = Lowerer(root, materialized, consumers, {}, merged, computed, siblings).run();
+    Lowerer lowerer(root, materialized, consumers, {}, merged, computed, siblings);
+    LoweringResult candidate = lowerer.run();
+    if (lowerer.abandoned()) continue;
     const IrKernel& merged_kernel = candidate.lowered.kernel;
     std::string flat = "i" + std::to_string(merged_kernel.domain.size() - 1);
     if (candidate.materialize_requests != plain.materialize_requests || !merged_kernel.row_body.empty() ||

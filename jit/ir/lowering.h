@@ -43,7 +43,7 @@ struct LoweredKernel {
 };
 
 struct LoweringResult {
-  LoweredKernel lowered;
+  LoweredKernel lowered;                    // incomplete when there are requests (nothing reads it then)
   std::vector<Node*> materialize_requests;  // non-empty: lower again once these are their own kernels
   // Every pending node the lowering reached without loading it from a buffer (in any of the attempts behind
   // the result). Materialising any other node leaves the result as it is, so planning can keep it.
