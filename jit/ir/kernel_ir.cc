@@ -41,10 +41,38 @@ IrRange checked(__int128 low, __int128 high) {
 
 }  // namespace
 
-IrExprPtr ir_int(int64_t value) {
+namespace {
+
+// Small integer constants (offsets, strides, extents) are built over and over while lowering, so ir_int hands out
+// one shared node for each. Their lazily filled keys are filled here, before any thread can share them.
+constexpr int64_t kSmallestShared = -16, kLargestShared = 1024;
+
+IrExprPtr new_int(int64_t value) {
   auto expression = make(IrKind::IntConstant, DType::Int64, 0, {});
   std::const_pointer_cast<IrExpr>(expression)->integer = value;
   return expression;
+}
+
+const std::vector<IrExprPtr>& shared_ints() {
+  static const std::vector<IrExprPtr>* constants = [] {
+    auto* built = new std::vector<IrExprPtr>();  // leaked: the nodes outlive static destruction
+    for (int64_t value = kSmallestShared; value <= kLargestShared; ++value) {
+      IrExprPtr constant = new_int(value);
+      ir_key(constant);
+      ir_hash(constant);
+      ir_tree_size({constant}, 1);
+      built->push_back(std::move(constant));
+    }
+    return built;
+  }();
+  return *constants;
+}
+
+}  // namespace
+
+IrExprPtr ir_int(int64_t value) {
+  if (value >= kSmallestShared && value <= kLargestShared) return shared_ints()[size_t(value - kSmallestShared)];
+  return new_int(value);
 }
 
 IrExprPtr ir_bool(bool value) {

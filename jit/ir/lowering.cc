@@ -199,7 +199,7 @@ class Lowerer {
     }
     result.lowered.output = root_;
     result.lowered.siblings = siblings_;
-    result.inlined.assign(inlined_.begin(), inlined_.end());
+    result.inlined = std::move(inlined_);
     result.lowered.inputs = std::move(inputs_);
     result.materialize_requests = std::move(requests_);
     return result;
@@ -264,9 +264,13 @@ class Lowerer {
   IrExprPtr let(const std::string& base, IrExprPtr value) {
     if (value->kind == IrKind::Variable || value->kind == IrKind::IntConstant || value->kind == IrKind::FloatConstant)
       return value;
-    std::string name = base + "_" + std::to_string(next_name_++);
-    emit(IrStatement::let(name, value->dtype, value));
-    return ir_let_variable(name, value);
+    std::string name = base;
+    name += '_';
+    name += std::to_string(next_name_++);
+    IrExprPtr variable = ir_let_variable(name, value);
+    DType dtype = value->dtype;
+    emit(IrStatement::let(std::move(name), dtype, std::move(value)));
+    return variable;
   }
 
   static IrExprPtr offset_of(const Shape& shape, const std::vector<IrExprPtr>& indices) {
@@ -280,16 +284,20 @@ class Lowerer {
   }
 
   void note_fused(const Node& node) {
-    if (requests_.empty() && noted_.insert(&node).second) result_->lowered.fused_nodes.push_back(&node);
+    if (!requests_.empty()) return;
+    NodeUse& use = uses_[&node];
+    if (use.noted) return;
+    use.noted = true;
+    result_->lowered.fused_nodes.push_back(&node);
   }
 
   int buffer_for(const NodePtr& node) {
-    auto found = buffers_.find(node.get());
-    if (found != buffers_.end()) return found->second;
+    NodeUse& use = uses_[node.get()];
+    if (use.buffer >= 0) return use.buffer;
     int index = int(kernel_->buffers.size());
     kernel_->buffers.push_back(
         IrBuffer::input("in" + std::to_string(index - 1 - int(siblings_.size())), node->dtype, node->shape));
-    buffers_[node.get()] = index;
+    use.buffer = index;
     inputs_.push_back(node);
     return index;
   }
@@ -368,8 +376,9 @@ class Lowerer {
     if (node->kind != NodeKind::Unary && node->kind != NodeKind::Binary && node->kind != NodeKind::Where &&
         node->kind != NodeKind::Cast && node->kind != NodeKind::Reindex)
       return false;
-    auto found = instances_.find(node.get());
-    if (found == instances_.end() || found->second < 2 || node->numel() < kGatherStoreMinimumElements) return false;
+    auto found = uses_.find(node.get());
+    if (found == uses_.end() || found->second.instances < 2 || node->numel() < kGatherStoreMinimumElements)
+      return false;
     return gathers_along_last_dim(node.get());
   }
 
@@ -530,7 +539,11 @@ class Lowerer {
       if (value->kind == IrKind::Variable) record_origin(value->name, node.get(), indices, buffer);
       return value;
     }
-    inlined_.insert(node.get());
+    NodeUse& use = uses_[node.get()];
+    if (!use.inlined) {
+      use.inlined = true;
+      inlined_.push_back(node.get());
+    }
     if (!is_root && ++inlined_values_ > kMaxInlinedValues && cuttable(node.get())) {
       request(node.get());
       return constant_of(0, node->dtype);
@@ -538,8 +551,8 @@ class Lowerer {
     // Past the limit the node is stored, and what this kernel makes of it is discarded: lowering it again would
     // only walk its producers at yet another index pattern (a stack of 64 LSTM steps' gradients walked every
     // step's chain back to the last step at every pattern: 0.3 s per kernel).
-    if (!is_root && node->kind != NodeKind::Constant && node->kind != NodeKind::View && node->kind != NodeKind::Reshape &&
-        node->kind != NodeKind::Custom && ++instances_[node.get()] > kMaxInstancesPerNode) {
+    if (!is_root && node->kind != NodeKind::Constant && node->kind != NodeKind::View &&
+        node->kind != NodeKind::Reshape && node->kind != NodeKind::Custom && ++use.instances > kMaxInstancesPerNode) {
       request(node.get());
       return constant_of(0, node->dtype);
     }
@@ -843,10 +856,15 @@ class Lowerer {
   IrKernel* kernel_ = nullptr;
   LoweringResult* result_ = nullptr;
   std::vector<Scope> scopes_;
-  std::unordered_map<Node*, int> buffers_;
-  std::unordered_map<Node*, int> instances_;
-  std::unordered_set<const Node*> noted_;
-  std::unordered_set<Node*> inlined_;
+  // What the kernel has made of each node it reached: one entry per node, not a map per question.
+  struct NodeUse {
+    int buffer = -1;    // >= 0: the node is this input buffer
+    int instances = 0;  // distinct index patterns it was built at (for kMaxInstancesPerNode)
+    bool inlined = false;
+    bool noted = false;  // in fused_nodes
+  };
+  std::unordered_map<const Node*, NodeUse> uses_;
+  std::vector<Node*> inlined_;  // the nodes with `inlined` set, in the order reached
   std::unordered_map<Node*, bool> gathers_below_;
   int64_t inlined_values_ = 0;  // values built by inlining (node and index pattern), for kMaxInlinedValues
   std::vector<NodePtr> inputs_;
