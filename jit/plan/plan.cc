@@ -3,11 +3,15 @@
 #include <stdexcept>
 
 #include "core/log.h"
+#include "core/stats.h"
 #include "jit/plan/plan_text.h"
 
 namespace metajit {
 
 std::shared_ptr<const Plan> make_plan(const GraphSignature& signature, std::vector<PlannedKernel> kernels) {
+  int64_t pending = 0;
+  for (const NodePtr& node : signature.nodes) pending += !node->is_computed();
+  stats().planned_nodes += pending;
   auto plan = std::make_shared<Plan>();
   for (PlannedKernel& kernel : kernels) {
     auto position = [&](const NodePtr& node) {
