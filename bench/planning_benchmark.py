@@ -119,8 +119,8 @@ def write_report(arguments, rows, torch_version):
         lines.append(f"| {steps} | {int(nodes)} | {planning:.2f} | {planning / steps * 1e3:.2f} | "
                      f"{planning / nodes * 1e6:.1f} | {total:.2f} |" +
                      (f" {reference:.2f} |" if reference is not None else ""))
-    lines += ["", "A flat last-but-one column is linear planning. The history of these figures is in "
-              "docs/design.md (\"The cost of planning\")."]
+    lines += ["", "A flat \"us per node\" column is linear planning. The history of these figures is in "
+              "docs/design.md (\"The cost per node\")."]
     with open(arguments.output, "w") as report:
         report.write("\n".join(lines) + "\n")
     print(f"wrote {arguments.output}")
