@@ -19,6 +19,7 @@ void reset_stats() {
   counters.library_reorders = 0;
   counters.library_reorders_reused = 0;
   counters.planning_nanoseconds = 0;
+  counters.planned_nodes = 0;
   counters.compile_nanoseconds = 0;
   counters.cache_entries_discarded = 0;
   counters.host_to_device_copies = 0;
@@ -59,6 +60,7 @@ std::map<std::string, double> stats_snapshot() {
       {"library_reorders_reused", double(counters.library_reorders_reused)},
       {"compile_seconds", double(counters.compile_nanoseconds) * 1e-9},
       {"planning_seconds", double(counters.planning_nanoseconds) * 1e-9},
+      {"planned_nodes", double(counters.planned_nodes)},
       {"cache_entries_discarded", double(counters.cache_entries_discarded)},
       {"buffers_released_early", double(counters.buffers_released_early)},
       {"vars_live", double(counters.vars_live)},

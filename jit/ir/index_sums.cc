@@ -53,7 +53,7 @@ bool collect(const IrExprPtr& expression, int64_t coefficient, IndexSum* sum) {
     }
   }
   for (IndexTerm& term : sum->terms) {
-    if (ir_key(term.atom) != ir_key(expression)) continue;
+    if (!ir_equal(term.atom, expression)) continue;
     sum->merged = true;
     return !__builtin_add_overflow(term.coefficient, coefficient, &term.coefficient);
   }
@@ -95,7 +95,7 @@ bool joins(const IndexTerm& remainder, const IndexTerm& quotient, IrExprPtr* joi
   if (__builtin_mul_overflow(c, remainder.coefficient, &scaled) || quotient.coefficient != scaled) return false;
   IrExprPtr divided = quotient.atom;
   if (split_by_constant(divided, IndexOperator::FloorModulo, &inner, &m)) divided = inner;
-  if (!split_by_constant(divided, IndexOperator::FloorDivide, &inner, &d) || d != c || ir_key(inner) != ir_key(x))
+  if (!split_by_constant(divided, IndexOperator::FloorDivide, &inner, &d) || d != c || !ir_equal(inner, x))
     return false;
   int64_t modulus;
   if (m && __builtin_mul_overflow(c, m, &modulus)) return false;

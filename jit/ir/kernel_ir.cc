@@ -3,7 +3,9 @@
 
 #include "jit/ir/index_sums.h"
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include <limits>
 #include <sstream>
@@ -39,10 +41,38 @@ IrRange checked(__int128 low, __int128 high) {
 
 }  // namespace
 
-IrExprPtr ir_int(int64_t value) {
+namespace {
+
+// Small integer constants (offsets, strides, extents) are built over and over while lowering, so ir_int hands out
+// one shared node for each. Their lazily filled keys are filled here, before any thread can share them.
+constexpr int64_t kSmallestShared = -16, kLargestShared = 1024;
+
+IrExprPtr new_int(int64_t value) {
   auto expression = make(IrKind::IntConstant, DType::Int64, 0, {});
   std::const_pointer_cast<IrExpr>(expression)->integer = value;
   return expression;
+}
+
+const std::vector<IrExprPtr>& shared_ints() {
+  static const std::vector<IrExprPtr>* constants = [] {
+    auto* built = new std::vector<IrExprPtr>();  // leaked: the nodes outlive static destruction
+    for (int64_t value = kSmallestShared; value <= kLargestShared; ++value) {
+      IrExprPtr constant = new_int(value);
+      ir_key(constant);
+      ir_hash(constant);
+      ir_tree_size({constant}, 1);
+      built->push_back(std::move(constant));
+    }
+    return built;
+  }();
+  return *constants;
+}
+
+}  // namespace
+
+IrExprPtr ir_int(int64_t value) {
+  if (value >= kSmallestShared && value <= kLargestShared) return shared_ints()[size_t(value - kSmallestShared)];
+  return new_int(value);
 }
 
 IrExprPtr ir_bool(bool value) {
@@ -292,21 +322,25 @@ IrRange ir_range(const IrExprPtr& expression) {
   }
 }
 
-int64_t ir_tree_size(const std::vector<IrExprPtr>& expressions, int64_t limit) {
-  // Post-order over the distinct nodes, each node's written size computed once from its operands' (saturating at
-  // `limit`), so a chain of shared halves that doubles at every step costs its length, not 2^length.
-  std::unordered_map<const IrExpr*, int64_t> sizes;
-  std::vector<std::pair<const IrExpr*, bool>> stack;  // (node, its operands are done)
-  for (const IrExprPtr& expression : expressions)
-    if (expression) stack.push_back({expression.get(), false});
+namespace {
+
+// Written sizes saturate here: far above any limit asked for, and no sum of three copies of it overflows.
+constexpr int64_t kLargestWrittenSize = int64_t(1) << 60;
+
+// The written size of `expression` alone (saturating at kLargestWrittenSize), kept on each node once known.
+int64_t written_size(const IrExpr* expression) {
+  if (expression->summary.written_size >= 0) return expression->summary.written_size;
+  // Post-order over the nodes not yet sized, so a chain of shared halves that doubles at every step costs its
+  // length, not 2^length, and a deep expression needs no deep recursion.
+  std::vector<std::pair<const IrExpr*, bool>> stack{{expression, false}};  // (node, its operands are done)
   while (!stack.empty()) {
     auto [node, operands_done] = stack.back();
     stack.pop_back();
-    if (sizes.count(node)) continue;
+    if (node->summary.written_size >= 0) continue;
     if (!operands_done) {
       stack.push_back({node, true});
       for (const IrExprPtr& argument : node->args)
-        if (argument && !sizes.count(argument.get())) stack.push_back({argument.get(), false});
+        if (argument && argument->summary.written_size < 0) stack.push_back({argument.get(), false});
       continue;
     }
     // Index min, max and abs are written as conditionals that repeat their operands.
@@ -318,12 +352,18 @@ int64_t ir_tree_size(const std::vector<IrExprPtr>& expressions, int64_t limit) {
     }
     int64_t size = 1;
     for (const IrExprPtr& argument : node->args)
-      if (argument) size = std::min(limit, size + copies * sizes.at(argument.get()));
-    sizes[node] = size;
+      if (argument) size = std::min(kLargestWrittenSize, size + copies * argument->summary.written_size);
+    node->summary.written_size = size;
   }
+  return expression->summary.written_size;
+}
+
+}  // namespace
+
+int64_t ir_tree_size(const std::vector<IrExprPtr>& expressions, int64_t limit) {
   int64_t total = 0;
   for (const IrExprPtr& expression : expressions)
-    if (expression) total = std::min(limit, total + sizes.at(expression.get()));
+    if (expression) total = std::min(limit, total + std::min(limit, written_size(expression.get())));
   return total;
 }
 
@@ -353,6 +393,66 @@ const std::string& ir_key(const IrExprPtr& expression) {
   text += ')';
   expression->key = std::move(text);
   return expression->key;
+}
+
+namespace {
+
+uint64_t mix(uint64_t hash, uint64_t value) {
+  // splitmix64's finaliser over the running hash and the next value.
+  uint64_t x = hash ^ (value + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2));
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// The bits ir_key's "%a" tells apart: every NaN of one sign is written alike.
+uint64_t float_bits(double value) {
+  if (std::isnan(value)) return std::signbit(value) ? 1 : 2;
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
+}  // namespace
+
+uint64_t ir_hash(const IrExprPtr& expression) {
+  if (expression->summary.hash) return expression->summary.hash;
+  uint64_t hash = mix(mix(mix(0, uint64_t(expression->kind)), uint64_t(expression->dtype)), expression->op);
+  switch (expression->kind) {
+    case IrKind::IntConstant: hash = mix(hash, uint64_t(expression->integer)); break;
+    case IrKind::FloatConstant: hash = mix(hash, float_bits(expression->floating)); break;
+    case IrKind::Variable: hash = mix(hash, std::hash<std::string>()(expression->name)); break;
+    case IrKind::Load: hash = mix(hash, uint64_t(expression->buffer)); break;
+    default: break;
+  }
+  for (const IrExprPtr& argument : expression->args) hash = mix(hash, ir_hash(argument));
+  expression->summary.hash = hash ? hash : 1;
+  return expression->summary.hash;
+}
+
+bool ir_equal(const IrExprPtr& first, const IrExprPtr& second) {
+  if (first == second) return true;
+  if (ir_hash(first) != ir_hash(second) || first->kind != second->kind || first->dtype != second->dtype ||
+      first->op != second->op || first->args.size() != second->args.size())
+    return false;
+  switch (first->kind) {
+    case IrKind::IntConstant:
+      if (first->integer != second->integer) return false;
+      break;
+    case IrKind::FloatConstant:
+      if (float_bits(first->floating) != float_bits(second->floating)) return false;
+      break;
+    case IrKind::Variable:
+      if (first->name != second->name) return false;
+      break;
+    case IrKind::Load:
+      if (first->buffer != second->buffer) return false;
+      break;
+    default: break;
+  }
+  for (size_t index = 0; index < first->args.size(); ++index)
+    if (!ir_equal(first->args[index], second->args[index])) return false;
+  return true;
 }
 
 IrExprPtr ir_with_args(const IrExprPtr& expression, std::vector<IrExprPtr> args) {

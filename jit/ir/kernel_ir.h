@@ -23,6 +23,16 @@ enum class IrKind : uint8_t {
 struct IrExpr;
 using IrExprPtr = std::shared_ptr<const IrExpr>;
 
+// What is worked out from an expression on first use (ir_hash, ir_tree_size). A copy starts empty: expressions
+// are copied to be changed (ir_with_args, substitutions), and the copy's values differ.
+struct IrExprSummary {
+  IrExprSummary() = default;
+  IrExprSummary(const IrExprSummary&) {}
+  IrExprSummary& operator=(const IrExprSummary&) { return *this; }
+  mutable uint64_t hash = 0;          // 0: not yet computed
+  mutable int64_t written_size = -1;  // -1: not yet computed
+};
+
 struct IrExpr {
   IrKind kind = IrKind::IntConstant;  // defaults: the integer constant 0 (the ir_* factories set both)
   DType dtype = DType::Int64;         // the computation type (float16 values are float32 here)
@@ -35,6 +45,7 @@ struct IrExpr {
   std::string name;          // Variable
   std::vector<IrExprPtr> args;  // operands; Load: [offset]
   mutable std::string key;      // ir_key, filled on first use
+  IrExprSummary summary;
 };
 
 IrExprPtr ir_int(int64_t value);
@@ -71,6 +82,11 @@ IrRange ir_range(const IrExprPtr& expression);
 IrExprPtr ir_fold_by_ranges(const IrExprPtr& expression);
 // Stable text of an expression, used for common-subexpression keys.
 const std::string& ir_key(const IrExprPtr& expression);
+// A hash of what ir_key writes, and whether two expressions have the same ir_key, without writing it: lowering
+// looks up every value it builds by its node and index expressions, and spelling those keys out as text (many
+// small strings per lookup) cost more than the lookups.
+uint64_t ir_hash(const IrExprPtr& expression);
+bool ir_equal(const IrExprPtr& first, const IrExprPtr& second);
 // Nodes the expressions have when written out as C text (a subexpression shared by several parents counts once
 // per parent, and twice or three times inside an index min, max or abs, whose rendering repeats operands),
 // counted up to `limit` and no further: keys, range checks and rendered text grow with this, not with the number

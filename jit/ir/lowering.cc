@@ -4,6 +4,7 @@
 // like softmax's max and sum) into loops run once per row, before the row's elements.
 #include "jit/ir/lowering.h"
 
+#include <algorithm>
 #include <functional>
 #include <stdexcept>
 #include <unordered_map>
@@ -72,6 +73,81 @@ int64_t operation_cost(const Node& node) {
 
 using RowReductions = std::vector<std::pair<NodePtr, std::vector<IrExprPtr>>>;
 
+// Values built in one scope of a kernel, by node and index pattern; index expressions that ir_key writes alike
+// are one pattern (ir_equal), so diamonds in the graph are built once. Open addressing over flat arrays: a
+// kernel looks up and adds a value for every node it reaches, and a node-based map's allocations per entry were
+// a large part of lowering's cost.
+class ValueMemo {
+ public:
+  const IrExprPtr* find(const Node* node, const std::vector<IrExprPtr>& indices) const {
+    if (slots_.empty()) return nullptr;
+    int entry = slot_of(hash_of(node, indices), node, indices);
+    return entry < 0 ? nullptr : &entries_[size_t(entry)].value;
+  }
+
+  void set(const Node* node, const std::vector<IrExprPtr>& indices, IrExprPtr value) {
+    uint64_t hash = hash_of(node, indices);
+    if (!slots_.empty()) {
+      int entry = slot_of(hash, node, indices);
+      if (entry >= 0) {
+        entries_[size_t(entry)].value = std::move(value);
+        return;
+      }
+    }
+    if ((entries_.size() + 1) * 2 > slots_.size()) grow();
+    entries_.push_back({node, hash, index_pool_.size(), indices.size(), std::move(value)});
+    index_pool_.insert(index_pool_.end(), indices.begin(), indices.end());
+    place(int(entries_.size() - 1));
+  }
+
+ private:
+  struct Entry {
+    const Node* node;
+    uint64_t hash;
+    size_t first_index, index_count;  // the indices, in index_pool_
+    IrExprPtr value;
+  };
+
+  static uint64_t hash_of(const Node* node, const std::vector<IrExprPtr>& indices) {
+    uint64_t hash = std::hash<const Node*>()(node) * 0x9e3779b97f4a7c15ULL;
+    for (const IrExprPtr& index : indices) hash = (hash ^ ir_hash(index)) * 0x9e3779b97f4a7c15ULL;
+    return hash ^ (hash >> 29);
+  }
+
+  bool matches(const Entry& entry, uint64_t hash, const Node* node, const std::vector<IrExprPtr>& indices) const {
+    if (entry.hash != hash || entry.node != node || entry.index_count != indices.size()) return false;
+    for (size_t position = 0; position < indices.size(); ++position)
+      if (!ir_equal(index_pool_[entry.first_index + position], indices[position])) return false;
+    return true;
+  }
+
+  // The entry stored under this key, or -1.
+  int slot_of(uint64_t hash, const Node* node, const std::vector<IrExprPtr>& indices) const {
+    size_t mask = slots_.size() - 1;
+    for (size_t slot = hash & mask;; slot = (slot + 1) & mask) {
+      int entry = slots_[slot];
+      if (entry < 0) return -1;
+      if (matches(entries_[size_t(entry)], hash, node, indices)) return entry;
+    }
+  }
+
+  void place(int entry) {
+    size_t mask = slots_.size() - 1;
+    size_t slot = entries_[size_t(entry)].hash & mask;
+    while (slots_[slot] >= 0) slot = (slot + 1) & mask;
+    slots_[slot] = entry;
+  }
+
+  void grow() {
+    slots_.assign(std::max<size_t>(16, slots_.size() * 2), -1);
+    for (size_t entry = 0; entry < entries_.size(); ++entry) place(int(entry));
+  }
+
+  std::vector<Entry> entries_;
+  std::vector<IrExprPtr> index_pool_;
+  std::vector<int> slots_;  // -1: empty; the table is at most half full
+};
+
 class Lowerer {
  public:
   // `first_rows`: per-row reductions (and the indices they are read at) to lower before anything else, so their
@@ -88,6 +164,9 @@ class Lowerer {
         consumers_(consumers), first_rows_(std::move(first_rows)), merged_(merged), siblings_(std::move(siblings)) {}
 
   const RowReductions& row_reductions() const { return row_reductions_; }
+  // Whether a lowering with merged dims stopped early: a statement split its merged index again, so
+  // merge_short_rows would not take it.
+  bool abandoned() const { return abandoned_; }
 
   LoweringResult run() {
     LoweringResult result;
@@ -106,7 +185,10 @@ class Lowerer {
       kernel.kind = IrKernel::Kind::Pointwise;
       kernel.domain = computed_->shape;
       std::vector<IrExprPtr> indices = domain_indices();
-      if (merged_ >= 2) indices = merge_trailing_dims();
+      if (merged_ >= 2) {
+        indices = merge_trailing_dims();
+        merged_index_ = "i" + std::to_string(kernel.domain.size() - 1);
+      }
       for (const auto& [node, node_indices] : first_rows_) node_value(node, node_indices);
       IrExprPtr value = node_value(computed_, indices, /*is_root=*/true);
       emit(IrStatement::store(0, offset_of(computed_->shape, indices), value));
@@ -117,7 +199,7 @@ class Lowerer {
     }
     result.lowered.output = root_;
     result.lowered.siblings = siblings_;
-    result.inlined.assign(inlined_.begin(), inlined_.end());
+    result.inlined = std::move(inlined_);
     result.lowered.inputs = std::move(inputs_);
     result.materialize_requests = std::move(requests_);
     return result;
@@ -126,7 +208,7 @@ class Lowerer {
  private:
   struct Scope {
     std::vector<IrStatement>* statements;
-    std::unordered_map<std::string, IrExprPtr> values;
+    ValueMemo values;
   };
   static constexpr size_t kRowScope = 0, kElementScope = 1;
 
@@ -160,14 +242,35 @@ class Lowerer {
     return indices;
   }
 
-  void emit(IrStatement statement) { scopes_.back().statements->push_back(std::move(statement)); }
+  void emit(IrStatement statement) {
+    std::vector<IrStatement>* statements = scopes_.back().statements;
+    bool top_level = statements == &kernel_->body || statements == &kernel_->row_body;
+    // Once a value is requested, the kernel is lowered again after it is stored: nothing reads this one's
+    // top-level statements (a loop's body is read: see runs_across_rows).
+    if (top_level && !requests_.empty()) return;
+    if (statements == &kernel_->body && !merged_index_.empty() && splits_merged_index(statement)) {
+      abandoned_ = true;
+      return;
+    }
+    statements->push_back(std::move(statement));
+  }
+
+  bool splits_merged_index(const IrStatement& statement) const {
+    for (const IrExprPtr* part : {&statement.value, &statement.offset, &statement.condition})
+      if (*part && splits_variable(*part, merged_index_)) return true;
+    return statements_split_variable(statement.body, merged_index_);
+  }
 
   IrExprPtr let(const std::string& base, IrExprPtr value) {
     if (value->kind == IrKind::Variable || value->kind == IrKind::IntConstant || value->kind == IrKind::FloatConstant)
       return value;
-    std::string name = base + "_" + std::to_string(next_name_++);
-    emit(IrStatement::let(name, value->dtype, value));
-    return ir_let_variable(name, value);
+    std::string name = base;
+    name += '_';
+    name += std::to_string(next_name_++);
+    IrExprPtr variable = ir_let_variable(name, value);
+    DType dtype = value->dtype;
+    emit(IrStatement::let(std::move(name), dtype, std::move(value)));
+    return variable;
   }
 
   static IrExprPtr offset_of(const Shape& shape, const std::vector<IrExprPtr>& indices) {
@@ -181,19 +284,20 @@ class Lowerer {
   }
 
   void note_fused(const Node& node) {
-    if (!noted_.insert(&node).second) return;
-    std::string line = node.op_name();
-    line.resize(std::max<size_t>(line.size(), 16), ' ');
-    kernel_->fused_ops.push_back(line + " " + shape_to_string(node.shape) + "  " + node.provenance.to_string());
+    if (!requests_.empty()) return;
+    NodeUse& use = uses_[&node];
+    if (use.noted) return;
+    use.noted = true;
+    result_->lowered.fused_nodes.push_back(&node);
   }
 
   int buffer_for(const NodePtr& node) {
-    auto found = buffers_.find(node.get());
-    if (found != buffers_.end()) return found->second;
+    NodeUse& use = uses_[node.get()];
+    if (use.buffer >= 0) return use.buffer;
     int index = int(kernel_->buffers.size());
     kernel_->buffers.push_back(
         IrBuffer::input("in" + std::to_string(index - 1 - int(siblings_.size())), node->dtype, node->shape));
-    buffers_[node.get()] = index;
+    use.buffer = index;
     inputs_.push_back(node);
     return index;
   }
@@ -272,8 +376,9 @@ class Lowerer {
     if (node->kind != NodeKind::Unary && node->kind != NodeKind::Binary && node->kind != NodeKind::Where &&
         node->kind != NodeKind::Cast && node->kind != NodeKind::Reindex)
       return false;
-    auto found = instances_.find(node.get());
-    if (found == instances_.end() || found->second < 2 || node->numel() < kGatherStoreMinimumElements) return false;
+    auto found = uses_.find(node.get());
+    if (found == uses_.end() || found->second.instances < 2 || node->numel() < kGatherStoreMinimumElements)
+      return false;
     return gathers_along_last_dim(node.get());
   }
 
@@ -399,29 +504,22 @@ class Lowerer {
   }
 
   // The value of `node` at `indices`, memoised per scope.
-  static std::string memo_key(const NodePtr& node, const std::vector<IrExprPtr>& indices) {
-    std::string key = std::to_string(reinterpret_cast<uintptr_t>(node.get())) + "@";
-    for (const IrExprPtr& index : indices) key += ir_key(index) + ";";
-    return key;
-  }
-
   IrExprPtr node_value(const NodePtr& node, const std::vector<IrExprPtr>& indices, bool is_root = false) {
-    std::string key = memo_key(node, indices);
-    for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
-      auto found = scope->values.find(key);
-      if (found != scope->values.end()) return found->second;
-    }
+    if (abandoned_) return constant_of(0, node->dtype);
+    for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope)
+      if (const IrExprPtr* found = scope->values.find(node.get(), indices)) return *found;
     IrExprPtr value = compute_value(node, indices, is_root);
     if (value->kind == IrKind::Variable) record_origin(value->name, node.get(), indices, -1);
     // Hoisted reductions have also registered in the scope that holds their loop; everything is registered in
     // the current scope.
-    scopes_.back().values[key] = value;
+    scopes_.back().values.set(node.get(), indices, value);
     return value;
   }
 
   // The innermost node of a view chain registers first and keeps the name; each node around it that passes the
   // value on (its input being the chain's outermost so far) is one more view of it.
   void record_origin(const std::string& name, Node* node, const std::vector<IrExprPtr>& indices, int buffer) {
+    if (!requests_.empty()) return;  // the result is lowered again (see emit)
     auto& origins = result_->lowered.origins;
     auto found = origins.find(name);
     if (found == origins.end()) {
@@ -441,7 +539,11 @@ class Lowerer {
       if (value->kind == IrKind::Variable) record_origin(value->name, node.get(), indices, buffer);
       return value;
     }
-    inlined_.insert(node.get());
+    NodeUse& use = uses_[node.get()];
+    if (!use.inlined) {
+      use.inlined = true;
+      inlined_.push_back(node.get());
+    }
     if (!is_root && ++inlined_values_ > kMaxInlinedValues && cuttable(node.get())) {
       request(node.get());
       return constant_of(0, node->dtype);
@@ -449,8 +551,8 @@ class Lowerer {
     // Past the limit the node is stored, and what this kernel makes of it is discarded: lowering it again would
     // only walk its producers at yet another index pattern (a stack of 64 LSTM steps' gradients walked every
     // step's chain back to the last step at every pattern: 0.3 s per kernel).
-    if (!is_root && node->kind != NodeKind::Constant && node->kind != NodeKind::View && node->kind != NodeKind::Reshape &&
-        node->kind != NodeKind::Custom && ++instances_[node.get()] > kMaxInstancesPerNode) {
+    if (!is_root && node->kind != NodeKind::Constant && node->kind != NodeKind::View &&
+        node->kind != NodeKind::Reshape && node->kind != NodeKind::Custom && ++use.instances > kMaxInstancesPerNode) {
       request(node.get());
       return constant_of(0, node->dtype);
     }
@@ -545,8 +647,10 @@ class Lowerer {
         }
         note_fused(*node);
         if (per_row) {
-          std::string key = memo_key(node, indices);
-          if (row_reduction_keys_.insert(key).second) row_reductions_.push_back({node, indices});
+          if (!row_reductions_seen_.find(node.get(), indices)) {
+            row_reductions_seen_.set(node.get(), indices, nullptr);
+            row_reductions_.push_back({node, indices});
+          }
         }
         return reduce_value(node, indices, per_row);
       }
@@ -706,12 +810,12 @@ class Lowerer {
     DType term_type = loop.value->dtype;
     scopes_[home].statements->push_back(std::move(loop));
     IrExprPtr result = half_rounded(ir_variable(name, node->dtype));
-    scopes_[home].values[memo_key(node, indices)] = result;
+    scopes_[home].values.set(node.get(), indices, result);
     for (size_t level = 0; level <= home; ++level) saved[level] = std::move(scopes_[level]);
     scopes_ = std::move(saved);
     if (!spill.empty())  // rendered as an array element: "<spill>[i<last>]"
-      scopes_[kElementScope].values[memo_key(source, element_indices)] =
-          ir_variable(spill + "[i" + std::to_string(last) + "]", term_type);
+      scopes_[kElementScope].values.set(source.get(), element_indices,
+                                        ir_variable(spill + "[i" + std::to_string(last) + "]", term_type));
     return result;
   }
 
@@ -746,16 +850,23 @@ class Lowerer {
   const ConsumerCounts* consumers_;
   RowReductions first_rows_, row_reductions_;
   int merged_ = 0;
+  std::string merged_index_;  // with merged_ >= 2: the loop variable of the merged dims
+  bool abandoned_ = false;
   std::vector<NodePtr> siblings_;
   size_t context_ = kElementScope;  // the level whose values the code being lowered can see: row or element
-  std::unordered_set<std::string> row_reduction_keys_;
+  ValueMemo row_reductions_seen_;   // row_reductions_ by node and indices (the values are unused)
   IrKernel* kernel_ = nullptr;
   LoweringResult* result_ = nullptr;
   std::vector<Scope> scopes_;
-  std::unordered_map<Node*, int> buffers_;
-  std::unordered_map<Node*, int> instances_;
-  std::unordered_set<const Node*> noted_;
-  std::unordered_set<Node*> inlined_;
+  // What the kernel has made of each node it reached: one entry per node, not a map per question.
+  struct NodeUse {
+    int buffer = -1;    // >= 0: the node is this input buffer
+    int instances = 0;  // distinct index patterns it was built at (for kMaxInstancesPerNode)
+    bool inlined = false;
+    bool noted = false;  // in fused_nodes
+  };
+  std::unordered_map<const Node*, NodeUse> uses_;
+  std::vector<Node*> inlined_;  // the nodes with `inlined` set, in the order reached
   std::unordered_map<Node*, bool> gathers_below_;
   int64_t inlined_values_ = 0;  // values built by inlining (node and index pattern), for kMaxInlinedValues
   std::vector<NodePtr> inputs_;
@@ -780,15 +891,18 @@ LoweringResult merge_short_rows(const NodePtr& root, const NodePtr& computed,
                                 LoweringResult plain, const std::vector<NodePtr>& siblings = {}) {
   const IrKernel& kernel = plain.lowered.kernel;
   int rank = int(computed->shape.size());
-  if (kernel.kind != IrKernel::Kind::Pointwise || rank < 2 || !kernel.row_body.empty() ||
-      computed->shape.back() >= kShortRow || shape_numel(computed->shape) == 0)
+  // A lowering that asks for values to be stored is lowered again once they are, whatever its loops.
+  if (!plain.materialize_requests.empty() || kernel.kind != IrKernel::Kind::Pointwise || rank < 2 ||
+      !kernel.row_body.empty() || computed->shape.back() >= kShortRow || shape_numel(computed->shape) == 0)
     return plain;
   // Reductions (and the contractions among them, which the library matcher reads by their loop structure) keep
   // their shape; this is for elementwise and gather kernels.
   for (const IrStatement& statement : kernel.body)
     if (statement.kind == IrStatement::Kind::ReduceLoop) return plain;
   for (int merged = rank; merged >= 2; --merged) {
-    LoweringResult candidate = Lowerer(root, materialized, consumers, {}, merged, computed, siblings).run();
+    Lowerer lowerer(root, materialized, consumers, {}, merged, computed, siblings);
+    LoweringResult candidate = lowerer.run();
+    if (lowerer.abandoned()) continue;
     const IrKernel& merged_kernel = candidate.lowered.kernel;
     std::string flat = "i" + std::to_string(merged_kernel.domain.size() - 1);
     if (candidate.materialize_requests != plain.materialize_requests || !merged_kernel.row_body.empty() ||

@@ -36,10 +36,14 @@ struct LoweredKernel {
   std::vector<NodePtr> inputs;    // the buffers after the outputs; computed before this kernel runs
   std::unordered_map<std::string, ValueOrigin> origins;  // let name -> origin
   std::vector<IrExprPtr> scatter_target;                  // Scatter: the target index per output dimension
+  // The ops fused into the kernel, in the order lowering reached them. The planner writes them into
+  // kernel.fused_ops for the kernels it keeps (jit/plan/render_kernels.cc): most lowerings are dropped, and
+  // writing every one's lines (shapes, source lines) was a good part of their cost.
+  std::vector<const Node*> fused_nodes;
 };
 
 struct LoweringResult {
-  LoweredKernel lowered;
+  LoweredKernel lowered;                    // incomplete when there are requests (nothing reads it then)
   std::vector<Node*> materialize_requests;  // non-empty: lower again once these are their own kernels
   // Every pending node the lowering reached without loading it from a buffer (in any of the attempts behind
   // the result). Materialising any other node leaves the result as it is, so planning can keep it.

@@ -2,7 +2,7 @@
 // node's readers before the node itself.
 #include "jit/plan/buffer_lifetimes.h"
 
-#include <unordered_map>
+#include <stdexcept>
 
 #include "core/executor.h"
 #include "jit/plan/contraction.h"
@@ -24,12 +24,13 @@ BufferLifetimes buffer_lifetimes(const GraphSignature& signature, const Plan& pl
   lifetimes.readers.resize(nodes.size());
   lifetimes.is_target.assign(nodes.size(), 0);
   lifetimes.is_kernel_output.assign(nodes.size(), 0);
-  std::unordered_map<const Node*, int> positions;
-  for (size_t position = 0; position < nodes.size(); ++position) positions[nodes[position].get()] = int(position);
   for (size_t position = 0; position < nodes.size(); ++position) {
     if (nodes[position]->is_computed()) continue;  // the signature stops at computed nodes: their edges are not its
-    for (const NodePtr& input : nodes[position]->inputs)
-      lifetimes.readers[positions.at(input.get())].push_back(int(position));
+    for (const NodePtr& input : nodes[position]->inputs) {
+      int input_position = signature_position(signature, *input);
+      if (input_position < 0) throw std::logic_error("a signature node's input is outside the signature");
+      lifetimes.readers[size_t(input_position)].push_back(int(position));
+    }
   }
   for (int position : signature.targets) lifetimes.is_target[position] = 1;
   for (size_t kernel = 0; kernel < plan.outputs.size(); ++kernel) {

@@ -105,4 +105,13 @@ GraphSignature graph_signature(const std::vector<NodePtr>& targets) {
   return signature;
 }
 
+int signature_position(const GraphSignature& signature, const Node& node) {
+  const std::vector<NodePtr>& nodes = signature.nodes;
+  int position = node.walk_position;
+  if (position >= 0 && size_t(position) < nodes.size() && nodes[size_t(position)].get() == &node) return position;
+  auto found =
+      std::find_if(nodes.begin(), nodes.end(), [&](const NodePtr& candidate) { return candidate.get() == &node; });
+  return found == nodes.end() ? -1 : int(found - nodes.begin());
+}
+
 }  // namespace metajit

@@ -18,5 +18,9 @@ struct GraphSignature {
   std::vector<int> targets;  // positions of the targets in `nodes`
 };
 GraphSignature graph_signature(const std::vector<NodePtr>& targets);
+// The position of `node` in signature.nodes, or -1 when it is not there. Found from the position the walk left
+// on the node (checked against the list, and searched for when another walk has stamped the node since), so
+// making a plan needs no map of every node to its position.
+int signature_position(const GraphSignature& signature, const Node& node);
 
 }  // namespace metajit

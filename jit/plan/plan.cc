@@ -1,23 +1,23 @@
 #include "jit/plan/plan.h"
 
 #include <stdexcept>
-#include <unordered_map>
 
 #include "core/log.h"
+#include "core/stats.h"
 #include "jit/plan/plan_text.h"
 
 namespace metajit {
 
 std::shared_ptr<const Plan> make_plan(const GraphSignature& signature, std::vector<PlannedKernel> kernels) {
-  std::unordered_map<const Node*, int> positions;
-  for (size_t position = 0; position < signature.nodes.size(); ++position)
-    positions[signature.nodes[position].get()] = int(position);
+  int64_t pending = 0;
+  for (const NodePtr& node : signature.nodes) pending += !node->is_computed();
+  stats().planned_nodes += pending;
   auto plan = std::make_shared<Plan>();
   for (PlannedKernel& kernel : kernels) {
     auto position = [&](const NodePtr& node) {
-      auto found = positions.find(node.get());
-      if (found == positions.end()) throw std::logic_error("planned kernel uses a node outside the signature");
-      return found->second;
+      int found = signature_position(signature, *node);
+      if (found < 0) throw std::logic_error("planned kernel uses a node outside the signature");
+      return found;
     };
     plan->outputs.push_back(position(kernel.lowered.output));
     std::vector<int> siblings;

@@ -198,9 +198,10 @@ struct Choice {
   int64_t traffic = 0;
 };
 
-Choice choose(std::vector<Node*> groups, std::unordered_set<Node*> stored, const std::vector<Node*>& order) {
+// `index`: the groups' readers with only `stored` stored (built once, copied for each order).
+Choice choose(std::vector<Node*> groups, std::unordered_set<Node*> stored, ReaderIndex index,
+              const std::vector<Node*>& order) {
   Choice choice;
-  ReaderIndex index(groups, stored);
   for (Node* node : order) {
     int64_t reading = index.readers(node);
     if (reading < 2) continue;
@@ -228,16 +229,17 @@ std::vector<Node*> shared_values_to_store(const std::vector<NodePtr>& roots,
   for (const NodePtr& root : roots)
     // A user's kernel and host work read buffers only.
     if (root->kind != NodeKind::Code && root->kind != NodeKind::HostOperation) groups.push_back(root.get());
+  ReaderIndex index(groups, materialized);
   std::vector<Node*> candidates;
-  for (Node* node : ReaderIndex(groups, materialized).shared_nodes())
+  for (Node* node : index.shared_nodes())
     if (is_arithmetic(node->kind)) candidates.push_back(node);
   if (candidates.empty()) return {};
   // Producers first: storing a link makes the next one cheaper to rebuild. Consumers first: storing the end
   // of a chain leaves its links to one reader. Neither wins everywhere, so the model's traffic decides.
   std::sort(candidates.begin(), candidates.end(), [](Node* a, Node* b) { return a->id < b->id; });
-  Choice forward = choose(groups, materialized, candidates);
+  Choice forward = choose(groups, materialized, index, candidates);
   std::reverse(candidates.begin(), candidates.end());
-  Choice backward = choose(groups, materialized, candidates);
+  Choice backward = choose(groups, materialized, std::move(index), candidates);
   Choice none{{}, plan_traffic(groups, materialized)};
   const Choice* best = &none;
   for (const Choice* option : {&forward, &backward})

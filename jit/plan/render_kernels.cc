@@ -2,13 +2,18 @@
 // backend, with the most post-ops folded into the call that it takes (else the plain sum and a generated
 // epilogue); what is left of the kernel goes through the IR passes (jit/ir/ir_passes.h: the shared ones, then
 // on the copy rendered to C++ the launch offsets, so x[0]'s kernel serves x[t], and the C++ scheduling passes),
-// is rendered and keyed for the kernel cache. A Code op renders the user's kernel; a host operation renders nothing.
+// is rendered and keyed for the kernel cache (once per distinct kernel: see RenderedSources). A Code op renders
+// the user's kernel; a host operation renders nothing.
+#include <algorithm>
 #include <optional>
+#include <tuple>
+#include <unordered_map>
 
 #include "core/host_operation.h"
 #include "core/log.h"
 #include "jit/codegen/code_ops/code_kernel.h"
 #include "jit/ir/ir_passes.h"
+#include "jit/ir/kernel_equality.h"
 #include "jit/ir/launch_offsets.h"
 #include "jit/plan/planning_state.h"
 #include "jit/toolchain/kernel_cache.h"
@@ -54,8 +59,51 @@ PlannedKernel host_operation_kernel(LoweredKernel lowered) {
   return planned;
 }
 
+// The kernel's header lines: each fused op, its shape and the user's line that made it.
+std::vector<std::string> fused_op_lines(const LoweredKernel& lowered) {
+  std::vector<std::string> lines;
+  for (const Node* node : lowered.fused_nodes) {
+    std::string line = node->op_name();
+    line.resize(std::max<size_t>(line.size(), 16), ' ');
+    lines.push_back(line + " " + shape_to_string(node->shape) + "  " + node->provenance.to_string());
+  }
+  return lines;
+}
+
+// Kernels whose IR is the same after the passes render to the same source: once their launch offsets are moved
+// out, the steps of an unrolled recurrence are one kernel launched at different offsets. Rendering is pure text,
+// so each distinct kernel of a plan is rendered and keyed once, and equal ones take copies.
+class RenderedSources {
+ public:
+  // The rendering of `kernel` and its cache key.
+  std::pair<RenderedKernel, std::string> render(IrKernel kernel) {
+    uint64_t hash = ir_kernel_hash(kernel);
+    auto [begin, end] = by_hash_.equal_range(hash);
+    for (auto entry = begin; entry != end; ++entry) {
+      const Entry& rendered = entries_[entry->second];
+      if (ir_kernels_equal(rendered.kernel, kernel)) return {rendered.rendered, rendered.key};
+    }
+    Entry rendered;
+    rendered.rendered = render_cpp(kernel);
+    rendered.key = KernelCache::instance().key_for(rendered.rendered.source);
+    rendered.kernel = std::move(kernel);
+    by_hash_.emplace(hash, entries_.size());
+    entries_.push_back(std::move(rendered));
+    return {entries_.back().rendered, entries_.back().key};
+  }
+
+ private:
+  struct Entry {
+    IrKernel kernel;
+    RenderedKernel rendered;
+    std::string key;
+  };
+  std::vector<Entry> entries_;
+  std::unordered_multimap<uint64_t, size_t> by_hash_;
+};
+
 PlannedKernel generated_kernel(LoweredKernel lowered, ContractionMatch match, ContractionBackend backend,
-                               bool render_cpu_source) {
+                               bool render_cpu_source, RenderedSources& sources) {
   PlannedKernel planned;
   std::optional<IrKernel>* epilogue = &match.epilogue;
   if (match.contraction) {
@@ -73,14 +121,16 @@ PlannedKernel generated_kernel(LoweredKernel lowered, ContractionMatch match, Co
   }
   planned.epilogue = planned.library && *epilogue;
   if (planned.epilogue) lowered.kernel = std::move(**epilogue);
+  lowered.kernel.fused_ops = fused_op_lines(lowered);
+  lowered.fused_nodes.clear();  // the plan outlives the graph
   if (!planned.library || *epilogue) {
     run_shared_passes(lowered.kernel);
     if (render_cpu_source) {
       IrKernel position_independent = lowered.kernel;
       planned.buffer_offsets = run_cpu_passes(position_independent);
-      planned.rendered = render_cpp(position_independent);
-      planned.rendered.header_comment += describe_launch_offsets(position_independent, planned.buffer_offsets);
-      planned.key = KernelCache::instance().key_for(planned.rendered.source);
+      std::string offsets = describe_launch_offsets(position_independent, planned.buffer_offsets);
+      std::tie(planned.rendered, planned.key) = sources.render(std::move(position_independent));
+      planned.rendered.header_comment += offsets;
       if (log_enabled(LogLevel::Source)) log_source(planned);
     }
   }
@@ -94,13 +144,15 @@ std::vector<PlannedKernel> render_kernels(std::vector<LoweredKernel> lowered, st
                                           ContractionBackend backend, bool render_cpu_source) {
   std::vector<PlannedKernel> kernels;
   kernels.reserve(lowered.size());
+  RenderedSources sources;
   for (size_t index = 0; index < lowered.size(); ++index) {
     if (lowered[index].output->kind == NodeKind::Code)
       kernels.push_back(code_kernel(std::move(lowered[index]), render_cpu_source));
     else if (lowered[index].output->kind == NodeKind::HostOperation)
       kernels.push_back(host_operation_kernel(std::move(lowered[index])));
     else
-      kernels.push_back(generated_kernel(std::move(lowered[index]), std::move(matches[index]), backend, render_cpu_source));
+      kernels.push_back(
+          generated_kernel(std::move(lowered[index]), std::move(matches[index]), backend, render_cpu_source, sources));
   }
   return kernels;
 }

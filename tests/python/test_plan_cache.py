@@ -81,3 +81,16 @@ def test_lowering_switch_is_part_of_the_plan(rng):
             assert (mj.stats()["library_calls"] > 0) == lowering
     finally:
         mj.flags.lowering = previous
+
+
+def test_planned_nodes_counts_the_pending_nodes_of_graphs_planned_not_replayed(rng):
+    a = floats(rng, 7, 5)
+    counts = []
+    for _ in range(2):  # the second graph has the first one's structure: its plan is replayed
+        mj.reset_stats()
+        x = mj.array(a)  # computed: not a pending node
+        np.testing.assert_allclose(((x * 0.25 + 1).exp().sum(1) * 3).numpy(), np.exp(a * 0.25 + 1).sum(1) * 3,
+                                   rtol=1e-5)
+        counts.append(mj.stats()["planned_nodes"])
+    # (x * 0.25 + 1).exp().sum(1) * 3: two multiplies, an add, exp, sum, and the scalar constants they read
+    assert counts[0] >= 5 and counts[1] == 0, counts
