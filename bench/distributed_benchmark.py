@@ -57,10 +57,22 @@ def worker_all_reduce(result_path):
             json.dump(rows, stream)
 
 
+def training_step(model, optimizer, x, y):
+    """One step of cross-entropy training as a function; returns the loss as a Python float."""
+    import metajit.nn.functional as F
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+    return step
+
+
 def worker_training_step(result_path, steps=30):
     import metajit as mj
     import metajit.distributed as dist
-    import metajit.nn.functional as F
     from metajit.models import SmallCNN
     rank, ranks = dist.get_rank(), dist.get_world_size()
     rng = np.random.default_rng(0)
@@ -73,12 +85,7 @@ def worker_training_step(result_path, steps=30):
     optimizer = mj.optim.Adam(model.parameters(), lr=1e-3)
     x, y = mj.array(images[rank::ranks]), mj.array(labels[rank::ranks])
 
-    def step():
-        loss = F.cross_entropy(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return loss.item()
+    step = training_step(model, optimizer, x, y)
     seconds = median_time(step, steps, dist.barrier)
     if rank == 0:
         with open(result_path, "w") as stream:
@@ -90,7 +97,6 @@ def worker_overlap(result_path, steps=8):
     all-reduces take when each is timed alone (a profile runs every plan entry to completion)."""
     import metajit as mj
     import metajit.distributed as dist
-    import metajit.nn.functional as F
     from metajit.models import resnet18
     rank = dist.get_rank()
     rng = np.random.default_rng(rank)
@@ -100,12 +106,7 @@ def worker_overlap(result_path, steps=8):
     model = mj.nn.parallel.DistributedDataParallel(resnet18(num_classes=10), bucket_cap_mb=4)
     optimizer = mj.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
-    def step():
-        loss = F.cross_entropy(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return loss.item()
+    step = training_step(model, optimizer, x, y)
     seconds = median_time(step, steps, dist.barrier)
     with mj.profile() as report:
         step()

@@ -4,19 +4,6 @@
 #include <stdexcept>
 
 namespace metajit {
-namespace {
-
-const char* operation_name(ReduceOperation operation) {
-  switch (operation) {
-    case ReduceOperation::Sum: return "sum";
-    case ReduceOperation::Product: return "product";
-    case ReduceOperation::Maximum: return "max";
-    case ReduceOperation::Minimum: return "min";
-  }
-  return "?";
-}
-
-}  // namespace
 
 void CollectiveOperation::run(void* output, const std::vector<const void*>& inputs) const {
   DistributedWorld& world = DistributedWorld::instance();
@@ -54,7 +41,7 @@ std::unique_ptr<HostWork> CollectiveOperation::start(void* output, const std::ve
 
 std::string CollectiveOperation::describe() const {
   if (call_.collective == "all_reduce" || call_.collective == "reduce_scatter")
-    return call_.collective + " " + operation_name(call_.operation);
+    return call_.collective + " " + reduce_operation_name(call_.operation);
   if (call_.collective == "broadcast") return "broadcast from " + std::to_string(call_.root);
   return call_.collective;
 }

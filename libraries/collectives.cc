@@ -19,16 +19,6 @@ int environment_integer(const char* name, int otherwise) {
   return text && *text ? std::atoi(text) : otherwise;
 }
 
-const char* operation_name(ReduceOperation operation) {
-  switch (operation) {
-    case ReduceOperation::Sum: return "sum";
-    case ReduceOperation::Product: return "product";
-    case ReduceOperation::Maximum: return "max";
-    case ReduceOperation::Minimum: return "min";
-  }
-  return "?";
-}
-
 MpiApi::Handle mpi_type(const MpiApi& api, DType dtype) {
   switch (dtype) {
     case DType::Bool:
@@ -72,7 +62,7 @@ std::string describe(const CollectiveCall& call) {
   for (size_t i = 0; i < call.shape.size(); ++i) text += (i ? ", " : "") + std::to_string(call.shape[i]);
   text += "]";
   if (call.collective == "all_reduce" || call.collective == "reduce_scatter")
-    text += std::string(" ") + operation_name(call.operation);
+    text += std::string(" ") + reduce_operation_name(call.operation);
   if (call.collective == "broadcast") text += " from rank " + std::to_string(call.root);
   return text + " at " + (call.line.empty() ? std::string("an unknown line") : call.line);
 }
@@ -125,6 +115,16 @@ CollectiveCall call_of(const CallDescriptor& descriptor) {
 }
 
 }  // namespace
+
+const char* reduce_operation_name(ReduceOperation operation) {
+  switch (operation) {
+    case ReduceOperation::Sum: return "sum";
+    case ReduceOperation::Product: return "product";
+    case ReduceOperation::Maximum: return "max";
+    case ReduceOperation::Minimum: return "min";
+  }
+  return "?";
+}
 
 int64_t CollectiveCall::element_count() const {
   int64_t count = 1;

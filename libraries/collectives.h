@@ -22,6 +22,7 @@
 namespace metajit {
 
 enum class ReduceOperation { Sum, Product, Maximum, Minimum };
+const char* reduce_operation_name(ReduceOperation operation);  // "sum", "product", "max", "min"
 
 // What one rank asks for; every rank must ask for the same (the line may differ).
 struct CollectiveCall {
