@@ -35,6 +35,7 @@ BATCHES = 4               # distinct batches each program cycles through
 PLANNING_SHARE_TARGET = 0.10
 QUIET_SHARE = 0.15        # other processes' share of the CPUs under which the host counts as quiet
 PHASE_ATTEMPTS = 3        # tries of a timed phase that other processes disturbed; the least disturbed one is kept
+PROFILE_STEPS = 3         # steps under mj.profile(), reported per step: one step alone shows any hiccup as a cliff
 
 
 # ------------------------------------------------------------------------------------------------------ the models
@@ -561,9 +562,12 @@ def measure_mode(torch, name, mode, steps, use_compile, quiet_wait):
     for contender, (times, counters) in zip(contenders, best[1]):
         contender.times, contender.counters = times, counters
     with mj.profile() as profile:
-        contenders[0].step()
-    result["profile"] = [dict(entry, name=entry["name"].replace(HERE + os.sep, "")) for entry in profile.entries[:3]]
-    result["profile_total"] = profile.total_seconds
+        for _ in range(PROFILE_STEPS):
+            contenders[0].step()
+    result["profile"] = [{"name": entry["name"].replace(HERE + os.sep, ""),
+                          "launches": entry["launches"] / PROFILE_STEPS, "seconds": entry["seconds"] / PROFILE_STEPS}
+                         for entry in profile.entries[:3]]
+    result["profile_total"] = profile.total_seconds / PROFILE_STEPS
     result["contenders"] = {contender.label: contender for contender in contenders}
     return result
 
@@ -640,7 +644,7 @@ def profile_lines(results):
     for name, by_mode in results.items():
         for mode in ("train", "infer"):
             result = by_mode[mode]
-            entries = "<br>".join(f"`{entry['name']}` ({entry['launches']}, {entry['seconds'] * 1e3:.2f})"
+            entries = "<br>".join(f"`{entry['name']}` ({entry['launches']:.0f}, {entry['seconds'] * 1e3:.2f})"
                                   for entry in result["profile"])
             lines.append(f"| {SHORT_NAMES[name]} | {mode} | {result['profile_total'] * 1e3:.1f} | {entries} |")
     return lines
@@ -655,7 +659,8 @@ def compile_notes(results):
                 notes.append(f"- {SHORT_NAMES[name]}, {mode}: torch.compile failed: {compiled['error']}")
             elif compiled:
                 notes.append(f"- {SHORT_NAMES[name]}, {mode}: torch.compile's first call took "
-                             f"{compiled['seconds']:.1f} s")
+                             f"{compiled['seconds']:.1f} s (less where inductor's disk cache kept an earlier run's "
+                             "code)")
     return notes
 
 
@@ -692,8 +697,9 @@ def write_report(arguments, torch, results):
               "of the loss after one update (which checks gradients and the optimizer), of the first inference "
               "output, and torch.compile's first loss or output against eager.", ""] + check_lines(results)
     lines += ["", "## Where metajit's time goes", "",
-              "The three largest entries of `mj.profile()` over one steady step (generated kernels and library calls, "
-              "timed on the host).", ""] + profile_lines(results)
+              f"The three largest entries of `mj.profile()` over {PROFILE_STEPS} steady steps, per step (generated "
+              "kernels and library calls, timed on the host); \"kernels' total\" is all entries, the rest of a step "
+              "is recording the graph in Python, planning and the run loop.", ""] + profile_lines(results)
     notes = compile_notes(results)
     if notes:
         lines += ["", "## torch.compile", ""] + notes
