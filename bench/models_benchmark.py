@@ -486,15 +486,31 @@ def wait_for_quiet_machine(limit_seconds, window_seconds=2.0, busy_share=QUIET_S
     return time.perf_counter() - start
 
 
-def first_call(step):
-    """Runs a program's first step, timed, with metajit's counters around it."""
-    before = mj.stats()
-    start = time.perf_counter()
-    result = step()
-    seconds = time.perf_counter() - start
-    after = mj.stats()
-    return result, {"seconds": seconds, "planning_seconds": after["planning_seconds"] - before["planning_seconds"],
-                    "compiled": int(after["kernels_compiled"] - before["kernels_compiled"])}
+class RecordedSteps:
+    """metajit's step function with its planning and compiles recorded for every call, timed or not: the first
+    step, the second (which plans again once the optimizer holds state) and all later ones together. A plan that
+    changes after many steady steps shows here even when no timed step caught it."""
+
+    def __init__(self, step):
+        self.step = step
+        self.calls = []  # (wall seconds, planning seconds, kernels compiled) of each call
+
+    def __call__(self):
+        before = mj.stats()
+        start = time.perf_counter()
+        result = self.step()
+        seconds = time.perf_counter() - start
+        after = mj.stats()
+        self.calls.append((seconds, after["planning_seconds"] - before["planning_seconds"],
+                           int(after["kernels_compiled"] - before["kernels_compiled"])))
+        return result
+
+    def summary(self):
+        later = self.calls[2:]
+        return {"first": self.calls[0], "second": self.calls[1] if len(self.calls) > 1 else None,
+                "later_steps": len(later), "later_seconds": sum(call[0] for call in later),
+                "later_planning": sum(call[1] for call in later), "later_compiled": sum(call[2] for call in later),
+                "later_worst_planning": max((call[1] for call in later), default=0.0)}
 
 
 def compile_failure(error):
@@ -513,13 +529,13 @@ def measure_mode(torch, name, mode, steps, use_compile, quiet_wait):
     result = {"check": {}, "compile": None}
     run = (lambda program: program.train_step) if mode == "train" else (lambda program: program.infer)
 
-    # The first steps: metajit's is timed with its planning; both frameworks' results are compared.
-    ours_first, result["first"] = first_call(run(ours))
-    eager_first = run(eager)()
+    # The first steps: both frameworks' results are compared.
+    ours_step = RecordedSteps(run(ours))
+    ours_first, eager_first = ours_step(), run(eager)()
     result["check"]["first"] = relative_difference(ours_first, eager_first)
     if mode == "train":  # the second loss comes after one update: it checks gradients and the optimizer too
-        result["check"]["second"] = relative_difference(run(ours)(), run(eager)())
-    contenders = [Contender("metajit", run(ours), is_metajit=True), Contender("PyTorch eager", run(eager))]
+        result["check"]["second"] = relative_difference(ours_step(), run(eager)())
+    contenders = [Contender("metajit", ours_step, is_metajit=True), Contender("PyTorch eager", run(eager))]
 
     if use_compile:
         try:
@@ -568,6 +584,7 @@ def measure_mode(torch, name, mode, steps, use_compile, quiet_wait):
                           "launches": entry["launches"] / PROFILE_STEPS, "seconds": entry["seconds"] / PROFILE_STEPS}
                          for entry in profile.entries[:3]]
     result["profile_total"] = profile.total_seconds / PROFILE_STEPS
+    result["steps"] = ours_step.summary()
     result["contenders"] = {contender.label: contender for contender in contenders}
     return result
 
@@ -582,10 +599,17 @@ def median_or_none(contenders, label):
     return statistics.median(contender.times) if contender and contender.times else None
 
 
+def later_planning_share(steps):
+    """Planning's share of metajit's wall time over the steps after the second (steps 1 and 2 plan from scratch)."""
+    return steps["later_planning"] / steps["later_seconds"] if steps["later_seconds"] else 0.0
+
+
 def mode_table(results, mode):
     lines = ["| model | metajit ms | PyTorch eager ms | torch.compile ms | eager / metajit | compile / metajit | "
-             "metajit planning ms per step (share) | metajit kernels + library calls per step | "
-             "metajit first step | other processes' CPU share |", "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+             "metajit planning ms per timed step (share) | metajit kernels + library calls per step | "
+             "metajit step 1: seconds, planning, compiled | step 2: planning | steps 3 on: planning share, worst "
+             "step's planning, kernels compiled | other processes' CPU share |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|"]
     for name, by_mode in results.items():
         result = by_mode[mode]
         contenders = result["contenders"]
@@ -593,14 +617,18 @@ def mode_table(results, mode):
         compiled = median_or_none(contenders, "torch.compile")
         metajit = contenders["metajit"]
         planning = metajit.per_step("planning_seconds")
-        first = result["first"]
+        steps = result["steps"]
+        first_seconds, first_planning, first_compiled = steps["first"]
         lines.append(
             f"| {SHORT_NAMES[name]} | {milliseconds(ours)} | {milliseconds(eager)} | "
             f"{milliseconds(compiled) if compiled else 'n/a'} | {eager / ours:.2f} | "
             f"{f'{compiled / ours:.2f}' if compiled else 'n/a'} | {planning * 1e3:.2f} ({planning / ours:.0%}) | "
             f"{metajit.per_step('kernels_launched'):.0f} + {metajit.per_step('library_calls'):.0f} | "
-            f"{first['seconds']:.2f} s, planning {first['planning_seconds']:.3f} s, {first['compiled']} compiled | "
-            + f"{result['other_load']:.0%} |")
+            f"{first_seconds:.2f} s, {first_planning:.3f} s, {first_compiled} | "
+            f"{steps['second'][1]:.3f} s | "
+            f"{later_planning_share(steps):.1%} of {steps['later_steps']} steps, "
+            f"{steps['later_worst_planning'] * 1e3:.1f} ms, {steps['later_compiled']} | "
+            f"{result['other_load']:.0%} |")
     return lines
 
 
@@ -622,20 +650,18 @@ def check_lines(results):
 
 def target_lines(results):
     lines = ["| model | trains at least as fast as PyTorch eager | ... as torch.compile | "
-             f"planning at most {PLANNING_SHARE_TARGET:.0%} of a steady step (train / infer) |", "|---|---|---|---|"]
+             f"planning at most {PLANNING_SHARE_TARGET:.0%} of the steps after the second (train / infer) |",
+             "|---|---|---|---|"]
     for name, by_mode in results.items():
         contenders = by_mode["train"]["contenders"]
         ours, eager = median_or_none(contenders, "metajit"), median_or_none(contenders, "PyTorch eager")
         compiled = median_or_none(contenders, "torch.compile")
-        shares = []
-        for mode in ("train", "infer"):
-            metajit = by_mode[mode]["contenders"]["metajit"]
-            shares.append(metajit.per_step("planning_seconds") / statistics.median(metajit.times))
+        shares = [later_planning_share(by_mode[mode]["steps"]) for mode in ("train", "infer")]
         planning_met = all(share <= PLANNING_SHARE_TARGET for share in shares)
         lines.append(
             f"| {SHORT_NAMES[name]} | {'met' if ours <= eager else 'not met'} ({eager / ours:.2f}x) | "
             + (f"{'met' if ours <= compiled else 'not met'} ({compiled / ours:.2f}x)" if compiled else "n/a")
-            + f" | {'met' if planning_met else 'not met'} ({shares[0]:.0%} / {shares[1]:.0%}) |")
+            + f" | {'met' if planning_met else 'not met'} ({shares[0]:.1%} / {shares[1]:.1%}) |")
     return lines
 
 
@@ -689,8 +715,12 @@ def write_report(arguments, torch, results):
     lines += ["", "## Inference", ""] + mode_table(results, "infer")
     lines += ["", "\"planning\" is `mj.stats()['planning_seconds']` over the timed steps (its share of metajit's "
               "median step in brackets); kernels are generated kernels launched (`kernels_launched`) and library calls "
-              "oneDNN calls (`library_calls`), per step. The first step is metajit's first in this process: it plans "
-              "every kernel and compiles those the kernel cache does not hold.",
+              "oneDNN calls (`library_calls`), per timed step. The step columns count every metajit step of the "
+              "phase, timed or not (checks, warm-up, untimed turns, profiled): step 1 is the first in this process "
+              "and plans every kernel, compiling those the kernel cache does not hold; step 2 plans again, with the "
+              "optimizer's state (training) or the values step 1 left behind; \"steps 3 on\" is planning's share of "
+              "their wall time, the most one of them spent planning, and the kernels they compiled: in a steady loop "
+              "the plan cache serves them all and none compiles.",
               "", "## Targets", ""] + target_lines(results)
     lines += ["", "## Agreement with PyTorch eager", "",
               "Largest absolute difference divided by the largest absolute PyTorch value: of the first training loss, "
@@ -711,7 +741,7 @@ def write_report(arguments, torch, results):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--steps", type=int, default=10, help="timed steps per model, mode and framework")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per model, mode and framework")
     parser.add_argument("--no-compile", dest="compile", action="store_false", help="skip torch.compile")
     parser.add_argument("--quiet-wait", type=float, default=60.0,
                         help="seconds to wait, before each timed phase, for other processes to leave the CPUs idle")
