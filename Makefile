@@ -10,12 +10,9 @@
 #                first), the convolution-variant benchmark (grouped, depthwise, 1x1), the training benchmarks and the
 #                inference benchmark (ResNet-18 and the transformer, forward only, batch 1 and up)
 #   make bench-training   the training benchmark with ResNet-18 too
-<<<<<<< HEAD
 #   make bench-planning   planning time per step and per node of an unrolled LSTMCell training step (bench/PLANNING.md)
-=======
 #   make bench-models   five models written as PyTorch code (nanoGPT-style decoder, LSTM LM, style transfer,
 #                MobileNetV2, U-Net) run by metajit, PyTorch eager and torch.compile: training and inference
->>>>>>> models-benchmark
 #   make bench-cuda   the CUDA benchmark (chain, softmax, ResNet-18 step against PyTorch on the GPU)
 #   make bench-distributed   metajit.distributed's all-reduce against raw MPI, and the data-parallel step
 #   make bench-frameworks   make bench with Jittor and tinygrad beside metajit and PyTorch, from a virtual
@@ -45,11 +42,7 @@ CMAKE_ARGS ?=
 TEST_CACHE_DIR := $(abspath $(BUILD_DIR))/test-kernel-cache
 PY_ENV := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH}
 
-<<<<<<< HEAD
-.PHONY: all setup deps configure build test lint format-check test-asan test-models-full demo bench bench-run bench-frameworks bench-training bench-planning bench-cuda bench-distributed fuzz soak \
-=======
-.PHONY: all setup deps configure build test lint format-check test-asan test-models-full demo bench bench-run bench-frameworks bench-training bench-models bench-cuda bench-distributed fuzz soak \
->>>>>>> models-benchmark
+.PHONY: all setup deps configure build test lint format-check test-asan test-models-full demo bench bench-run bench-frameworks bench-training bench-planning bench-models bench-cuda bench-distributed fuzz soak \
 	clean
 
 all: setup
@@ -129,15 +122,13 @@ bench-frameworks: setup
 bench-training: setup
 	$(PY_ENV) $(PYTHON) bench/training_benchmark.py --models small_cnn,resnet18,transformer --steps 2
 
-<<<<<<< HEAD
 # What planning costs per step and per graph node on an unrolled recurrence, at 250 to 2000 steps.
 bench-planning: setup
 	$(PY_ENV) $(PYTHON) bench/planning_benchmark.py
-=======
+
 # Model code as people write it, the same source run by metajit, PyTorch eager and torch.compile (bench/MODELS.md).
 bench-models: setup
 	$(PY_ENV) $(PYTHON) bench/models_benchmark.py
->>>>>>> models-benchmark
 
 # The CUDA backend against PyTorch on this machine's GPU (says so and measures nothing without one).
 bench-cuda: setup
