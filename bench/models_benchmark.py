@@ -685,8 +685,8 @@ def compile_notes(results):
                 notes.append(f"- {SHORT_NAMES[name]}, {mode}: torch.compile failed: {compiled['error']}")
             elif compiled:
                 notes.append(f"- {SHORT_NAMES[name]}, {mode}: torch.compile's first call took "
-                             f"{compiled['seconds']:.1f} s (less where inductor's disk cache kept an earlier run's "
-                             "code)")
+                             f"{compiled['seconds']:.1f} s (inductor's disk cache may hold code from earlier "
+                             "runs)")
     return notes
 
 
