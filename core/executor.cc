@@ -53,7 +53,25 @@ void set_graph_runner(GraphRunner* runner) { graph_runner = runner; }
 
 namespace {
 
-// Pending nodes marked store_when_read that the targets' graph reads become targets too (under the sync lock).
+// A pending value a user handle holds is stored when it computes something: views, reshapes and index remaps
+// are cheap to derive again from their source, and storing a broadcast would cost its full size.
+bool store_for_handle(const Node& node) {
+  if (node.handles.load(std::memory_order_relaxed) == 0) return false;
+  switch (node.kind) {
+    case NodeKind::Unary:
+    case NodeKind::Binary:
+    case NodeKind::Where:
+    case NodeKind::Cast:
+    case NodeKind::Reduce:
+    case NodeKind::ReindexReduce:
+    case NodeKind::Code:
+    case NodeKind::Custom: return true;
+    default: return false;
+  }
+}
+
+// Pending nodes marked store_when_read, or held by a user handle, that the targets' graph reads become targets
+// too (under the sync lock).
 void add_values_to_store(std::vector<NodePtr>* targets) {
   uint64_t mark = next_walk_mark();
   std::vector<const NodePtr*> stack;
@@ -68,7 +86,7 @@ void add_values_to_store(std::vector<NodePtr>* targets) {
     for (const NodePtr& input : node.inputs) {
       if (!input || input->is_computed() || input->walk_mark == mark) continue;
       input->walk_mark = mark;
-      if (input->store_when_read) stored.push_back(input);
+      if (input->store_when_read || store_for_handle(*input)) stored.push_back(input);
       stack.push_back(&input);
     }
   }

@@ -113,6 +113,11 @@ struct Node {
   // stores it, as a target, instead of inlining it into its readers, so the next update starts from a stored
   // value rather than from an ever-longer expression (core/executor.cc).
   bool store_when_read = false;
+  // How many user handles hold this node as their value (meta_ops/var.h counts them; core does not know Vars).
+  // A sync whose graph reads a pending node a handle holds stores it, as Jittor keeps the values the user can
+  // still ask for: otherwise a value fused into its readers stays pending, and a carried state such as an RNN's
+  // `c.detach()` keeps every earlier step's graph alive and recomputes it (core/executor.cc).
+  std::atomic<uint32_t> handles{0};
   // The value a write through a view gave its base in grad mode (PyTorch's CopySlices): like a node whose gradient
   // read saved values, a second backward through it raises unless the first kept the graph.
   bool written_through_view = false;

@@ -538,7 +538,7 @@ VarPtr Var::reshaped(const VarPtr& base, Shape shape, bool must_be_view) {
     return std::make_shared<Var>(std::move(node));  // PyTorch copies here: writes to it stay its own
   }
   Shape view_shape = node->shape;
-  if (node == base->node_) node = nullptr;  // an identity: make_view makes the view's own node
+  if (base->node_ == node) node = nullptr;  // an identity: make_view makes the view's own node
   return make_view(base, ViewStep{ViewStep::Kind::Reshape, std::move(view_shape), {}}, std::move(*strides),
                    base->storage_offset_, std::move(node));
 }

@@ -54,6 +54,38 @@ struct AliasGroup {
 class Var;
 using VarPtr = std::shared_ptr<Var>;
 
+// A Var's node pointer, counted in Node::handles while held.
+class HeldNode {
+ public:
+  HeldNode(NodePtr node) : node_(std::move(node)) { acquire(); }  // NOLINT: converts like the NodePtr it holds
+  HeldNode(const HeldNode& other) : node_(other.node_) { acquire(); }
+  HeldNode& operator=(NodePtr node) {
+    if (node == node_) return *this;
+    release();
+    node_ = std::move(node);
+    acquire();
+    return *this;
+  }
+  HeldNode& operator=(const HeldNode& other) { return *this = other.node_; }
+  ~HeldNode() { release(); }
+
+  operator const NodePtr&() const { return node_; }  // NOLINT: read as a NodePtr everywhere
+  Node* operator->() const { return node_.get(); }
+  Node& operator*() const { return *node_; }
+  long use_count() const { return node_.use_count(); }
+  bool operator==(const NodePtr& other) const { return node_ == other; }
+  bool operator!=(const NodePtr& other) const { return node_ != other; }
+
+ private:
+  void acquire() {
+    if (node_) node_->handles.fetch_add(1, std::memory_order_relaxed);
+  }
+  void release() {
+    if (node_) node_->handles.fetch_sub(1, std::memory_order_relaxed);
+  }
+  NodePtr node_;
+};
+
 class Var {
  public:
   explicit Var(NodePtr node);
@@ -127,7 +159,7 @@ class Var {
   AliasGroup& group();
   void mark_versions(Node& current, const std::string& operation, uint64_t first_node_id);
 
-  NodePtr node_;
+  HeldNode node_;
   std::weak_ptr<Node::GradientSlot> gradient_of_;  // set when this Var is a leaf's .grad (see gradient_of)
   std::shared_ptr<AliasGroup> group_;  // null until the first alias of this value is taken
   std::vector<ViewStep> steps_;        // from the group's base to this Var (empty: the base itself)

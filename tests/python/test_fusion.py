@@ -83,8 +83,13 @@ def test_softmax_last_dim_at_most_three_kernels(rng):
 def test_softmax_on_a_computed_input_and_middle_dim(rng):
     data = rng.standard_normal((4, 9, 6)).astype(np.float32)
     x = mj.array(data) * 3.0
-    shifted = (x - x.amax(1, keepdim=True)).exp()
-    result, kernels = launched(lambda: (shifted / shifted.sum(1, keepdim=True)).numpy())
+    x.numpy()
+
+    def softmax():
+        shifted = (x - x.amax(1, keepdim=True)).exp()  # let go before the sync: free to fuse
+        return shifted / shifted.sum(1, keepdim=True)
+
+    result, kernels = launched(lambda: softmax().numpy())
     expected = softmax_reference(np.moveaxis(data * 3.0, 1, -1))
     np.testing.assert_allclose(result, np.moveaxis(expected, -1, 1), rtol=1e-5, atol=1e-7)
     assert kernels <= 3
@@ -94,12 +99,40 @@ def test_diamond_is_one_kernel_and_shares_work(rng):
     data = rng.standard_normal((100, 7)).astype(np.float32)
     x = mj.array(data)
     y = x.exp()
+    body = mj.inspect_kernels(y * y + y.sin() - y)[0]["source"].split('---- end of prelude ----')[1]
+    assert body.count("mj_exp(") + body.count("mj_exp_lanes(") == 1  # y is computed once per element, not three times
     result, kernels = launched(lambda: (y * y + y.sin() - y).numpy())
     e = np.exp(data.astype(np.float64))
     np.testing.assert_allclose(result, e * e + np.sin(e) - e, rtol=1e-5, atol=1e-6)
     assert kernels == 1
-    body = mj.inspect_kernels(y * y + y.sin() - y)[0]["source"].split('---- end of prelude ----')[1]
-    assert body.count("mj_exp(") + body.count("mj_exp_lanes(") == 1  # y is computed once per element, not three times
+    assert y.is_computed  # held by this test, so the kernel stored it as a second output
+
+
+def test_a_value_the_user_holds_is_stored_by_the_sync_that_reads_it(rng):
+    """A pending value a Var still holds is stored by the first sync whose graph reads it (Jittor keeps such values
+    too), so asking for it later runs nothing, and a running value carried through a loop is computed once per
+    step instead of re-deriving every earlier step: a step's kernels stay the same in number from the first
+    step to the last."""
+    data = rng.standard_normal((50, 8)).astype(np.float32)
+    x = mj.array(data)
+    held = x.exp() + 1
+    total, _ = launched(lambda: (held * 2).sum().numpy())
+    assert held.is_computed
+    value, kernels = launched(lambda: held.numpy())
+    assert kernels == 0
+    np.testing.assert_allclose(value, np.exp(data) + 1, rtol=1e-6)
+    np.testing.assert_allclose(total, 2 * (np.exp(data.astype(np.float64)) + 1).sum(), rtol=1e-5)
+
+    running = mj.zeros(8)
+    expected = np.zeros(8)
+    per_step = []
+    for step in range(30):
+        running = running * 0.5 + x[step]
+        expected = expected * 0.5 + data[step]
+        _, kernels = launched(lambda: (running * running).sum().numpy())
+        per_step.append(kernels)
+    np.testing.assert_allclose(running.numpy(), expected, rtol=1e-5)
+    assert per_step[1:] == [per_step[1]] * 29, f"kernels per step: {per_step}"
 
 
 def test_sync_of_several_outputs_and_reuse_of_computed_values(rng):

@@ -114,3 +114,43 @@ def test_training_loop_learns_and_stops_compiling(rng):
             mj.reset_stats()
     assert losses[-1] < 0.3 * losses[0]
     assert mj.stats()["kernels_compiled"] == 0
+
+
+def test_truncated_backpropagation_through_time_keeps_no_earlier_graph(rng):
+    """The carried state of truncated backpropagation (`h, c = h.detach(), c.detach()` each step) is a value the
+    sync that computes it stores, because the user still holds it: before, `c` was only ever computed fused
+    inside `h`, so each step's `c.detach()` held the previous step's whole graph (live Vars grew by about 19 a
+    step here, the planner re-planned every few dozen steps). Losses match PyTorch's step for step (rtol 1e-4:
+    40 SGD steps of float32 sums), live Vars stay flat and no step after the second plans anything."""
+    torch.manual_seed(0)
+    theirs = torch.nn.LSTMCell(8, 16)
+    ours = nn.LSTMCell(8, 16)
+    ours.load_state_dict({key: mj.array(value.detach().numpy()) for key, value in theirs.state_dict().items()})
+    our_optimizer = mj.optim.SGD(ours.parameters(), lr=0.1)
+    their_optimizer = torch.optim.SGD(theirs.parameters(), lr=0.1)
+    inputs = rng.standard_normal((40, 3, 4, 8)).astype(np.float32)
+    h, c = mj.zeros(4, 16), mj.zeros(4, 16)
+    their_h, their_c = torch.zeros(4, 16), torch.zeros(4, 16)
+    losses, expected, live, planned = [], [], [], []
+    for step in range(40):
+        h, c = h.detach(), c.detach()
+        their_h, their_c = their_h.detach(), their_c.detach()
+        for t in range(3):
+            h, c = ours(mj.array(inputs[step, t]), (h, c))
+            their_h, their_c = theirs(torch.from_numpy(inputs[step, t]), (their_h, their_c))
+        loss = (h - 0.5).pow(2).mean()
+        their_loss = (their_h - 0.5).pow(2).mean()
+        our_optimizer.zero_grad()
+        loss.backward()
+        our_optimizer.step()
+        their_optimizer.zero_grad()
+        their_loss.backward()
+        their_optimizer.step()
+        stats = mj.stats()
+        live.append(stats["vars_live"])
+        planned.append(stats["planned_nodes"])
+        losses.append(loss.item())
+        expected.append(their_loss.item())
+    np.testing.assert_allclose(losses, expected, rtol=1e-4)
+    assert live[2:] == [live[2]] * 38, f"live Vars per step: {live}"
+    assert planned[2:] == [planned[2]] * 38, f"nodes planned, cumulative: {planned}"
