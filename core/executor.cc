@@ -5,6 +5,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <stdexcept>
+#include <string>
 #include <unordered_set>
 
 namespace metajit {
@@ -107,7 +108,19 @@ void check_interrupt() {
 
 namespace {
 thread_local bool syncing = false;
+thread_local const char* sync_refusal = nullptr;
 }  // namespace
+
+const char* refuse_syncs(const char* reason) {
+  const char* previous = sync_refusal;
+  sync_refusal = reason;
+  return previous;
+}
+
+void run_exclusively(const std::function<void()>& work) {
+  std::lock_guard<std::mutex> lock(sync_mutex());
+  work();
+}
 
 bool inside_sync() { return syncing; }
 
@@ -160,6 +173,9 @@ void sync(const std::vector<NodePtr>& targets) {
   for (const NodePtr& target : targets)
     if (target && !target->is_computed()) pending.push_back(target);
   if (pending.empty()) return;
+  if (sync_refusal)
+    throw std::runtime_error(std::string(sync_refusal) + " (the value asked for was made at " +
+                             pending.front()->provenance.to_string() + ")");
   add_ordered_targets(&pending);
   syncs_run.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(sync_mutex());

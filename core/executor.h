@@ -1,6 +1,7 @@
 // Entry point for "a value is needed": gathers the targets that are not computed yet and hands them to the
 // registered graph runner (the JIT, registered from jit/), one sync at a time. Core knows no kernels.
 #pragma once
+#include <functional>
 #include <stdexcept>
 #include <vector>
 
@@ -40,6 +41,12 @@ StoragePtr take_storage(Node& node);
 NodePtr pending_source(const Node& node);
 // Whether the calling thread is inside sync() (where nodes must not start another sync).
 bool inside_sync();
+// While set on the calling thread (mj.trace recording a function), sync() refuses with `reason` followed by
+// where the first value asked for was made: a value read back inside a traced function would be a constant of
+// every replay. Null lets syncs run again. Returns the previous setting.
+const char* refuse_syncs(const char* reason);
+// Runs `work` with every other sync held off (a replayed plan runs under the same lock as a sync).
+void run_exclusively(const std::function<void()>& work);
 // Makes every target computed. Thread-safe: concurrent syncs are serialised. On return each target holds a
 // Storage and has dropped its inputs. Errors propagate as exceptions and leave the targets uncomputed.
 void sync(const std::vector<NodePtr>& targets);

@@ -5,6 +5,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "meta_ops/trace_recording.h"
+
 namespace metajit {
 namespace {
 
@@ -49,6 +51,7 @@ NodePtr random_values(const Shape& shape, RandomDistribution distribution) {
     std::normal_distribution<double> normal(0.0, 1.0);
     for (int64_t index = 0; index < node->numel(); ++index) values[index] = normal(engine());
   }
+  if (active_trace_recording()) note_trace_random(node, distribution);  // a replay draws afresh
   return node;
 }
 

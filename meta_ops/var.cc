@@ -314,7 +314,22 @@ NodePtr apply_view_step(const NodePtr& input, const ViewStep& step) {
   return result;
 }
 
-Var::Var(NodePtr node) : node_(std::move(node)) {}
+Var::Var(NodePtr node) : node_(std::move(node)) {
+  if (TraceRecording* recording = active_trace_recording()) recording->made.insert(this);
+}
+
+Var::~Var() {
+  if (TraceRecording* recording = active_trace_recording()) recording->made.erase(this);
+}
+
+void Var::take_replayed_value(NodePtr value) {
+  if (!steps_.empty()) throw std::logic_error("a replayed value cannot be given to a view");
+  if (group_) {
+    group_->replace_value(value);
+    seen_version_ = ++group_->version;
+  }
+  node_ = std::move(value);
+}
 
 AliasGroup& Var::group() {
   if (!group_) {
@@ -330,13 +345,17 @@ namespace {
 // follows, unless it was replaced since (zero_grad, another backward), which leaves this handle on its own.
 void carry_to_gradient(const std::weak_ptr<Node::GradientSlot>& owner, const NodePtr& before,
                        const NodePtr& after) {
-  if (auto slot = owner.lock(); slot && slot->grad == before) slot->grad = after;
+  if (auto slot = owner.lock(); slot && slot->grad == before) {
+    slot->grad = after;
+    if (active_trace_recording()) note_trace_gradient_write(slot);
+  }
 }
 }  // namespace
 
 VarPtr Var::gradient_of(const NodePtr& owner) {
   if (!owner->gradient_slot || !owner->gradient_slot->grad) return nullptr;
   const std::shared_ptr<Node::GradientSlot>& slot = owner->gradient_slot;
+  if (active_trace_recording()) note_trace_gradient_read(slot);
   if (auto cached = std::static_pointer_cast<Var>(slot->handle.lock()); cached && cached->node() == slot->grad)
     return cached;
   auto handle = std::make_shared<Var>(slot->grad);
@@ -348,9 +367,11 @@ VarPtr Var::gradient_of(const NodePtr& owner) {
 void Var::set_gradient(const NodePtr& owner, const VarPtr& value) {
   if (!value) {
     owner->set_grad(nullptr);
+    if (active_trace_recording()) note_trace_gradient_write(owner->gradient_slot);
     return;
   }
   owner->set_grad(value->node());
+  if (active_trace_recording()) note_trace_gradient_write(owner->gradient_slot);
   value->gradient_of_ = owner->gradient_slot;
   if (value->group_ && value->steps_.empty()) value->group_->gradient_of = owner->gradient_slot;
   owner->gradient_slot->handle = value;
@@ -576,6 +597,7 @@ namespace {
 }  // namespace
 
 void Var::write(NodePtr value, const std::string& operation, uint64_t first_node_id) {
+  if (active_trace_recording()) note_trace_write(*this);
   if (!first_node_id) first_node_id = next_node_id_value();
   const NodePtr current = node();
   if (value->shape != current->shape)
@@ -670,6 +692,7 @@ void Var::check_writable(const std::string& operation) {
 }
 
 void Var::set_data(NodePtr value) {
+  if (active_trace_recording()) note_trace_write(*this);
   node();
   node_ = keep_leaf(node_, std::move(value));
   group_.reset();  // views taken before keep the old value, as PyTorch's keep the old storage
@@ -705,6 +728,7 @@ void Var::set_requires_grad(bool requires_grad) {
 }
 
 void Var::detach_in_place() {
+  if (active_trace_recording()) note_trace_write(*this);
   if (is_view()) throw std::runtime_error("Can't detach views in-place. Use detach() instead.");
   node();
   if (!node_->requires_grad) return;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/node.h"
+#include "meta_ops/trace_recording.h"
 
 namespace metajit {
 
@@ -86,9 +87,12 @@ class HeldNode {
   NodePtr node_;
 };
 
-class Var {
+class Var : public std::enable_shared_from_this<Var> {
  public:
   explicit Var(NodePtr node);
+  ~Var();
+  Var(const Var&) = delete;
+  Var& operator=(const Var&) = delete;
 
   // The value now: re-derived from the base when a write through another alias happened since.
   const NodePtr& node() {
@@ -96,6 +100,7 @@ class Var {
       if (group_->parent) group_->current();
       if (seen_version_ != group_->version) derive();
     }
+    if (active_trace_recording()) note_trace_read(*this, node_);
     return node_;
   }
   DType dtype() { return node()->dtype; }
@@ -132,6 +137,9 @@ class Var {
   void set_requires_grad(bool requires_grad);
   // detach_(): this Var becomes a leaf holding the same value.
   void detach_in_place();
+  // A replayed traced function (trace/traced_function.h) gives this Var the value its recording wrote: views of
+  // it see the new value. Throws for a view (the recording refuses traced writes through views).
+  void take_replayed_value(NodePtr value);
 
   // x.grad as a Var: the same handle each time while the gradient is unchanged, and one whose in-place writes
   // (and writes through its views and .data) become the gradient, as in PyTorch where p.grad is a tensor

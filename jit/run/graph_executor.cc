@@ -11,10 +11,15 @@
 namespace metajit {
 namespace {
 
+thread_local CapturedRun* captured_run = nullptr;
+
 class JitGraphRunner : public GraphRunner {
  public:
   void run(const std::vector<NodePtr>& targets) override {
-    if (cuda_execution() != CudaExecution::Off) return run_on_cuda(targets);
+    if (cuda_execution() != CudaExecution::Off) {
+      if (captured_run) captured_run->on_gpu = true;
+      return run_on_cuda(targets);
+    }
     auto planning_start = std::chrono::steady_clock::now();
     GraphSignature signature = graph_signature(targets);
     std::shared_ptr<const Plan> plan = PlanCache::instance().find(signature.text);
@@ -23,10 +28,16 @@ class JitGraphRunner : public GraphRunner {
         std::chrono::steady_clock::now() - planning_start).count();
     CpuDevice device(*plan);
     run_plan(*plan, signature.nodes, device);
+    if (captured_run) {
+      captured_run->plan = plan;
+      captured_run->signature = std::move(signature);
+    }
   }
 };
 
 }  // namespace
+
+void capture_runs(CapturedRun* capture) { captured_run = capture; }
 
 void install_graph_executor() {
   static JitGraphRunner runner;

@@ -22,4 +22,13 @@ namespace metajit {
 // Registers the JIT as core's graph runner (idempotent).
 void install_graph_executor();
 
+// The plan a sync ran and the graph signature it ran it against, kept for mj.trace (trace/traced_function.h).
+struct CapturedRun {
+  GraphSignature signature;
+  std::shared_ptr<const Plan> plan;
+  bool on_gpu = false;  // the sync ran on a GPU or its emulator, which trace replays do not run yet
+};
+// While set, each sync on the calling thread fills `capture` (the last one wins); null stops.
+void capture_runs(CapturedRun* capture);
+
 }  // namespace metajit

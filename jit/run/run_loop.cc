@@ -216,12 +216,13 @@ void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& devic
   run_plan(plan, nodes, device, values);
 }
 
-void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& device, RunValues& values) {
+void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& device, RunValues& values,
+              const std::vector<uint8_t>* given_releasable) {
   bool check_values = check_non_finite();
   bool profiling = kernel_profiling();
   const BufferLifetimes& lifetimes = plan.lifetimes;
   std::vector<uint8_t> releasable;
-  if (values.on_nodes()) releasable = releasable_buffers(lifetimes, nodes);
+  if (values.on_nodes()) releasable = given_releasable ? *given_releasable : releasable_buffers(lifetimes, nodes);
   auto release_after = [&](size_t index) {
     if (values.on_nodes()) stats().buffers_released_early += release_after_kernel(lifetimes, releasable, nodes, index);
   };

@@ -42,6 +42,9 @@ class Device {
 // on its node.
 void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& device);
 // The same with the values going to `values`; buffers go early and edges are cut only when it publishes on nodes.
-void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& device, RunValues& values);
+// `releasable`, when given, says per position which buffers may go after their last reader, where a run of a
+// signature's own nodes works it out from their reference counts (a traced replay runs on fresh nodes).
+void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& device, RunValues& values,
+              const std::vector<uint8_t>* releasable = nullptr);
 
 }  // namespace metajit

@@ -44,6 +44,7 @@ void bind_cache(py::module_& module);  // cache_bindings.cc
 void bind_cuda(py::module_& module);   // cuda_bindings.cc
 void bind_flags(py::module_& module);  // flags_bindings.cc
 void bind_distributed(py::module_& module);  // distributed_bindings.cc
+void bind_trace(py::module_& module);        // trace_bindings.cc
 
 namespace {
 
@@ -275,7 +276,7 @@ NodePtr random_node(const Shape& shape, DType dtype, RandomDistribution distribu
   NodePtr node = random_values(shape, distribution);
   if (dtype == DType::Float64) return node;
   NodePtr result = cast(node, dtype);
-  sync_nodes({result});
+  if (!active_trace_recording()) sync_nodes({result});  // traced: a replay draws the float64 values and casts them
   return result;
 }
 
@@ -302,6 +303,7 @@ PYBIND11_MODULE(_core, module) {
   py::register_exception<CompileError>(module, "CompileError", PyExc_RuntimeError);
   bind_code(module);
   bind_cache(module);
+  bind_trace(module);
   bind_cuda(module);
   bind_flags(module);
   bind_distributed(module);
@@ -313,48 +315,65 @@ PYBIND11_MODULE(_core, module) {
       .def_property_readonly("dtype", [](const NodePtr& node) { return std::string(dtype_name(node->dtype)); })
       .def_property_readonly("ndim", [](const NodePtr& node) { return node->shape.size(); })
       .def("numel", [](const NodePtr& node) { return node->numel(); })
-      .def("__len__", [](const NodePtr& node) {
-        if (node->shape.empty()) throw py::type_error("len() of a 0-d Var");
-        return node->shape[0];
-      })
+      .def("__len__",
+           [](const NodePtr& node) {
+             if (node->shape.empty()) throw py::type_error("len() of a 0-d Var");
+             return node->shape[0];
+           })
       .def_property_readonly("is_computed", [](const NodePtr& node) { return node->is_computed(); })
       .def_property_readonly("op", [](const NodePtr& node) { return node->op_name(); })
       .def_property_readonly("created_at", [](const NodePtr& node) { return node->provenance.to_string(); })
       .def("numpy", &to_numpy, "Computes the value (if needed) and returns it as a read-only numpy array (no copy).")
-      .def("sync", [](const VarPtr& self) { sync_nodes({self->node()}); return self; })
-      .def("item", [](const NodePtr& node) -> py::object {
-        if (node->numel() != 1)
-          throw std::invalid_argument("item() needs a Var with exactly one element, this one has shape " +
-                                      shape_to_string(node->shape));
-        return to_numpy(node).attr("reshape")(py::tuple()).attr("item")();
-      })
-      .def_property("requires_grad", [](const NodePtr& node) { return node->requires_grad; },
-                    [](Var& self, bool value) { self.set_requires_grad(value); })
+      .def("sync",
+           [](const VarPtr& self) {
+             sync_nodes({self->node()});
+             return self;
+           })
+      .def("item",
+           [](const NodePtr& node) -> py::object {
+             if (node->numel() != 1)
+               throw std::invalid_argument("item() needs a Var with exactly one element, this one has shape " +
+                                           shape_to_string(node->shape));
+             return to_numpy(node).attr("reshape")(py::tuple()).attr("item")();
+           })
+      .def_property(
+          "requires_grad", [](const NodePtr& node) { return node->requires_grad; },
+          [](Var& self, bool value) { self.set_requires_grad(value); })
       .def_property_readonly("is_leaf", [](const NodePtr& node) { return !node->gradient_history; })
       // Which graph node a Var is now (Vars built from the same node, such as gradient_leaves' results, agree).
       .def_property_readonly("_node_id", [](const NodePtr& node) { return node->id; })
-      .def_property("grad", [](const NodePtr& node) { return Var::gradient_of(node); },
-                    [](const NodePtr& node, const VarPtr& grad) {
-                      if (grad && grad->shape() != node->shape)
-                        throw std::invalid_argument("grad of shape " + shape_to_string(grad->shape()) +
-                                                    " assigned to a Var of shape " + shape_to_string(node->shape));
-                      Var::set_gradient(node, grad);
-                    })
+      .def_property(
+          "grad", [](const NodePtr& node) { return Var::gradient_of(node); },
+          [](const NodePtr& node, const VarPtr& grad) {
+            if (grad && grad->shape() != node->shape)
+              throw std::invalid_argument("grad of shape " + shape_to_string(grad->shape()) +
+                                          " assigned to a Var of shape " + shape_to_string(node->shape));
+            Var::set_gradient(node, grad);
+          })
       .def("detach", &Var::detached_alias,
            "The same values without gradient history, shared with this Var: gradients do not flow through the "
            "result, and an in-place change of either is seen by the other (PyTorch's detach()).")
-      .def("detach_", [](const VarPtr& self) { self->detach_in_place(); return self; },
-           "Makes this Var a leaf holding the same value (not for views).")
-      .def_property("data", &Var::data_alias, [](Var& self, const NodePtr& value) { self.set_data(value); },
-                    "The same values, shared and without gradient history (writes through .data change this Var "
-                    "without recording them); assigning `x.data = y` gives x y's value (any shape), keeping x's "
-                    "identity, grad and requires_grad.")
-      .def("_write", [](Var& self, const NodePtr& value, const std::string& operation, uint64_t first_node_id) {
-        self.write(value, operation, first_node_id);
-      }, py::arg("value"), py::arg("operation"), py::arg("first_node_id") = 0,
-           "In-place update: this Var and every alias of it now hold `value` (this Var's shape). first_node_id: "
-           "_core.next_node_id() before the op recorded `value` (its own reads of the old value are exempt from "
-           "the version check).")
+      .def(
+          "detach_",
+          [](const VarPtr& self) {
+            self->detach_in_place();
+            return self;
+          },
+          "Makes this Var a leaf holding the same value (not for views).")
+      .def_property(
+          "data", &Var::data_alias, [](Var& self, const NodePtr& value) { self.set_data(value); },
+          "The same values, shared and without gradient history (writes through .data change this Var "
+          "without recording them); assigning `x.data = y` gives x y's value (any shape), keeping x's "
+          "identity, grad and requires_grad.")
+      .def(
+          "_write",
+          [](Var& self, const NodePtr& value, const std::string& operation, uint64_t first_node_id) {
+            self.write(value, operation, first_node_id);
+          },
+          py::arg("value"), py::arg("operation"), py::arg("first_node_id") = 0,
+          "In-place update: this Var and every alias of it now hold `value` (this Var's shape). first_node_id: "
+          "_core.next_node_id() before the op recorded `value` (its own reads of the old value are exempt from "
+          "the version check).")
       .def("_check_writable", &Var::check_writable)
       .def("_count_write", &Var::count_write)
       .def_property_readonly("_is_view", &Var::is_view)
@@ -362,18 +381,21 @@ PYBIND11_MODULE(_core, module) {
       .def("_strides", [](const Var& self) { return py::tuple(py::cast(self.strides())); })
       .def("storage_offset", &Var::storage_offset)
       .def("_fully_overlaps", [](Var& self, Var& other) { return self.overlap_with(other) == Var::Overlap::Full; })
-      .def("_partially_overlaps", [](Var& self, Var& other) { return self.overlap_with(other) == Var::Overlap::Partial; },
-           "Whether this Var and `other` share some but not all of their elements (or share them in another "
-           "layout): PyTorch refuses in-place ops that write one while reading the other.")
-      .def("_assign", [](Var& self, const NodePtr& value) {
-        // assign(): this Var holds `value` from now on, computed now (optimizer updates, running statistics).
-        NodePtr current = self.node();
-        if (value->shape != current->shape)
-          throw std::invalid_argument("assign: value of shape " + shape_to_string(value->shape) +
-                                      " to a Var of shape " + shape_to_string(current->shape));
-        self.write(value, "assign");
-        sync_nodes({self.node()});
-      })
+      .def(
+          "_partially_overlaps",
+          [](Var& self, Var& other) { return self.overlap_with(other) == Var::Overlap::Partial; },
+          "Whether this Var and `other` share some but not all of their elements (or share them in another "
+          "layout): PyTorch refuses in-place ops that write one while reading the other.")
+      .def("_assign",
+           [](Var& self, const NodePtr& value) {
+             // assign(): this Var holds `value` from now on, computed now (optimizer updates, running statistics).
+             NodePtr current = self.node();
+             if (value->shape != current->shape)
+               throw std::invalid_argument("assign: value of shape " + shape_to_string(value->shape) +
+                                           " to a Var of shape " + shape_to_string(current->shape));
+             self.write(value, "assign");
+             if (!active_trace_recording()) sync_nodes({self.node()});  // a traced function's end computes it
+           })
       .def("__repr__", &describe)
       .def("__hash__", [](py::handle self) { return py::int_(reinterpret_cast<uintptr_t>(self.ptr()) >> 4); });
 

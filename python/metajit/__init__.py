@@ -15,6 +15,7 @@ __all__ = [
     "reindex", "reindex_reduce", "reduce", "broadcast", "broadcast_to", "where", "sync", "stats", "reset_stats",
     "flags", "inspect_kernels", "gc", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
     "stop_grad", "detach", "save", "load", "code", "Function", "inspect", "CompileError", "NonFiniteError", "cache",
+    "jit",
 ]
 
 # Frames inside this package are skipped when recording which user line created a node.
@@ -213,6 +214,8 @@ def sync(*vars):
     """Computes all given Vars together (one fused plan)."""
     if len(vars) == 1 and isinstance(vars[0], (list, tuple)):
         vars = vars[0]
+    if _core.trace_recording_active():
+        return  # inside mj.trace the recording's end computes everything in one sync
     _core.sync_all(list(vars))
 
 
@@ -228,6 +231,7 @@ NonFiniteError = _core.NonFiniteError  # METAJIT_CHECK_NAN found a NaN or infini
 from . import _var_methods  # noqa: E402,F401  (adds reshape, slicing, reductions, ... to Var)
 from ._flags import flags  # noqa: E402
 from ._profile import profile  # noqa: E402,F401  (public: mj.profile)
+from . import jit  # noqa: E402,F401  (mj.jit.trace; mj.trace(function) is the same)
 from ._memory import (memory_allocated, max_memory_allocated, memory_reserved,  # noqa: E402,F401
                       reset_peak_memory_stats, memory_summary)
 from ._autograd import (grad, no_grad, enable_grad, set_grad_enabled, is_grad_enabled,  # noqa: E402

@@ -57,8 +57,14 @@ def diagflat(input, offset=0):
     return diag(_as_var(input).reshape([-1]), offset)
 
 
-def trace(input):
-    """The sum of a matrix's main diagonal."""
+def trace(input=None, **options):
+    """The sum of a matrix's main diagonal (torch.trace). Given a function instead (``@mj.trace``,
+    ``mj.trace(step)``, ``@mj.trace(max_variants=4)``), MegEngine's trace: mj.jit.trace."""
+    if input is None or callable(input):
+        from ..jit import trace as trace_function
+        return trace_function(input, **options)
+    if options:
+        raise TypeError(f"trace: unexpected options {sorted(options)} for a matrix")
     input = _as_var(input)
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")

@@ -17,7 +17,7 @@ hyper-parameters into kernels as constants.
 """
 import numpy as np
 
-from .. import _autograd
+from .. import _autograd, _core
 from .._core import Var
 
 
@@ -146,6 +146,7 @@ class Optimizer:
         _average_over_ranks(self.param_groups)
         assignments = []
         computed = []
+        tracing = _core.trace_recording_active()
         with _autograd.no_grad():
             for group in self.param_groups:
                 scalars = {}
@@ -157,7 +158,10 @@ class Optimizer:
                         raise ValueError(f"gradient of shape {tuple(grad.shape)} does not match its parameter of "
                                          f"shape {tuple(param.shape)}")
                     state = self.state[param]
+                    before = dict(state) if tracing else None
                     new_value = self._update(group, param, grad, state, _ScalarCache(scalars, param.dtype))
+                    if tracing:
+                        _keep_state_vars(before, state)
                     assignments.append((param, new_value))
                     computed.append(grad)
                     computed.extend(value for value in state.values() if isinstance(value, Var))
@@ -266,6 +270,19 @@ class _ScalarCache:
             from .. import array
             self._cache[key] = array(np.asarray(value, dtype=self._dtype))
         return self._cache[key]
+
+
+def _keep_state_vars(before, state):
+    """Under mj.trace: a state Var the update replaced by a new one (state["exp_avg"] = ...) keeps its identity
+    and takes the new value in place, so a replay, which runs no Python, updates the Var the next call reads."""
+    for name, value in state.items():
+        old = before.get(name)
+        if isinstance(old, Var) and isinstance(value, Var) and value is not old and tuple(old.shape) == \
+                tuple(value.shape) and old.dtype == value.dtype:
+            old.assign(value)
+            state[name] = old
+        elif old is None and isinstance(value, Var):
+            value.assign(value)  # new state (a first step): the trace updates it, and the next call traces again
 
 
 def _zeros_buffer(param):

@@ -4,7 +4,7 @@ BatchNorm keeps training lazy: the new running statistics are rebound to the buf
 registered with the autograd pending list, so the next optimizer step computes them in its fused plan (no sync
 in forward). Outside an optimizer loop, mj.sync(*module.buffers()) computes them.
 """
-from ... import _autograd
+from ... import _autograd, _core
 from .. import functional as F
 from ..module import Module
 from ..parameter import Parameter
@@ -13,6 +13,14 @@ from ._common import check_positive_int, empty_parameter
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
            "InstanceNorm3d", "RMSNorm", "LocalResponseNorm"]
+
+
+def _updated_buffer(buffer, value):
+    """A running statistic's new value, computed with the next optimizer step. Under mj.trace the buffer takes it
+    in place (as PyTorch updates it), so a replay, which runs no Python, updates the Var the module holds."""
+    if _core.trace_recording_active():
+        return buffer.assign(value)
+    return _autograd.defer_sync(value)
 
 
 class _BatchNorm(Module):
@@ -72,7 +80,7 @@ class _BatchNorm(Module):
         momentum = self.momentum
         if update:
             with _autograd.no_grad():
-                self.num_batches_tracked = _autograd.defer_sync(self.num_batches_tracked + 1)
+                self.num_batches_tracked = _updated_buffer(self.num_batches_tracked, self.num_batches_tracked + 1)
             if momentum is None:
                 # A cumulative average needs 1 / batches-seen; momentum=1 yields the batch statistics, which
                 # are then averaged in below with that factor as a lazy Var (no sync for the count).
@@ -87,8 +95,8 @@ class _BatchNorm(Module):
                     factor = 1.0 / self.num_batches_tracked.astype(self.running_mean.dtype)
                     new_mean = self.running_mean + (new_mean - self.running_mean) * factor
                     new_var = self.running_var + (new_var - self.running_var) * factor
-                self.running_mean = _autograd.defer_sync(new_mean)
-                self.running_var = _autograd.defer_sync(new_var)
+                self.running_mean = _updated_buffer(self.running_mean, new_mean)
+                self.running_var = _updated_buffer(self.running_var, new_var)
         return output
 
     def extra_repr(self):

@@ -1,0 +1,179 @@
+"""mj.trace (mj.jit.trace): a function recorded once and replayed without its Python.
+
+Replays are compared bit for bit with the same program run untraced (the replay runs the same plan the plan cache
+would), and training against PyTorch at rtol 1e-5 (float32 sums over a few steps). Each refusal is checked to name
+the user's line."""
+import numpy as np
+import pytest
+
+import metajit as mj
+from metajit import nn
+
+torch = pytest.importorskip("torch")
+
+
+def batches(count, rng, shape=(5, 8), target_shape=(5, 4)):
+    return [(rng.standard_normal(shape).astype(np.float32), rng.standard_normal(target_shape).astype(np.float32))
+            for _ in range(count)]
+
+
+def test_inference_replays_without_running_the_function(rng):
+    weight = mj.array(rng.standard_normal((8, 3)).astype(np.float32))
+    calls = []
+
+    @mj.trace
+    def predict(x):
+        calls.append(1)
+        return (x @ weight).relu() * 2.0 + 1.0
+
+    inputs = [rng.standard_normal((4, 8)).astype(np.float32) for _ in range(5)]
+    results = [predict(mj.array(value)).numpy() for value in inputs]
+    assert len(calls) == 1 and predict.replays == 4 and predict.variants == 1
+    for value, result in zip(inputs, results):
+        np.testing.assert_allclose(result, np.maximum(value @ weight.numpy(), 0) * 2 + 1, rtol=1e-5, atol=1e-6)
+    mj.reset_stats()
+    predict(mj.array(inputs[0])).numpy()
+    assert mj.stats()["kernels_compiled"] == 0 and mj.stats()["planned_nodes"] == 0  # nothing recorded or planned
+    other = rng.standard_normal((2, 8)).astype(np.float32)  # a new shape traces again
+    np.testing.assert_allclose(predict(mj.array(other)).numpy(), np.maximum(other @ weight.numpy(), 0) * 2 + 1,
+                               rtol=1e-5, atol=1e-6)
+    assert len(calls) == 2 and predict.variants == 2
+    weight.assign(mj.zeros(8, 3))  # a Var it reads is read again on every replay
+    np.testing.assert_array_equal(predict(mj.array(inputs[1])).numpy(), np.ones((4, 3), np.float32))
+
+
+def train(traced, steps, data, momentum=0.9, dropout=0.0, batch_norm=False):
+    mj.seed(3)
+    layers = [nn.Linear(8, 16)] + ([nn.BatchNorm1d(16)] if batch_norm else []) + [nn.ReLU(), nn.Dropout(dropout),
+                                                                                   nn.Linear(16, 4)]
+    model = nn.Sequential(*layers)
+    optimizer = mj.optim.SGD(model.parameters(), lr=0.05, momentum=momentum)
+
+    def step(x, y):
+        loss = ((model(x) - y) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    if traced:
+        step = mj.trace(step)
+    losses = [step(mj.array(x), mj.array(y)).item() for x, y in data[:steps]]
+    return model, losses, step
+
+
+@pytest.mark.parametrize("options", [{}, {"momentum": 0.0}, {"dropout": 0.3}, {"batch_norm": True}],
+                         ids=["momentum", "plain", "dropout", "batch-norm"])
+def test_traced_training_matches_untraced_training(rng, options):
+    """Bit for bit where the traced plan has the untraced one's kernels; with dropout and batch norm the traced
+    graph fuses the random draw's cast and the running statistics' update into other kernels (the untraced run
+    stores them by themselves), so there the same numbers summed in another order agree to rtol 1e-6."""
+    data = batches(8, rng)
+    model, losses, _ = train(False, 8, data, **options)
+    traced_model, traced_losses, step = train(True, 8, data, **options)
+    assert step.replays >= 5
+    if options.get("dropout") or options.get("batch_norm"):
+        compare = lambda ours, theirs, name="": np.testing.assert_allclose(  # noqa: E731
+            ours, theirs, rtol=1e-6, atol=1e-7, err_msg=name)
+    else:
+        compare = lambda ours, theirs, name="": np.testing.assert_array_equal(ours, theirs, err_msg=name)  # noqa: E731
+    compare(traced_losses, losses)
+    for (name, ours), theirs in zip(traced_model.state_dict().items(), model.state_dict().values()):
+        compare(ours.numpy(), theirs.numpy(), name)
+    for ours, theirs in zip(traced_model.parameters(), model.parameters()):
+        compare(ours.grad.numpy(), theirs.grad.numpy())
+
+
+def test_traced_training_matches_pytorch(rng):
+    data = batches(6, rng)
+    model, losses, step = train(True, 6, data)
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Dropout(0.0),
+                                    torch.nn.Linear(16, 4))
+    mj.seed(3)
+    initial = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.0), nn.Linear(16, 4))
+    reference.load_state_dict({key: torch.from_numpy(value.numpy()) for key, value in initial.state_dict().items()})
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
+    expected = []
+    for x, y in data:
+        loss = ((reference(torch.from_numpy(x)) - torch.from_numpy(y)) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        expected.append(loss.item())
+    np.testing.assert_allclose(losses, expected, rtol=1e-5)
+    assert step.replays == 4
+
+
+def test_reading_a_value_inside_a_traced_function_names_the_line(rng):
+    @mj.trace
+    def function(x):
+        y = x * 2
+        if y.sum().item() > 0:  # data-dependent Python control flow
+            return y
+        return -y
+
+    with pytest.raises(RuntimeError, match=r"read back .*inside the function being traced.*test_trace.py:\d+"):
+        function(mj.array(np.ones(3, np.float32)))
+
+
+def test_a_value_kept_elsewhere_is_refused_naming_its_line(rng):
+    kept = []
+
+    @mj.trace
+    def function(x):
+        kept.append(x * 3)
+        return x + 1
+
+    with pytest.raises(ValueError, match=r"made at .*test_trace.py:\d+ inside the traced function is still held"):
+        function(mj.array(np.ones(3, np.float32)))
+
+
+scale = 2.0
+
+
+def test_a_changed_global_number_or_training_flag_traces_again(rng):
+    global scale
+    module = nn.Dropout(0.5)
+
+    @mj.trace
+    def function(x):
+        return module(x) * scale
+
+    x = mj.array(np.ones((4, 4), np.float32))
+    module.eval()
+    np.testing.assert_array_equal(function(x).numpy(), np.full((4, 4), 2.0, np.float32))
+    scale = 3.0
+    np.testing.assert_array_equal(function(x).numpy(), np.full((4, 4), 3.0, np.float32))
+    assert function.variants == 2
+    module.train()
+    values = function(x).numpy()
+    assert set(np.unique(values)) <= {0.0, 6.0} and function.variants == 3
+    scale = 2.0
+
+
+def test_too_many_variants_is_an_error(rng):
+    function = mj.trace(lambda x: x + 1, max_variants=2)
+    function(mj.zeros(1))
+    function(mj.zeros(2))
+    with pytest.raises(mj.jit.TraceError, match="max_variants=2"):
+        function(mj.zeros(3))
+
+
+def test_disabled_tracing_runs_the_function_and_matrix_trace_is_unchanged(rng):
+    calls = []
+
+    @mj.trace
+    def function(x):
+        calls.append(1)
+        return x + 1
+
+    mj.jit.trace.enabled = False
+    try:
+        function(mj.zeros(2)).numpy()
+        function(mj.zeros(2)).numpy()
+    finally:
+        mj.jit.trace.enabled = True
+    assert len(calls) == 2
+    matrix = rng.standard_normal((3, 3)).astype(np.float32)
+    np.testing.assert_allclose(mj.trace(mj.array(matrix)).numpy(), np.trace(matrix), rtol=1e-6)
