@@ -50,7 +50,8 @@ void note_trace_random(const NodePtr& node, RandomDistribution distribution) {
 }
 
 void note_trace_gradient_read(const std::shared_ptr<Node::GradientSlot>& slot) {
-  if (slot && slot->grad && slot->grad->is_computed()) active->gradients_read.emplace(slot->grad.get(), slot);
+  if (!slot || !slot->grad || !slot->grad->is_computed()) return;
+  if (active->gradients_read.emplace(slot->grad.get(), slot).second) active->values_read.push_back(slot->grad);
 }
 
 void note_trace_gradient_write(const std::shared_ptr<Node::GradientSlot>& slot) {

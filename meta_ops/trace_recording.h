@@ -19,13 +19,15 @@ struct TraceRecording {
   uint64_t first_node_id = 0;  // nodes made during the recording have this id or later
   // Computed values read through a Var, with the Vars they were read through (a temporary one may be gone).
   std::unordered_map<const Node*, std::vector<std::weak_ptr<Var>>> read_through;
-  std::vector<NodePtr> values_read;         // keeps them alive (and their addresses unique) while the recording lasts
   std::vector<std::weak_ptr<Var>> written;  // Vars an in-place op rebound, in order (repeats allowed)
   std::unordered_set<const Var*> made;      // Vars made during the recording and not destroyed yet
   std::unordered_map<const Node*, RandomDistribution> random;  // random draws made during the recording
   // Leaves' gradients read as they were before (an accumulating backward), and the slots the function set.
   std::unordered_map<const Node*, std::shared_ptr<Node::GradientSlot>> gradients_read;
   std::vector<std::shared_ptr<Node::GradientSlot>> gradients_written;
+  // Every node the maps above name, kept alive while the recording lasts: a freed node's address could be
+  // reused by another node and taken for it.
+  std::vector<NodePtr> values_read;
 };
 
 // The recording of the calling thread, or null.

@@ -208,23 +208,30 @@ TracedFunction::Source TracedFunction::source_of(const NodePtr& node, const Trac
     source.slot = found->second;
     return source;
   }
-  if (origin->id < recording.first_node_id)
-    if (auto found = recording.read_through.find(origin.get()); found != recording.read_through.end()) {
-      // Any reader still alive holds the state; one the function wrote in place is the one a replay updates.
-      std::weak_ptr<Var> chosen;
-      for (const std::weak_ptr<Var>& reader : found->second) {
-        VarPtr var = reader.lock();
-        if (!var) continue;
-        if (chosen.expired()) chosen = reader;
-        for (const std::weak_ptr<Var>& written : recording.written)
-          if (written.lock() == var) chosen = reader;
-      }
-      if (!chosen.expired()) {
-        source.kind = Source::Kind::VarValue;
-        source.var = chosen;
-        return source;
+  // A value read through a Var that outlives the call (a parameter, an optimizer's 0-d input) is read through it
+  // again; one whose Vars are all gone (made inside from Python data) stays a constant.
+  if (auto found = recording.read_through.find(origin.get()); found != recording.read_through.end()) {
+    // The reader a replay reads through: best one the function wrote in place (the state a replay updates),
+    // then one from before the call, then one made inside that is still alive.
+    std::weak_ptr<Var> chosen;
+    int chosen_rank = -1;
+    for (const std::weak_ptr<Var>& reader : found->second) {
+      VarPtr var = reader.lock();
+      if (!var) continue;
+      int rank = recording.made.count(var.get()) ? 0 : 1;
+      for (const std::weak_ptr<Var>& written : recording.written)
+        if (written.lock() == var) rank = 2;
+      if (rank > chosen_rank) {
+        chosen = reader;
+        chosen_rank = rank;
       }
     }
+    if (!chosen.expired()) {
+      source.kind = Source::Kind::VarValue;
+      source.var = chosen;
+      return source;
+    }
+  }
   // Made inside from Python numbers or arrays (or reached without a Var): the same value on every replay.
   source.kind = Source::Kind::Constant;
   source.constant = node;
@@ -286,7 +293,7 @@ NodePtr TracedFunction::value_of(const Source& source, const std::vector<NodePtr
   return value;
 }
 
-std::vector<NodePtr> TracedFunction::replay(const std::vector<NodePtr>& arguments) {
+void TracedFunction::check(const std::vector<NodePtr>& arguments) const {
   if (arguments.size() != argument_types_.size())
     throw std::invalid_argument("mj.trace: " + std::to_string(arguments.size()) + " arguments given, " +
                                 std::to_string(argument_types_.size()) + " traced");
@@ -297,6 +304,29 @@ std::vector<NodePtr> TracedFunction::replay(const std::vector<NodePtr>& argument
                                   describe_type(arguments[index]->dtype, arguments[index]->shape) + ", traced with " +
                                   describe_type(dtype, shape));
   }
+  for (const auto& [position, source] : inputs_) {
+    (void)position;
+    NodePtr value;
+    if (source.kind == Source::Kind::VarValue) {
+      VarPtr var = source.var.lock();
+      if (!var)
+        throw std::invalid_argument("mj.trace: a Var the traced function read (its value was made at " +
+                                    source.made_at.to_string() + ") no longer exists");
+      value = var->node();
+    } else if (source.kind == Source::Kind::Gradient) {
+      auto slot = source.slot.lock();
+      value = slot ? slot->grad : nullptr;
+      if (!value) throw std::invalid_argument("mj.trace: the traced function added to a .grad that is None now");
+    }
+    if (value && (value->dtype != source.dtype || value->shape != source.shape))
+      throw std::invalid_argument("mj.trace: a Var the traced function read is " +
+                                  describe_type(value->dtype, value->shape) + " now, it was " +
+                                  describe_type(source.dtype, source.shape) + " when traced");
+  }
+}
+
+std::vector<NodePtr> TracedFunction::replay(const std::vector<NodePtr>& arguments) {
+  check(arguments);
   std::vector<NodePtr> pending_arguments;
   for (const NodePtr& argument : arguments)
     if (!argument->is_computed()) pending_arguments.push_back(argument);

@@ -28,6 +28,8 @@ class TracedFunction {
   // leaves' gradients their new values and returns the results' values. Throws std::invalid_argument when an
   // argument or a Var the function read no longer has its recorded shape or dtype (the caller traces again).
   std::vector<NodePtr> replay(const std::vector<NodePtr>& arguments);
+  // The checks replay() starts with, running nothing: throws std::invalid_argument as replay() would.
+  void check(const std::vector<NodePtr>& arguments) const;
 
   // One line per value the plan reads and per value it gives back, saying where it comes from or goes.
   std::string describe() const;

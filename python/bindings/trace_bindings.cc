@@ -55,6 +55,23 @@ class Recording {
   bool stopped_ = false;
 };
 
+// Lets Python make a value outside the recording in the middle of it (an optimizer's scalar inputs).
+class Suspension {
+ public:
+  void enter() {
+    recording_ = set_active_trace_recording(nullptr);
+    refusal_ = refuse_syncs(nullptr);
+  }
+  void exit() {
+    refuse_syncs(refusal_);
+    set_active_trace_recording(recording_);
+  }
+
+ private:
+  TraceRecording* recording_ = nullptr;
+  const char* refusal_ = nullptr;
+};
+
 }  // namespace
 
 void bind_trace(py::module_& module) {
@@ -62,9 +79,14 @@ void bind_trace(py::module_& module) {
       .def(py::init<>())
       .def("finish", &Recording::finish, py::arg("arguments"), py::arg("results"))
       .def("stop", &Recording::stop);
+  py::class_<Suspension>(module, "TraceSuspension")
+      .def(py::init<>())
+      .def("__enter__", [](Suspension& self) { self.enter(); })
+      .def("__exit__", [](Suspension& self, py::args) { self.exit(); });
   module.def("trace_recording_active", [] { return active_trace_recording() != nullptr; });
   py::class_<TracedFunction, std::shared_ptr<TracedFunction>>(module, "TracedFunction")
       .def("replay", &TracedFunction::replay, py::arg("arguments"))
+      .def("check", &TracedFunction::check, py::arg("arguments"))
       .def("describe", py::overload_cast<>(&TracedFunction::describe, py::const_))
       .def_property_readonly("kernels", &TracedFunction::kernel_count)
       .def_property_readonly("state_values", &TracedFunction::state_count)

@@ -70,9 +70,19 @@ def _hashable(structure):
 
 
 class _Variant:
-    def __init__(self, traced, results):
+    def __init__(self, traced, results, hooks):
         self.traced = traced
         self.results = results
+        self.hooks = hooks  # Python to run before each replay (an optimizer's scalar pass)
+
+
+_replay_hooks = None  # while a recording runs: the hooks it collects
+
+
+def _note_replay_hook(hook):
+    """Called during a recording by code whose Python numbers a replay must work out again (optimizers)."""
+    if _replay_hooks is not None:
+        _replay_hooks.append(hook)
 
 
 class trace:
@@ -114,10 +124,13 @@ class trace:
         variant = self._variants.get(key)
         if variant is not None:
             try:
-                outputs = variant.traced.replay(vars)
+                variant.traced.check(vars)
             except ValueError:  # a Var it reads changed shape or dtype, or went away: trace again
                 del self._variants[key]
             else:
+                for hook in variant.hooks:
+                    hook()
+                outputs = variant.traced.replay(vars)
                 self.replays += 1
                 return _unflatten(variant.results, outputs)
         if len(self._variants) >= self.max_variants:
@@ -127,16 +140,20 @@ class trace:
                              "training flags, optimizer options or step counts) change from call to call")
         from . import sync
         sync([var for var in vars if not var.is_computed])
+        global _replay_hooks
+        hooks, _replay_hooks = _replay_hooks, []
         recording = _core.TraceRecording()
         try:
             result = self._function(*args, **kwargs)
         except BaseException:
             recording.stop()
             raise
+        finally:
+            hooks, _replay_hooks = _replay_hooks, hooks
         results = []
         result_structure = _flatten(result, results)
         traced = recording.finish(vars, results)
-        self._variants[key] = _Variant(traced, result_structure)
+        self._variants[key] = _Variant(traced, result_structure, hooks)
         return result
 
     @property
@@ -200,21 +217,24 @@ def _object_guards(roots):
 
 
 def _optimizer_guard(optimizer):
+    """An optimizer whose scalars a replay works out again (Optimizer._replays_scalars) is guarded by what
+    shapes its graph: which state entries exist and which options are zero; any other by every value."""
+    structural = optimizer._replays_scalars
     options = []
     for group in optimizer.param_groups:
-        options.append(tuple(sorted((name, _guard_value(value)) for name, value in group.items()
+        options.append(tuple(sorted((name, _guard_value(value, structural)) for name, value in group.items()
                                     if name != "params")))
     state = []
     for param, values in optimizer.state.items():
-        state.append(tuple(sorted((name, _guard_value(value)) for name, value in values.items())))
+        state.append(tuple(sorted((name, _guard_value(value, structural)) for name, value in values.items())))
     return tuple(options), tuple(state)
 
 
-def _guard_value(value):
-    """A Var in optimizer state is guarded by its presence (its values are read at replay), anything else by
-    value."""
-    if isinstance(value, Var):
+def _guard_value(value, structural):
+    if isinstance(value, Var):  # its values are read at replay
         return ("Var", tuple(value.shape), value.dtype)
-    if isinstance(value, list):
-        return tuple(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(_guard_value(item, structural) for item in value)
+    if structural and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value == 0
     return value

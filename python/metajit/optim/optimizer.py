@@ -147,8 +147,9 @@ class Optimizer:
         assignments = []
         computed = []
         tracing = _core.trace_recording_active()
+        updated = []
         with _autograd.no_grad():
-            for group in self.param_groups:
+            for group_index, group in enumerate(self.param_groups):
                 scalars = {}
                 for param in group["params"]:
                     grad = param.grad
@@ -159,12 +160,20 @@ class Optimizer:
                                          f"shape {tuple(param.shape)}")
                     state = self.state[param]
                     before = dict(state) if tracing else None
-                    new_value = self._update(group, param, grad, state, _ScalarCache(scalars, param.dtype))
+                    if tracing and self._replays_scalars:
+                        scalar = _TracedScalars(self, param)
+                        updated.append((group_index, param))
+                    else:
+                        scalar = _ScalarCache(scalars, param.dtype)
+                    new_value = self._update(group, param, grad, state, scalar)
                     if tracing:
                         _keep_state_vars(before, state)
                     assignments.append((param, new_value))
                     computed.append(grad)
                     computed.extend(value for value in state.values() if isinstance(value, Var))
+        if tracing and self._replays_scalars:
+            from .. import jit
+            jit._note_replay_hook(lambda: self._replay_scalars(updated))
         computed.extend(_autograd.take_pending_outputs())
         # One plan for the backward pass, the updates and the pending outputs; the parameters are then rebound
         # to their computed new values (nothing is copied).
@@ -175,6 +184,21 @@ class Optimizer:
 
     def _update(self, group, param, grad, state, scalar):
         raise NotImplementedError(f"{type(self).__name__} does not implement _update")
+
+    # Whether mj.trace may replay this optimizer's step with its Python numbers (the learning rate, step counts,
+    # bias corrections) worked out again before each replay by running _update over stand-ins (_Phantom): true
+    # where the update's graph depends on options and state only through which state entries exist and whether
+    # options are zero. Otherwise every change of an option or of Python state traces again.
+    _replays_scalars = False
+
+    def _replay_scalars(self, updated):
+        """Before a replay of a traced step: advances the Python state (step counts) and gives the 0-d inputs
+        the values this step's update would have given them, as step() does, without recording anything."""
+        with _autograd.no_grad():
+            for group_index, param in updated:
+                stand_in = _Phantom()
+                self._update(self.param_groups[group_index], stand_in, stand_in, _ScalarPassState(self.state[param]),
+                             _TracedScalars(self, param))
 
     # ------------------------------------------------------------------ state dicts
 
@@ -270,6 +294,63 @@ class _ScalarCache:
             from .. import array
             self._cache[key] = array(np.asarray(value, dtype=self._dtype))
         return self._cache[key]
+
+
+class _TracedScalars:
+    """scalar(name, value) under mj.trace: one persistent 0-d Var per parameter and name, given `value` outside the
+    recording, so a replay reads whatever the latest scalar pass (Optimizer._replay_scalars) put there."""
+
+    def __init__(self, optimizer, param):
+        self._store = optimizer.__dict__.setdefault("_trace_scalar_vars", {})
+        self._param = param
+        self._dtype = param.dtype
+
+    def __call__(self, name, value):
+        from .. import array
+        key = (id(self._param), name)
+        with _core.TraceSuspension():
+            value = array(np.asarray(value, dtype=self._dtype))
+            var = self._store.get(key)
+            if var is None:
+                self._store[key] = var = value
+            else:
+                var.assign(value)
+        return var
+
+
+class _Phantom:
+    """A stand-in for every Var during an optimizer's scalar pass: each op on it gives it back."""
+
+    def _same(self, *args, **kwargs):
+        return self
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _same
+    __truediv__ = __rtruediv__ = __neg__ = __pow__ = __rpow__ = _same
+
+    def __getattr__(self, name):
+        return self._same
+
+
+class _ScalarPassState:
+    """A parameter's state during the scalar pass: Python numbers are read and written for real (step counts
+    advance), Vars read as stand-ins, and Vars assigned are dropped (the replay computes them)."""
+
+    def __init__(self, state):
+        self._state = state
+
+    def __getitem__(self, name):
+        value = self._state[name]
+        return _Phantom() if isinstance(value, Var) else value
+
+    def get(self, name, default=None):
+        return self[name] if name in self._state else default
+
+    def __setitem__(self, name, value):
+        if not isinstance(value, (Var, _Phantom)):
+            self._state[name] = value
+
+    def __contains__(self, name):
+        return name in self._state
 
 
 def _keep_state_vars(before, state):

@@ -13,6 +13,8 @@ class SGD(Optimizer):
     foreach, differentiable and fused are accepted for PyTorch compatibility and change nothing: every step is
     one fused plan already."""
 
+    _replays_scalars = True  # see Optimizer._replays_scalars
+
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
                  maximize=False, foreach=None, differentiable=False, fused=None):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
