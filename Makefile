@@ -13,6 +13,7 @@
 #   make bench-planning   planning time per step and per node of an unrolled LSTMCell training step (bench/PLANNING.md)
 #   make bench-models   five models written as PyTorch code (nanoGPT-style decoder, LSTM LM, style transfer,
 #                MobileNetV2, U-Net) run by metajit, PyTorch eager and torch.compile: training and inference
+#   make bench-trace   mj.trace: replayed plans against recording every run and PyTorch eager (bench/TRACE.md)
 #   make bench-cuda   the CUDA benchmark (chain, softmax, ResNet-18 step against PyTorch on the GPU)
 #   make bench-distributed   metajit.distributed's all-reduce against raw MPI, and the data-parallel step
 #   make bench-frameworks   make bench with Jittor and tinygrad beside metajit and PyTorch, from a virtual
@@ -42,7 +43,7 @@ CMAKE_ARGS ?=
 TEST_CACHE_DIR := $(abspath $(BUILD_DIR))/test-kernel-cache
 PY_ENV := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all setup deps configure build test lint format-check test-asan test-models-full demo bench bench-run bench-frameworks bench-training bench-planning bench-models bench-cuda bench-distributed fuzz soak \
+.PHONY: all setup deps configure build test lint format-check test-asan test-models-full demo bench bench-run bench-frameworks bench-training bench-planning bench-models bench-trace bench-cuda bench-distributed fuzz soak \
 	clean
 
 all: setup
@@ -129,6 +130,10 @@ bench-planning: setup
 # Model code as people write it, the same source run by metajit, PyTorch eager and torch.compile (bench/MODELS.md).
 bench-models: setup
 	$(PY_ENV) $(PYTHON) bench/models_benchmark.py
+
+# mj.trace: a replayed plan against recording the graph every run, and PyTorch eager (bench/TRACE.md).
+bench-trace: setup
+	$(PY_ENV) $(PYTHON) bench/trace_benchmark.py
 
 # The CUDA backend against PyTorch on this machine's GPU (says so and measures nothing without one).
 bench-cuda: setup

@@ -33,9 +33,12 @@ class Recording {
     refuse_syncs(previous_refusal_);
     stopped_ = true;
     try {
-      auto traced = TracedFunction::capture(recording_, arguments, results);
+      std::shared_ptr<TracedFunction> traced = TracedFunction::capture(recording_, arguments, results);
       set_active_trace_recording(previous_);
       return traced;
+    } catch (const InterruptedError&) {
+      set_active_trace_recording(previous_);
+      throw py::error_already_set();
     } catch (...) {
       set_active_trace_recording(previous_);
       throw;
@@ -85,7 +88,17 @@ void bind_trace(py::module_& module) {
       .def("__exit__", [](Suspension& self, py::args) { self.exit(); });
   module.def("trace_recording_active", [] { return active_trace_recording() != nullptr; });
   py::class_<TracedFunction, std::shared_ptr<TracedFunction>>(module, "TracedFunction")
-      .def("replay", &TracedFunction::replay, py::arg("arguments"))
+      .def(
+          "replay",
+          [](TracedFunction& traced, const std::vector<NodePtr>& arguments) {
+            try {
+              // The GIL stays held: a replay makes nodes (random draws), whose provenance hook reads Python frames.
+              return traced.replay(arguments);
+            } catch (const InterruptedError&) {
+              throw py::error_already_set();
+            }
+          },
+          py::arg("arguments"))
       .def("check", &TracedFunction::check, py::arg("arguments"))
       .def("describe", py::overload_cast<>(&TracedFunction::describe, py::const_))
       .def_property_readonly("kernels", &TracedFunction::kernel_count)
