@@ -183,7 +183,7 @@ def test_disabled_tracing_runs_the_function_and_matrix_trace_is_unchanged(rng):
     np.testing.assert_allclose(mj.trace(mj.array(matrix)).numpy(), np.trace(matrix), rtol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD"])
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD", "Adagrad", "RMSprop", "Adadelta", "Adamax", "NAdam"])
 def test_optimizer_numbers_are_worked_out_again_before_each_replay(rng, name):
     """Adam's step count and bias corrections, and a learning rate changed by a scheduler every step, are Python
     numbers: before each replay the optimizer's update runs over stand-ins to advance them (no re-trace). The
@@ -193,7 +193,8 @@ def test_optimizer_numbers_are_worked_out_again_before_each_replay(rng, name):
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
     reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     reference.load_state_dict(torch_state(model))
-    options = {"lr": 0.01} if name != "SGD" else {"lr": 0.05, "momentum": 0.9}
+    options = {"SGD": {"lr": 0.05, "momentum": 0.9}, "RMSprop": {"lr": 0.01, "momentum": 0.5, "centered": True},
+               "Adadelta": {"lr": 1.0}}.get(name, {"lr": 0.01})
     optimizer = getattr(mj.optim, name)(model.parameters(), **options)
     their_optimizer = getattr(torch.optim, name)(reference.parameters(), **options)
     schedule = mj.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.8)

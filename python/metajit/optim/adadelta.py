@@ -13,6 +13,8 @@ class Adadelta(Optimizer):
     delta = sqrt(u + eps) / sqrt(v + eps) * g; u = rho * u + (1 - rho) * delta^2; p = p - lr * delta.
     foreach, capturable and differentiable are accepted for PyTorch compatibility and change nothing."""
 
+    _replays_scalars = True  # see Optimizer._replays_scalars
+
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *, capturable=False,
                  maximize=False, differentiable=False):
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,

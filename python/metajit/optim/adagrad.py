@@ -14,6 +14,8 @@ class Adagrad(Optimizer):
     p = p - lr_t * g / (sqrt(sum) + eps).
     foreach, differentiable and fused are accepted for PyTorch compatibility and change nothing."""
 
+    _replays_scalars = True  # see Optimizer._replays_scalars
+
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
                  foreach=None, *, maximize=False, differentiable=False, fused=None):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,

@@ -14,6 +14,8 @@ class Adamax(Optimizer):
     p = p - lr / (1 - b1^t) * m / u.
     foreach, differentiable and capturable are accepted for PyTorch compatibility and change nothing."""
 
+    _replays_scalars = True  # see Optimizer._replays_scalars
+
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
                  maximize=False, differentiable=False, capturable=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,

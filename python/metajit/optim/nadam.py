@@ -17,6 +17,8 @@ class NAdam(Optimizer):
     p = p - lr * (1 - mu_t) / (1 - mu_product) * g / d - lr * mu_{t+1} / (1 - mu_product * mu_{t+1}) * m / d.
     foreach, capturable and differentiable are accepted for PyTorch compatibility and change nothing."""
 
+    _replays_scalars = True  # see Optimizer._replays_scalars
+
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False):

@@ -14,6 +14,8 @@ class RMSprop(Optimizer):
     with momentum, buf = momentum * buf + g / d and p = p - lr * buf, else p = p - lr * g / d.
     capturable, foreach and differentiable are accepted for PyTorch compatibility and change nothing."""
 
+    _replays_scalars = True  # see Optimizer._replays_scalars
+
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
         super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
