@@ -117,6 +117,8 @@ const char* refuse_syncs(const char* reason) {
   return previous;
 }
 
+bool syncs_refused() { return sync_refusal != nullptr; }
+
 void run_exclusively(const std::function<void()>& work) {
   std::lock_guard<std::mutex> lock(sync_mutex());
   work();

@@ -45,6 +45,8 @@ bool inside_sync();
 // where the first value asked for was made: a value read back inside a traced function would be a constant of
 // every replay. Null lets syncs run again. Returns the previous setting.
 const char* refuse_syncs(const char* reason);
+// Whether syncs are refused on the calling thread now (refuse_syncs).
+bool syncs_refused();
 // Runs `work` with every other sync held off (a replayed plan runs under the same lock as a sync).
 void run_exclusively(const std::function<void()>& work);
 // Makes every target computed. Thread-safe: concurrent syncs are serialised. On return each target holds a

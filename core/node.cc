@@ -126,7 +126,8 @@ NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> 
     if (input->ambiguous_no_grad_view && grad_mode && is_floating(dtype))
       throw std::runtime_error(kAmbiguousNoGradViewMessage);
   }
-  if (depth >= kMaximumPendingDepth && !inside_sync()) {
+  // Not while syncs are refused (mj.trace records): the whole chain then goes into the trace's one plan.
+  if (depth >= kMaximumPendingDepth && !inside_sync() && !syncs_refused()) {
     std::vector<NodePtr> pending;
     for (const NodePtr& input : inputs)
       if (input && !input->is_computed()) pending.push_back(input);

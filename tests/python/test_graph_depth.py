@@ -45,6 +45,24 @@ def test_a_lazy_chain_of_20000_additions():
     assert values == [20001.0] * 4
 
 
+def test_a_traced_chain_of_20000_additions_and_its_replay():
+    """Under mj.trace the chain is not cut into prefixes (nothing may run inside a recording): the whole chain is
+    the trace's one plan, which replays on a new argument."""
+    values = run_program("""
+        import metajit as mj
+
+        @mj.trace
+        def chain(x):
+            for i in range(20000):
+                x = x + 1
+            return x
+
+        print(*chain(mj.ones(4)).numpy())
+        print(*chain(mj.zeros(4)).numpy(), chain.replays)
+    """)
+    assert values == [20001.0] * 4 + [20000.0] * 4 + [1.0]
+
+
 @pytest.mark.parametrize("steps", [20000, 100000])
 def test_a_long_backward(steps):
     values = run_program(f"""
