@@ -145,6 +145,9 @@ _CARRIED_AS = {"float16": "float32", "bool": "uint8"}  # dtypes MPI has no type 
 def _collective(name, tensor, operation="sum", root=-1, line=""):
     """The pending result of a collective over tensor (a plan entry run at the next sync, between the kernels that
     compute its input and those that read its result; libraries/collective_operation.h). No gradient."""
+    if _core.trace_recording_active():  # a replay would skip it on this rank only: a hang, not an error
+        raise RuntimeError(f"mj.trace: {name} ({line}) inside a traced function is not replayed yet; call the "
+                           "collective outside the traced function (or keep this function untraced)")
     from .._autograd import no_grad
     with no_grad():
         carried = _CARRIED_AS.get(tensor.dtype)

@@ -84,4 +84,20 @@ for rank in range(SIZE):  # each rank's own gradient, recomputed here without av
 for value, expected in zip(mine, everyone):
     np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6)
 
+# 6. A collective inside an mj.trace recording is refused on every rank, naming the line, rather than skipped by a
+#    replay (which would leave the other ranks waiting for it).
+@mj.trace
+def traced_all_reduce(x):
+    y = x * 2
+    dist.all_reduce(y)
+    return y
+
+
+try:
+    traced_all_reduce(mj.array(np.ones(4, np.float32)))
+except RuntimeError as error:
+    assert "inside a traced function is not replayed yet" in str(error) and "plan_entries.py:" in str(error), error
+else:
+    raise AssertionError("a collective inside mj.trace was not refused")
+
 print(f"rank {RANK}: plan entries ok", flush=True)
