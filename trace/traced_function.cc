@@ -5,7 +5,6 @@
 #include <unordered_set>
 
 #include "core/executor.h"
-#include "jit/run/cpu_device.h"
 #include "jit/run/graph_executor.h"
 #include "jit/run/run_loop.h"
 
@@ -110,12 +109,6 @@ std::shared_ptr<TracedFunction> TracedFunction::capture(TraceRecording& recordin
     throw;
   }
   capture_runs(nullptr);
-  if (run.on_gpu)
-    throw std::runtime_error(
-        "mj.trace: the traced function ran on the GPU; replaying a traced plan there is "
-        "not built yet (it runs on the CPU)");
-
-  std::vector<int> position_of_kept;  // per target, its position in the plan (-1: not computed by it)
   std::vector<uint8_t> computed_by_plan;
   if (run.plan) {
     traced->plan_ = run.plan;
@@ -140,6 +133,8 @@ std::shared_ptr<TracedFunction> TracedFunction::capture(TraceRecording& recordin
           traced->inputs_.push_back(
               {position, traced->source_of(signature.nodes[position], recording, arguments, false)});
   }
+  traced->run_.plan = run.plan;
+  traced->run_.where = run.where;
   auto sink = [&](const NodePtr& node) {
     int position = run.plan ? signature_position(run.signature, *node) : -1;
     bool computed = position >= 0 && computed_by_plan[position];
@@ -252,7 +247,10 @@ std::string TracedFunction::describe(const Source& source) {
 }
 
 std::string TracedFunction::describe() const {
-  std::string text = std::to_string(kernel_count()) + " kernels\n";
+  const char* where = run_.where == CudaExecution::Gpu        ? "the GPU"
+                      : run_.where == CudaExecution::Emulator ? "the CUDA emulator"
+                                                              : "the CPU";
+  std::string text = std::to_string(kernel_count()) + " kernels, a plan on " + where + "\n";
   for (const auto& [position, source] : inputs_) text += "reads " + describe(source) + "\n";
   for (size_t index = 0; index < results_.size(); ++index)
     text += "returns " + std::to_string(index) + ": " + describe(results_[index]) + "\n";
@@ -343,11 +341,7 @@ std::vector<NodePtr> TracedFunction::replay(const std::vector<NodePtr>& argument
       node->gradient_slot = templates_[position]->gradient_slot;
       nodes[position] = std::move(node);
     }
-    run_exclusively([&] {
-      CpuDevice device(*plan_);
-      RunValues values(RunValues::Where::OnNodes);
-      run_plan(*plan_, nodes, device, values, &releasable_);
-    });
+    run_exclusively([&] { run_captured(run_, nodes, releasable_); });
   }
   std::vector<NodePtr> outputs;
   for (const Source& result : results_) outputs.push_back(value_of(result, arguments, nodes));

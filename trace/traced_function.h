@@ -11,6 +11,7 @@
 
 #include "core/node.h"
 #include "jit/plan/plan.h"
+#include "jit/run/graph_executor.h"
 #include "meta_ops/trace_recording.h"
 #include "meta_ops/var.h"
 
@@ -67,6 +68,7 @@ class TracedFunction {
                    const std::vector<NodePtr>& computed) const;
 
   std::shared_ptr<const Plan> plan_;
+  CapturedRun run_;  // the plan with the devices it ran on (the signature's nodes are let go)
   size_t positions_ = 0;
   std::vector<std::pair<int, Source>> inputs_;  // plan positions read from outside the plan
   std::vector<NodePtr> templates_;              // per position computed by the plan: its node's description

@@ -124,6 +124,27 @@ void run_on_cuda(const std::vector<NodePtr>& targets) {
     CudaEmulatorDevice device(CudaEmulatorDevice::Memory::EmulatedDevice, kEmulatedBlocks);
     run_plan(*plan, signature.nodes, device);
   }
+  if (CapturedRun* capture = active_capture()) {
+    capture->plan = plan;
+    capture->signature = std::move(signature);
+    capture->where = execution_;
+  }
+}
+
+void run_plan_on_cuda(const Plan& plan, const std::vector<NodePtr>& nodes, const std::vector<uint8_t>& releasable,
+                      CudaExecution where) {
+  if (where != execution_)
+    throw std::invalid_argument("mj.trace: the traced plan ran on the " +
+                                std::string(where == CudaExecution::Gpu ? "GPU" : "CUDA emulator") +
+                                ", where kernels no longer run; trace the function again");
+  RunValues values(RunValues::Where::OnNodes);
+  if (where == CudaExecution::Gpu) {
+    CudaStreamDevice device;
+    run_plan(plan, nodes, device, values, &releasable);
+  } else {
+    CudaEmulatorDevice device(CudaEmulatorDevice::Memory::EmulatedDevice, kEmulatedBlocks);
+    run_plan(plan, nodes, device, values, &releasable);
+  }
 }
 
 std::vector<StoragePtr> emulate_cuda(const std::vector<NodePtr>& targets, int64_t max_blocks) {

@@ -27,6 +27,12 @@ void use_device_memory(CudaExecution kind);
 // Computes `targets` (none computed yet) with CUDA kernels. Called by the JIT's graph runner.
 void run_on_cuda(const std::vector<NodePtr>& targets);
 
+// Runs a plan made by run_on_cuda again on `nodes` (a traced function's replay, jit/run/graph_executor.h), on the
+// GPU or the emulator as `where` says; `releasable` as in jit/run/run_loop.h.
+struct Plan;
+void run_plan_on_cuda(const Plan& plan, const std::vector<NodePtr>& nodes, const std::vector<uint8_t>& releasable,
+                      CudaExecution where);
+
 // Waits until every queued GPU kernel and copy has finished (no-op without a GPU context).
 void synchronize_cuda();
 // mj.gc(): cached free device blocks back to the driver (no-op without a GPU context).

@@ -16,10 +16,7 @@ thread_local CapturedRun* captured_run = nullptr;
 class JitGraphRunner : public GraphRunner {
  public:
   void run(const std::vector<NodePtr>& targets) override {
-    if (cuda_execution() != CudaExecution::Off) {
-      if (captured_run) captured_run->on_gpu = true;
-      return run_on_cuda(targets);
-    }
+    if (cuda_execution() != CudaExecution::Off) return run_on_cuda(targets);
     auto planning_start = std::chrono::steady_clock::now();
     GraphSignature signature = graph_signature(targets);
     std::shared_ptr<const Plan> plan = PlanCache::instance().find(signature.text);
@@ -31,6 +28,7 @@ class JitGraphRunner : public GraphRunner {
     if (captured_run) {
       captured_run->plan = plan;
       captured_run->signature = std::move(signature);
+      captured_run->where = CudaExecution::Off;
     }
   }
 };
@@ -38,6 +36,15 @@ class JitGraphRunner : public GraphRunner {
 }  // namespace
 
 void capture_runs(CapturedRun* capture) { captured_run = capture; }
+
+CapturedRun* active_capture() { return captured_run; }
+
+void run_captured(const CapturedRun& run, const std::vector<NodePtr>& nodes, const std::vector<uint8_t>& releasable) {
+  if (run.where != CudaExecution::Off) return run_plan_on_cuda(*run.plan, nodes, releasable, run.where);
+  CpuDevice device(*run.plan);
+  RunValues values(RunValues::Where::OnNodes);
+  run_plan(*run.plan, nodes, device, values, &releasable);
+}
 
 void install_graph_executor() {
   static JitGraphRunner runner;

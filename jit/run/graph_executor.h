@@ -12,6 +12,7 @@
 #include "jit/ir/lowering.h"
 #include "jit/plan/contraction.h"
 #include "jit/plan/planner.h"
+#include "jit/run/cuda_graph_runner.h"
 #include "jit/run/kernel_profile.h"
 #include "jit/run/non_finite_check.h"
 #include "jit/toolchain/kernel_cache.h"
@@ -26,9 +27,14 @@ void install_graph_executor();
 struct CapturedRun {
   GraphSignature signature;
   std::shared_ptr<const Plan> plan;
-  bool on_gpu = false;  // the sync ran on a GPU or its emulator, which trace replays do not run yet
+  CudaExecution where = CudaExecution::Off;  // the devices it ran on: the CPU, a GPU or the CUDA emulator
 };
 // While set, each sync on the calling thread fills `capture` (the last one wins); null stops.
 void capture_runs(CapturedRun* capture);
+// The calling thread's capture, or null (the CUDA runner fills it too).
+CapturedRun* active_capture();
+// Runs a captured plan again on `nodes` (fresh nodes laid out as its signature's), on the devices it ran on
+// then, with `releasable` saying which buffers may go after their last reader (jit/run/run_loop.h).
+void run_captured(const CapturedRun& run, const std::vector<NodePtr>& nodes, const std::vector<uint8_t>& releasable);
 
 }  // namespace metajit

@@ -116,7 +116,7 @@ class trace:
             self._function = args[0]
             functools.update_wrapper(self, self._function)
             return self
-        if not trace.enabled or _core.trace_recording_active() or _core.cuda_execution() != "off":
+        if not trace.enabled or _core.trace_recording_active():
             return self._function(*args, **kwargs)
         vars = []
         structure = _hashable(_flatten((args, kwargs), vars))

@@ -222,3 +222,25 @@ def test_optimizer_numbers_are_worked_out_again_before_each_replay(rng, name):
     for ours, theirs in zip(model.parameters(), reference.parameters()):
         np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert step.variants == 2 and step.replays == 6  # the first step's state differs; then replays only
+
+
+def test_replays_run_on_the_devices_the_trace_ran_on(rng):
+    """Under the CUDA emulator the kept plan is the CUDA one and replays run it there too (elementwise work only:
+    the emulator is slow for matrix products). Compared with numpy at rtol 1e-6."""
+    previous = mj.flags.use_cuda
+    mj.flags.use_cuda = "emulator"
+    try:
+        weight = mj.array(rng.standard_normal(64).astype(np.float32))
+
+        @mj.trace
+        def function(x):
+            return (x * weight).tanh() + x.sum()
+
+        inputs = [rng.standard_normal(64).astype(np.float32) for _ in range(3)]
+        for value in inputs:
+            np.testing.assert_allclose(function(mj.array(value)).numpy(),
+                                       np.tanh(value * weight.numpy()) + value.sum(), rtol=1e-5, atol=1e-6)
+        assert function.replays == 2
+        assert "plan on the CUDA emulator" in list(function._variants.values())[0].traced.describe()
+    finally:
+        mj.flags.use_cuda = previous
