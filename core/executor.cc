@@ -117,6 +117,18 @@ const char* refuse_syncs(const char* reason) {
   return previous;
 }
 
+std::vector<NodePtr> values_a_sync_stores(const std::vector<NodePtr>& targets) {
+  std::vector<NodePtr> pending;
+  for (const NodePtr& target : targets)
+    if (target && !target->is_computed()) pending.push_back(target);
+  size_t asked = pending.size();
+  {
+    std::lock_guard<std::mutex> lock(sync_mutex());  // the walk marks are the sync lock's scratch
+    add_values_to_store(&pending);
+  }
+  return std::vector<NodePtr>(pending.begin() + std::ptrdiff_t(asked), pending.end());
+}
+
 bool syncs_refused() { return sync_refusal != nullptr; }
 
 void run_exclusively(const std::function<void()>& work) {

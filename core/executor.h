@@ -45,6 +45,9 @@ bool inside_sync();
 // where the first value asked for was made: a value read back inside a traced function would be a constant of
 // every replay. Null lets syncs run again. Returns the previous setting.
 const char* refuse_syncs(const char* reason);
+// The pending values a sync of `targets` would store besides them: those marked store_when_read and those a
+// user handle holds (Node::handles), found behind the pending targets. mj.inspect plans the same set.
+std::vector<NodePtr> values_a_sync_stores(const std::vector<NodePtr>& targets);
 // Whether syncs are refused on the calling thread now (refuse_syncs).
 bool syncs_refused();
 // Runs `work` with every other sync held off (a replayed plan runs under the same lock as a sync).

@@ -76,15 +76,21 @@ class HeldNode {
   long use_count() const { return node_.use_count(); }
   bool operator==(const NodePtr& other) const { return node_ == other; }
   bool operator!=(const NodePtr& other) const { return node_ != other; }
+  // From now on this handle does not count (a value an autograd Function's context keeps for its backward).
+  void stop_counting() {
+    release();
+    counted_ = false;
+  }
 
  private:
   void acquire() {
-    if (node_) node_->handles.fetch_add(1, std::memory_order_relaxed);
+    if (node_ && counted_) node_->handles.fetch_add(1, std::memory_order_relaxed);
   }
   void release() {
-    if (node_) node_->handles.fetch_sub(1, std::memory_order_relaxed);
+    if (node_ && counted_) node_->handles.fetch_sub(1, std::memory_order_relaxed);
   }
   NodePtr node_;
+  bool counted_ = true;
 };
 
 class Var : public std::enable_shared_from_this<Var> {
@@ -137,6 +143,9 @@ class Var : public std::enable_shared_from_this<Var> {
   void set_requires_grad(bool requires_grad);
   // detach_(): this Var becomes a leaf holding the same value.
   void detach_in_place();
+  // This Var's value no longer counts as one the user holds (Node::handles): an autograd Function's context
+  // keeps values for its backward, which fuses them as it would without the context.
+  void stop_counting_as_handle() { node_.stop_counting(); }
   // A replayed traced function (trace/traced_function.h) gives this Var the value its recording wrote: views of
   // it see the new value. Throws for a view (the recording refuses traced writes through views).
   void take_replayed_value(NodePtr value);

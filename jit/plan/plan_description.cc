@@ -1,5 +1,6 @@
 #include "jit/plan/plan_description.h"
 
+#include "core/executor.h"
 #include "jit/ir/ir_text.h"
 #include "jit/plan/planner.h"
 #include "jit/toolchain/kernel_cache.h"
@@ -8,7 +9,9 @@ namespace metajit {
 
 std::vector<KernelDescription> describe_plan(const std::vector<NodePtr>& nodes) {
   std::vector<KernelDescription> descriptions;
-  for (const PlannedKernel& kernel : plan_kernels(nodes)) {
+  std::vector<NodePtr> targets = nodes;  // as a sync would: with the values it stores besides them
+  for (NodePtr& stored : values_a_sync_stores(nodes)) targets.push_back(std::move(stored));
+  for (const PlannedKernel& kernel : plan_kernels(targets)) {
     KernelDescription description;
     description.key = kernel.key;
     description.header = kernel.rendered.header_comment;

@@ -386,6 +386,7 @@ PYBIND11_MODULE(_core, module) {
           [](Var& self, Var& other) { return self.overlap_with(other) == Var::Overlap::Partial; },
           "Whether this Var and `other` share some but not all of their elements (or share them in another "
           "layout): PyTorch refuses in-place ops that write one while reading the other.")
+      .def("_stop_counting_as_handle", &Var::stop_counting_as_handle)
       .def("_assign",
            [](Var& self, const NodePtr& value) {
              // assign(): this Var holds `value` from now on, computed now (optimizer updates, running statistics).

@@ -36,6 +36,7 @@ class Function:
                                 f"it must return Vars")
         if not is_grad_enabled() or not any(value.requires_grad for value in inputs):
             return outputs
+        _release_context_values(self.__dict__)
         argument_count = len(args)
 
         def backward(output_grads):
@@ -59,6 +60,19 @@ class Function:
         if single:
             return wrapped[0]
         return tuple(wrapped) if isinstance(outputs, tuple) else wrapped
+
+
+def _release_context_values(values):
+    """The Vars a context keeps for backward do not count as values the user holds (which a sync would store by
+    themselves): the backward reads them fused, as it would read them without the context."""
+    if isinstance(values, Var):
+        values._stop_counting_as_handle()
+    elif isinstance(values, dict):
+        for value in values.values():
+            _release_context_values(value)
+    elif isinstance(values, (list, tuple)):
+        for value in values:
+            _release_context_values(value)
 
 
 def _name(instance):
