@@ -25,6 +25,7 @@ def causal_scores(rng, rows, columns, batch=2):
 def test_causal_softmax_runs_on_vectors_and_matches_numpy(rng, columns):
     scores, masked, allowed = causal_scores(rng, 9, columns)
     result = F.softmax(masked, dim=-1)
+    del masked  # a pending value a Var holds is stored by itself (docs/design.md); let go, it fuses
     source = kernel_sources(result)
     if columns >= 64:  # a row long enough for the max pass's four vectors: its loop is vector code
         assert "mj_index_lanes(" in source and "mj_float_vector max_" in source, source
@@ -54,6 +55,7 @@ def test_index_arithmetic_and_comparisons_on_lanes(rng):
                      | (np.minimum(ni, nj) == 7))
     v = mj.array(x)
     result = mj.where(mask, v.exp(), v * 0.5)
+    del mask, i, j  # let go of the pending mask and index values, so they fuse into the kernel
     source = kernel_sources(result)
     assert "mj_index_lanes(" in source and "mj_store_lanes(" in source and "const float in" not in source, source
     x64 = x.astype(np.float64)
