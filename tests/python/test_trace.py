@@ -46,6 +46,16 @@ def test_inference_replays_without_running_the_function(rng):
     np.testing.assert_array_equal(predict(mj.array(inputs[1])).numpy(), np.ones((4, 3), np.float32))
 
 
+def squared_error_step(model, optimizer):
+    def step(x, y):
+        loss = ((model(x) - y) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss
+    return step
+
+
 def train(traced, steps, data, momentum=0.9, dropout=0.0, batch_norm=False):
     mj.seed(3)
     layers = [nn.Linear(8, 16)] + ([nn.BatchNorm1d(16)] if batch_norm else []) + [nn.ReLU(), nn.Dropout(dropout),
@@ -53,13 +63,7 @@ def train(traced, steps, data, momentum=0.9, dropout=0.0, batch_norm=False):
     model = nn.Sequential(*layers)
     optimizer = mj.optim.SGD(model.parameters(), lr=0.05, momentum=momentum)
 
-    def step(x, y):
-        loss = ((model(x) - y) ** 2).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return loss
-
+    step = squared_error_step(model, optimizer)
     if traced:
         step = mj.trace(step)
     losses = [step(mj.array(x), mj.array(y)).item() for x, y in data[:steps]]
@@ -200,14 +204,7 @@ def test_optimizer_numbers_are_worked_out_again_before_each_replay(rng, name):
     schedule = mj.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.8)
     their_schedule = torch.optim.lr_scheduler.StepLR(their_optimizer, step_size=1, gamma=0.8)
 
-    @mj.trace
-    def step(x, y):
-        loss = ((model(x) - y) ** 2).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return loss
-
+    step = mj.trace(squared_error_step(model, optimizer))
     losses, expected = [], []
     for x, y in data:
         losses.append(step(mj.array(x), mj.array(y)).item())
