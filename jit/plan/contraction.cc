@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "core/flags.h"
+#include "jit/ir/placement.h"
 
 namespace metajit {
 namespace {
@@ -396,7 +397,10 @@ class Matcher {
   // generated loop nest recomputed its indices at every multiply-add (a convolution after ReflectionPad2d ran 100x
   // slower than oneDNN).
   bool storable(Node* node, std::vector<Node*>* materialize) const {
-    if (node->kind == NodeKind::Reindex && small_enough_to_store(node, node->inputs[0].get())) {
+    // A placement (jit/ir/placement.h, a piece of cat's gradient) read where the library cannot follow it: stored
+    // by a gather of its own, as it was by a scatter before lowering inlined placements.
+    bool placement = node->kind == NodeKind::ReindexReduce && injective_placement(*node);
+    if ((node->kind == NodeKind::Reindex || placement) && small_enough_to_store(node, node->inputs[0].get())) {
       materialize->push_back(node);
       return true;
     }
