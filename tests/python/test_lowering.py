@@ -2,6 +2,8 @@
 
 Every case is computed twice, with lowering on and off (metajit.flags.lowering), and compared with numpy or
 PyTorch; `library_calls` in mj.stats() shows which syncs were lowered."""
+import re
+
 import numpy as np
 import pytest
 
@@ -357,6 +359,11 @@ def test_operand_read_through_joined_heads_is_copied_once_then_lowered(rng):
     assert calls == 2
     kernels = mj.inspect(*build(mj.array(heads), mj.array(weights), mj.array(upstream)))
     assert sum(kernel.kind.startswith("library") for kernel in kernels) == 2, kernels
+    # mj.inspect says why the joined heads were copied
+    projection = next(kernel for kernel in kernels if kernel.kind.startswith("library"))
+    assert any(text.startswith("operand 1 (reshape [2, 16, 1, 32] of [2, 16, 4, 8]") and
+               "the library cannot read a buffer read at split or clamped indices" in text
+               for text in projection.stored_operands), projection.stored_operands
 
 
 def test_each_of_several_products_added_in_one_kernel_is_a_library_call(rng):
@@ -513,6 +520,54 @@ def test_convolution_of_a_padded_or_upsampled_image_runs_in_the_library(rng, cas
         lambda x, w, **options: F.conv2d(resample(x), w, **options),
         lambda x, w, **options: torch.nn.functional.conv2d(torch_resample(x), w, **options), x, w, options)
     assert calls == 3, f"{case}: {calls} library calls, expected forward, backward data and backward weights"
+
+
+STORE_REASONS = {  # the resampling, and what mj.inspect says the library cannot read
+    "reflection pad": "a reindex whose indices are not affine",
+    "nearest upsampling": "zero padding around a value read at indices that are not affine",
+}
+
+
+@pytest.mark.parametrize("case", sorted(STORE_REASONS))
+def test_inspect_says_which_operand_was_stored_for_the_call_and_why(rng, case):
+    """The planner stores a resampled image before the convolution's library call; mj.inspect names the operand,
+    the value stored (its op, shape, source and line), what the library cannot read, and the two costs weighed."""
+    resample, options = RESAMPLED_INPUTS[case]
+    x, w = mj.array(floats(rng, 2, 6, 12, 12)), mj.array(floats(rng, 8, 6, 3, 3))
+    kernels = mj.inspect(F.conv2d(resample(x), w, **options))
+    assert [kernel.kind for kernel in kernels] == ["generated", "library"]
+    stored, call = kernels
+    assert stored.stored_operands == []
+    assert len(call.stored_operands) == 1
+    text = call.stored_operands[0]
+    side = 24 if case == "nearest upsampling" else 14
+    assert re.match(rf"operand 1 \(reindex \[2, 6, {side}, {side}\] of \[2, 6, 12, 12\] at \S*test_lowering.py:\d+\) ",
+                    text), text
+    assert f"stored first: the library cannot read {STORE_REASONS[case]}" in text
+    stored_bytes = 2 * 6 * side * side * 4
+    multiply_adds = 2 * 8 * 12 * 12 * 6 * 3 * 3 * (4 if case == "nearest upsampling" else 1)
+    assert f"storing {stored_bytes / 1024:.1f} KiB costs less than a generated loop nest of {multiply_adds:.1e} " \
+           "multiply-adds" in text
+    assert f"// {text}" in str(call)  # print(kernel) shows it under the library call
+
+
+def test_inspect_names_a_computed_operand_stored_for_a_matrix_product(rng):
+    a, b = mj.array(floats(rng, 32, 40)), mj.array(floats(rng, 40, 24))
+    product = (a.exp() @ b).relu()
+    call = [kernel for kernel in mj.inspect(product) if kernel.kind.startswith("library")]
+    assert len(call) == 1
+    (text,) = call[0].stored_operands
+    assert re.match(r"operand 1 \(exp \[32, 40\] at \S*test_lowering.py:\d+\) stored first", text), text
+    assert "the library cannot read a value computed inside the kernel" in text
+    np.testing.assert_allclose(product.numpy(), np.maximum(np.exp(a.numpy()) @ b.numpy(), 0), rtol=RTOL, atol=ATOL)
+
+
+def test_a_call_reading_buffers_stores_nothing(rng):
+    a, b = mj.array(floats(rng, 32, 40)), mj.array(floats(rng, 40, 24))
+    a.sync(), b.sync()
+    (call,) = mj.inspect(a @ b)
+    assert call.kind == "library" and call.stored_operands == []
+    assert "stored first" not in str(call)
 
 
 def test_users_own_reindex_convolution_is_lowered(rng):
