@@ -305,16 +305,19 @@ bool onednn_winograd_pays(const ConvolutionProblem& problem) {
   return tiles >= 128;
 }
 
-// Channels-last activations for the backward passes of a convolution with fewer output channels than a vector
-// (an image network's last layer, 16 -> 3 channels). oneDNN's blocked layouts pad those channels to 16, and the
-// backward-data pass sums over them. Timed on this machine (2 AVX-512 cores; [4, 16, 72, 72] -> 3 channels, 9x9,
-// reorders from and to NCHW included, least of 30 runs): backward data 3.1-3.3 -> 0.62-0.64 ms, backward weights
-// 3.6-3.8 -> 3.3 ms. The forward pass took 3.0-3.2 ms either way (its output is the padded side); the first layer
-// (3 -> 16 channels) and 3x3 layers of 16 and 64 channels were within 10% either way, so they keep oneDNN's choice.
+// Channels-last activations for a convolution with fewer output channels than a vector (an image network's last
+// layer, 16 -> 3 channels; a segmentation head). oneDNN's blocked layouts pad those channels to 16, and the
+// backward-data pass sums over them. Timed on this machine (C++ against oneDNN 2.6, 2 AVX-512 cores, the call's
+// reorders from and to NCHW included, least of 30 runs, two rounds), blocked -> channels last in ms:
+//   [4, 16, 72, 72] -> 3, 9x9:   forward 3.2-3.3 -> 3.2,    backward data 3.3-3.5 -> 0.63-0.65, weights 3.9 -> 3.2-3.3
+//   [4, 16, 66, 66] -> 3, 3x3:   forward 0.53 -> 0.44-0.46, backward data 0.64-0.69 -> 0.14,    weights 0.56 ->
+//   0.42-0.43 [4, 32, 66, 66] -> 8, 3x3:   forward 1.0-1.1 -> 0.88-0.90, backward data 0.80-0.94 -> 0.57-0.63,
+//   weights 1.0 -> 0.88-0.91 [4, 16, 64, 64] -> 4, 1x1:   forward 0.10-0.12 -> 0.10-0.11, backward data 0.19-0.20 ->
+//   0.11-0.12, weights 0.32-0.40 -> 0.09-0.10
+// The first layer (3 -> 16 channels) and 3x3 layers of 16 and 64 channels were within 10% either way, so they keep
+// oneDNN's choice.
 bool channels_last_pays(const ConvolutionProblem& problem) {
-  if (problem.groups != 1 || problem.pass == ConvolutionPass::Forward || problem.weights.dims.size() < 3 ||
-      problem.weights.dims.size() > 5)
-    return false;
+  if (problem.groups != 1 || problem.weights.dims.size() < 3 || problem.weights.dims.size() > 5) return false;
   int64_t out_channels = problem.weights.dims[0], channels = problem.weights.dims[1];
   return out_channels < 16 && channels >= 16;
 }
