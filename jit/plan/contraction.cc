@@ -357,12 +357,22 @@ class Matcher {
       if (coordinates(origin->indices, origin->node->shape, {}, false, access) && !access->any_guarded()) return true;
       return view_operand(*origin, access, materialize);
     }
-    if (!storable(origin->node, materialize)) return false;
-    if (coordinates(origin->indices, origin->node->shape, {}, false, access) && !access->any_guarded()) return true;
-    // Read through a reshape: once materialised, the reshape reads the buffer at its own (affine) indices.
-    if (origin->views.empty() || origin->views.front().node->kind != NodeKind::Reshape) return false;
-    const ValueOrigin::View& reshape = origin->views.front();
-    return coordinates(reshape.indices, reshape.node->shape, {}, false, access) && !access->any_guarded();
+    std::vector<Node*> requests;
+    if (storable(origin->node, &requests)) {
+      bool plain = coordinates(origin->indices, origin->node->shape, {}, false, access) && !access->any_guarded();
+      // Read through a reshape: once materialised, the reshape reads the buffer at its own (affine) indices.
+      if (!plain && !origin->views.empty() && origin->views.front().node->kind == NodeKind::Reshape) {
+        const ValueOrigin::View& reshape = origin->views.front();
+        plain = coordinates(reshape.indices, reshape.node->shape, {}, false, access) && !access->any_guarded();
+      }
+      if (plain) {
+        materialize->insert(materialize->end(), requests.begin(), requests.end());
+        return true;
+      }
+    }
+    // Read through a reindex at indices that are not affine (a computed image, reflected once the lowering knows
+    // the reflection stays in range, so with no padding test left): the view reading it at plain indices is stored.
+    return view_operand(*origin, access, materialize);
   }
 
   // A buffer read at split indices (a permute, then a reshape that merges the permuted dims: attention's heads
@@ -378,7 +388,11 @@ class Matcher {
       candidate.buffer = -1;
       if (!coordinates(view.indices, view.node->shape, {}, false, &candidate) || candidate.any_guarded()) continue;
       *access = std::move(candidate);
-      store(view.node, "a buffer read at split or clamped indices (a permute then a reshape, a replicated border)",
+      store(view.node,
+            origin.buffer >= 0 ? "a buffer read at indices that are not affine (split by a reshape, clamped, reflected)"
+            : view.node->kind == NodeKind::Reindex
+                ? "a reindex whose indices are not affine (a reflection, a clamp, a division)"
+                : "a value read at indices that are not affine",
             materialize);
       return true;
     }
