@@ -3,6 +3,7 @@
 
 #include "jit/ir/index_sums.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -241,6 +242,14 @@ IrExprPtr ir_fold_by_ranges(const IrExprPtr& expression) {
       return decided;
   if (rebuilt->kind == IrKind::Select && rebuilt->args[0]->kind == IrKind::IntConstant)
     return rebuilt->args[0]->integer ? rebuilt->args[1] : rebuilt->args[2];
+  // abs of an operand of known sign is the operand or its negation: within one piece of a reflected row the
+  // index is affine again, and the row's reads are contiguous.
+  if (rebuilt->kind == IrKind::IndexUnary && IndexOperator(rebuilt->op) == IndexOperator::Abs) {
+    IrRange operand = ir_range(rebuilt->args[0]);
+    if (operand.low >= 0) return rebuilt->args[0];
+    if (operand.high <= 0 && operand.low > INT64_MIN)
+      return ir_index(IndexOperator::Subtract, ir_int(0), rebuilt->args[0]);
+  }
   return rebuilt;
 }
 
@@ -295,6 +304,13 @@ IrRange ir_range(const IrExprPtr& expression) {
       if (expression->dtype == DType::Bool) return {0, 1};
       IrRange operand = ir_range(expression->args[0]);
       if (IndexOperator(expression->op) == IndexOperator::Negate) return checked(-__int128(operand.high), -__int128(operand.low));
+      // abs: a reflected index (15 - abs(15 - abs(i - 1)), reflection padding) is then known to stay in range, so
+      // its reads need no clamp and no bounds test. abs(INT64_MIN) wraps: checked gives the full range there.
+      if (IndexOperator(expression->op) == IndexOperator::Abs) {
+        if (operand.low >= 0) return operand;
+        if (operand.high <= 0) return checked(-__int128(operand.high), -__int128(operand.low));
+        return checked(0, std::max(-__int128(operand.low), __int128(operand.high)));
+      }
       return full_range();
     }
     case IrKind::Binary: {  // int64 tensor arithmetic (an arange // 2 feeding a gather): the index forms' rules

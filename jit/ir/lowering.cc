@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "jit/ir/placement.h"
+
 namespace metajit {
 namespace {
 
@@ -179,7 +181,7 @@ class Lowerer {
                                                 siblings_[position]->shape));
     scopes_.push_back({&kernel.row_body, {}});  // kRowScope
     scopes_.push_back({&kernel.body, {}});      // kElementScope
-    if (root_->kind == NodeKind::ReindexReduce && computed_ == root_) {
+    if (root_->kind == NodeKind::ReindexReduce && computed_ == root_ && !injective_placement(*root_)) {
       lower_scatter();
     } else {
       kernel.kind = IrKernel::Kind::Pointwise;
@@ -655,6 +657,11 @@ class Lowerer {
         return reduce_value(node, indices, per_row);
       }
       case NodeKind::ReindexReduce:
+        if (auto placement = injective_placement(*node)) {
+          note_fused(*node);
+          return placed_value(node, indices, *placement);
+        }
+        [[fallthrough]];
       case NodeKind::Code:           // a user's kernel writes whole buffers: never inlined
       case NodeKind::HostOperation:  // nor is work that runs on the host between kernels
         if (is_root && (node->kind == NodeKind::Code || node->kind == NodeKind::HostOperation))
@@ -740,6 +747,53 @@ class Lowerer {
     if (valid->kind == IrKind::IntConstant) return value;
     IrExprPtr condition = let("in_bounds", valid);
     return let("reindex", ir_select(condition, value, overflow));
+  }
+
+  // A placement (jit/ir/placement.h) read at a target index: the source element that lands there, or zero. The
+  // gradient of cat along channels was two kernels that zero-filled each piece's gradient and scattered the whole
+  // incoming gradient into it (half of it dropped as out of range); now each reader reads its slice.
+  IrExprPtr placed_value(const NodePtr& node, const std::vector<IrExprPtr>& indices,
+                         const std::vector<PlacedDimension>& placement) {
+    const NodePtr& source = node->inputs[0];
+    IrExprPtr zero = constant_of(0, node->dtype);
+    if (source->numel() == 0) return zero;
+    std::vector<IrExprPtr> source_indices(source->shape.size(), ir_int(0));
+    IrExprPtr lands = ir_bool(true);  // the target index is one some source element goes to
+    for (size_t dim = 0; dim < placement.size(); ++dim) {
+      const PlacedDimension& placed = placement[dim];
+      IrExprPtr shifted = ir_index(IndexOperator::Subtract, indices[dim], ir_int(placed.offset));
+      if (placed.terms.empty()) {
+        lands = ir_index(IndexOperator::LogicalAnd, lands, ir_index(IndexOperator::Equal, shifted, ir_int(0)));
+        continue;
+      }
+      // The number the source indices are the digits of, least significant first (one term: the index itself).
+      int64_t step = placed.terms.front().coefficient;
+      IrExprPtr number = shifted;
+      if (step == -1) {
+        number = ir_index(IndexOperator::Subtract, ir_int(0), shifted);
+      } else if (step != 1) {
+        lands = ir_index(
+            IndexOperator::LogicalAnd, lands,
+            ir_index(IndexOperator::Equal, ir_index(IndexOperator::FloorModulo, shifted, ir_int(step)), ir_int(0)));
+        number = ir_index(IndexOperator::FloorDivide, shifted, ir_int(step));
+      }
+      int64_t below = 1;  // product of the extents of the digits before
+      for (size_t term = 0; term < placed.terms.size(); ++term) {
+        const PlacedTerm& digit = placed.terms[term];
+        IrExprPtr index = below == 1 ? number : ir_index(IndexOperator::FloorDivide, number, ir_int(below));
+        if (term + 1 < placed.terms.size()) index = ir_index(IndexOperator::FloorModulo, index, ir_int(digit.extent));
+        source_indices[size_t(digit.source_dim)] = index;  // the last digit is range-checked below
+        below *= digit.extent;
+      }
+    }
+    IrExprPtr valid = ir_index(IndexOperator::LogicalAnd, lands, validity(source_indices, source->shape, {}));
+    if (valid->kind == IrKind::IntConstant && !valid->integer) return zero;
+    std::vector<IrExprPtr> clamped;
+    for (size_t dim = 0; dim < source_indices.size(); ++dim)
+      clamped.push_back(clamp(source_indices[dim], source->shape[dim]));
+    IrExprPtr value = node_value(source, clamped);
+    if (valid->kind == IrKind::IntConstant) return value;
+    return let("placed", ir_select(let("lands", valid), value, zero));
   }
 
   // A per-row reduction that is a running sum along a row index (cumsum's scan of its block totals, read once per

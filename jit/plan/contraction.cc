@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "core/flags.h"
+#include "jit/ir/placement.h"
 
 namespace metajit {
 namespace {
@@ -67,9 +68,11 @@ class Matcher {
     if (resolved->kind != IrKind::Binary || BinaryOp(resolved->op) != BinaryOp::Multiply ||
         resolved->dtype != DType::Float32)
       return match;
-    if (!operand(resolved->args[0], &contraction.left, &match.materialize) ||
-        !operand(resolved->args[1], &contraction.right, &match.materialize))
-      return {};
+    operand_number_ = 1;
+    if (!operand(resolved->args[0], &contraction.left, &match.materialize)) return {};
+    operand_number_ = 2;
+    if (!operand(resolved->args[1], &contraction.right, &match.materialize)) return {};
+    for (Node* node : match.materialize) match.stores.push_back(stores_.at(node));
     for (const auto& [name, extent] : extents_) {
       if (extent <= 0) return {};
       auto split = split_factors_.find(name);
@@ -315,7 +318,7 @@ class Matcher {
 
   // An operand is a load of a buffer, or a zero-padded (reindexed) load. A value computed inside the kernel
   // would first have to become a buffer: the access then has buffer -1 and its producer is listed.
-  bool operand(const IrExprPtr& value, TensorAccess* access, std::vector<Node*>* materialize) const {
+  bool operand(const IrExprPtr& value, TensorAccess* access, std::vector<Node*>* materialize) {
     if (value->dtype != DType::Float32) return false;
     const ValueOrigin* origin = nullptr;
     if (!plain_origin(value, &origin)) return false;
@@ -343,7 +346,8 @@ class Matcher {
               !coordinates(view.indices, view.node->shape, tests, true, &candidate))
             continue;
           *access = std::move(candidate);
-          materialize->push_back(view.node);
+          store(view.node, "zero padding around a value read at indices that are not affine (an upsampled image)",
+                materialize);
           return true;
         }
       }
@@ -353,19 +357,29 @@ class Matcher {
       if (coordinates(origin->indices, origin->node->shape, {}, false, access) && !access->any_guarded()) return true;
       return view_operand(*origin, access, materialize);
     }
-    if (!storable(origin->node, materialize)) return false;
-    if (coordinates(origin->indices, origin->node->shape, {}, false, access) && !access->any_guarded()) return true;
-    // Read through a reshape: once materialised, the reshape reads the buffer at its own (affine) indices.
-    if (origin->views.empty() || origin->views.front().node->kind != NodeKind::Reshape) return false;
-    const ValueOrigin::View& reshape = origin->views.front();
-    return coordinates(reshape.indices, reshape.node->shape, {}, false, access) && !access->any_guarded();
+    std::vector<Node*> requests;
+    if (storable(origin->node, &requests)) {
+      bool plain = coordinates(origin->indices, origin->node->shape, {}, false, access) && !access->any_guarded();
+      // Read through a reshape: once materialised, the reshape reads the buffer at its own (affine) indices.
+      if (!plain && !origin->views.empty() && origin->views.front().node->kind == NodeKind::Reshape) {
+        const ValueOrigin::View& reshape = origin->views.front();
+        plain = coordinates(reshape.indices, reshape.node->shape, {}, false, access) && !access->any_guarded();
+      }
+      if (plain) {
+        materialize->insert(materialize->end(), requests.begin(), requests.end());
+        return true;
+      }
+    }
+    // Read through a reindex at indices that are not affine (a computed image, reflected once the lowering knows
+    // the reflection stays in range, so with no padding test left): the view reading it at plain indices is stored.
+    return view_operand(*origin, access, materialize);
   }
 
   // A buffer read at split indices (a permute, then a reshape that merges the permuted dims: attention's heads
   // joined again) or at clamped ones (an image padded by repeating its edge) is no strided matrix. The innermost
   // view that reads at plain indices is: it becomes a buffer of its own (one copy, not much larger than the
   // source) and the library reads that.
-  bool view_operand(const ValueOrigin& origin, TensorAccess* access, std::vector<Node*>* materialize) const {
+  bool view_operand(const ValueOrigin& origin, TensorAccess* access, std::vector<Node*>* materialize) {
     for (const ValueOrigin::View& view : origin.views) {
       if (view.node->dtype != DType::Float32 ||
           (view.node->numel() > origin.node->numel() && !small_enough_to_store(view.node, origin.node)))
@@ -374,7 +388,12 @@ class Matcher {
       candidate.buffer = -1;
       if (!coordinates(view.indices, view.node->shape, {}, false, &candidate) || candidate.any_guarded()) continue;
       *access = std::move(candidate);
-      materialize->push_back(view.node);
+      store(view.node,
+            origin.buffer >= 0 ? "a buffer read at indices that are not affine (split by a reshape, clamped, reflected)"
+            : view.node->kind == NodeKind::Reindex
+                ? "a reindex whose indices are not affine (a reflection, a clamp, a division)"
+                : "a value read at indices that are not affine",
+            materialize);
       return true;
     }
     return false;
@@ -395,9 +414,15 @@ class Matcher {
   // upsampled image): one pass to store it is worth it when the library then runs the contraction, where the
   // generated loop nest recomputed its indices at every multiply-add (a convolution after ReflectionPad2d ran 100x
   // slower than oneDNN).
-  bool storable(Node* node, std::vector<Node*>* materialize) const {
-    if (node->kind == NodeKind::Reindex && small_enough_to_store(node, node->inputs[0].get())) {
-      materialize->push_back(node);
+  bool storable(Node* node, std::vector<Node*>* materialize) {
+    // A placement (jit/ir/placement.h, a piece of cat's gradient) read where the library cannot follow it: stored
+    // by a gather of its own, as it was by a scatter before lowering inlined placements.
+    bool placement = node->kind == NodeKind::ReindexReduce && injective_placement(*node);
+    if ((node->kind == NodeKind::Reindex || placement) && small_enough_to_store(node, node->inputs[0].get())) {
+      store(node,
+            placement ? "a scatter of each element to its own place, read at indices that are not affine"
+                      : "a reindex whose indices are not affine (a reflection, a clamp, a division)",
+            materialize);
       return true;
     }
     return materializable(node, materialize);
@@ -405,12 +430,18 @@ class Matcher {
 
   // Elementwise producers only: a reduction has its own kernel already, and materialising a reindex (a patch
   // tensor with a user condition, say) could be many times the size of its source.
-  static bool materializable(Node* node, std::vector<Node*>* materialize) {
+  bool materializable(Node* node, std::vector<Node*>* materialize) {
     if (node->kind == NodeKind::Reduce || node->kind == NodeKind::ReindexReduce || node->kind == NodeKind::Reindex ||
         node->kind == NodeKind::Constant || node->dtype != DType::Float32)
       return false;
-    materialize->push_back(node);
+    store(node, "a value computed inside the kernel (it reads operands from memory)", materialize);
     return true;
+  }
+
+  // `node` is to be stored for operand operand_number_, for the reason `why` (mj.inspect shows it).
+  void store(Node* node, const char* why, std::vector<Node*>* materialize) {
+    materialize->push_back(node);
+    stores_.insert({node, {node, operand_number_, why}});
   }
 
   // A pointwise kernel can only be a contraction with exactly one top-level loop, a float32 sum, and no scatter
@@ -626,6 +657,8 @@ class Matcher {
   std::unordered_map<std::string, IrExprPtr> lets_;
   std::unordered_map<std::string, int64_t> split_factors_;  // loop variable -> k, read as v / k (see above)
   size_t loop_position_ = 0;  // of the sum in the kernel's body, when there is an epilogue
+  int operand_number_ = 0;    // the operand being matched: 1 (left) or 2 (right)
+  std::unordered_map<Node*, OperandStore> stores_;  // why each value asked to be stored is
 };
 
 }  // namespace
@@ -695,6 +728,26 @@ std::string PostOp::describe() const {
     // Every digit: the description is the key the backend caches calls under.
     case Kind::Linear: text << std::setprecision(17) << "linear(" << scale << ", " << shift << ")"; break;
   }
+  return text.str();
+}
+
+std::string describe_operand_store(const OperandStore& store, double work) {
+  const Node& node = *store.node;
+  std::ostringstream text;
+  text << "operand " << store.operand << " (" << node.op_name() << " " << shape_to_string(node.shape);
+  bool passes_elements = node.kind == NodeKind::View || node.kind == NodeKind::Reshape ||
+                         node.kind == NodeKind::Reindex || node.kind == NodeKind::ReindexReduce;
+  if (passes_elements && !node.inputs.empty()) text << " of " << shape_to_string(node.inputs[0]->shape);
+  text << " at " << node.provenance.to_string() << ") stored first: the library cannot read " << store.why
+       << "; storing ";
+  double bytes = double(node.numel()) * double(dtype_size(node.dtype));
+  text << std::fixed << std::setprecision(1);
+  if (bytes >= 1024.0 * 1024.0)
+    text << bytes / (1024.0 * 1024.0) << " MiB";
+  else
+    text << bytes / 1024.0 << " KiB";
+  text << std::scientific << std::setprecision(1) << " costs less than a generated loop nest of " << work
+       << " multiply-adds";
   return text.str();
 }
 

@@ -116,11 +116,27 @@ const char* convolution_algorithm_name(ConvolutionAlgorithm algorithm);  // "aut
 // Parses a name as above; nullopt for anything else.
 std::optional<ConvolutionAlgorithm> parse_convolution_algorithm(const std::string& name);
 
+// A value the planner stores so that a library call can read an operand from memory, and why.
+struct OperandStore {
+  Node* node = nullptr;
+  int operand = 0;       // 1: the contraction's left operand, 2: its right
+  const char* why = "";  // what the library cannot read, e.g. "a reindex whose indices are not affine (...)"
+};
+
+// How mj.inspect states a store made for a call of `work` multiply-adds: "operand 1 (reindex [8, 32, 34, 34] of
+// [8, 32, 32, 32] at model.py:12) stored first: <why>; storing 1.2 MB costs less than a generated loop nest of
+// 3.0e8 multiply-adds".
+std::string describe_operand_store(const OperandStore& store, double work);
+
 struct ContractionMatch {
   std::optional<Contraction> contraction;
   // Operand producers computed inside the kernel (their accesses have buffer -1): a library call reads its
   // operands from memory, so the planner materialises these and lowers again if the backend would take it.
   std::vector<Node*> materialize;
+  std::vector<OperandStore> stores;  // why, one per entry of `materialize`
+  // Filled by the planner for the match it keeps: the stores made for this call in earlier rounds, as
+  // describe_operand_store states them.
+  std::vector<std::string> stored_operands;
   // Set when the kernel does more than the contraction (a bias, an activation): the same kernel with the
   // reduction replaced by a load of one more input buffer, holding the contraction's result.
   std::optional<IrKernel> epilogue;

@@ -48,6 +48,13 @@ void fold_consumers_into_calls(PlanningState& state) {
     }
     state.plans[reader] = std::move(plan);
     state.plans.erase(product);
+    // The call is the reader's now, and with it what was stored for the product's operands.
+    auto stores = state.operand_stores.find(product);
+    if (stores != state.operand_stores.end()) {
+      std::vector<std::string>& reader_stores = state.operand_stores[reader];
+      reader_stores.insert(reader_stores.end(), stores->second.begin(), stores->second.end());
+      state.operand_stores.erase(stores);
+    }
     folded.insert(product);
   }
   state.roots.erase(std::remove_if(state.roots.begin(), state.roots.end(),

@@ -40,8 +40,13 @@ RootPlan lower_root(const PlanningState& state, const NodePtr& root) {
   if (!plan.result.materialize_requests.empty() || !state.use_library) return plan;
   plan.match = match_contraction(plan.result.lowered);
   if (!plan.match.materialize.empty()) {
-    if (state.backend(*plan.match.contraction))
+    if (state.backend(*plan.match.contraction)) {
       plan.requests.insert(plan.requests.end(), plan.match.materialize.begin(), plan.match.materialize.end());
+      double work = 1;
+      for (const auto& [variable, extent] : plan.match.contraction->extents) work *= double(extent);
+      for (const OperandStore& store : plan.match.stores)
+        plan.operand_stores.push_back(describe_operand_store(store, work));
+    }
     plan.match = ContractionMatch();
   } else if (!plan.match.contraction) {
     for (Node* sum : contractions_inside(state, plan.result.lowered, root)) plan.requests.push_back(sum);
@@ -72,8 +77,12 @@ void lower_to_fixpoint(PlanningState& state) {
         continue;
       }
       auto cached = state.plans.find(root.get());
-      if (cached == state.plans.end() || !still_valid(cached->second))
+      if (cached == state.plans.end() || !still_valid(cached->second)) {
         cached = state.plans.insert_or_assign(root.get(), lower_root(state, root)).first;
+        std::vector<std::string>& stores = state.operand_stores[root.get()];
+        for (const std::string& store : cached->second.operand_stores)
+          if (std::find(stores.begin(), stores.end(), store) == stores.end()) stores.push_back(store);
+      }
       requests.insert(requests.end(), cached->second.requests.begin(), cached->second.requests.end());
     }
     if (requests.empty()) requests = shared_values_to_store(state.roots, state.materialized);

@@ -28,6 +28,9 @@ struct PlannedKernel {
   std::shared_ptr<const LibraryCall> library;
   bool epilogue = false;    // with `library`: the lowered kernel is an epilogue reading the call's temporary
   std::string contraction;  // the matched contraction (Contraction::describe), also when no library took it
+  // With `library`: the operands the planner stored first so that the call can read them, and why
+  // (describe_operand_store); mj.inspect shows them.
+  std::vector<std::string> stored_operands;
   bool code = false;        // a Code op: `rendered` is the user's kernel, launched once for all its outputs
   bool on_host = false;     // in plans for the GPU: a Code op without cuda_src, run on the CPU from `rendered`
   bool host_operation = false;  // work on host buffers (core/host_operation.h), run from the output node's payload

@@ -27,6 +27,7 @@ std::vector<KernelDescription> describe_plan(const std::vector<NodePtr>& nodes) 
                                                : "generated";
     if (kernel.library) description.library = kernel.library->describe();
     if (!kernel.contraction.empty()) description.contraction = kernel.contraction;
+    description.stored_operands = kernel.stored_operands;
     description.buffer_offsets = kernel.buffer_offsets;
     if (!kernel.code && !kernel.host_operation && !(kernel.library && !kernel.epilogue))
       description.ir = ir_text(kernel.lowered.kernel);

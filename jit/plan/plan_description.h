@@ -20,6 +20,7 @@ struct KernelDescription {
   std::string cached;  // "library", or where the kernel cache has it: "memory", "disk", "bundle", "" (nowhere)
   std::optional<std::string> library;      // the library call, described
   std::optional<std::string> contraction;  // the contraction pattern matched
+  std::vector<std::string> stored_operands;  // library calls: operands stored first for the call, and why
   std::vector<int64_t> buffer_offsets;
   std::optional<std::string> ir;  // the kernel IR as text (none for Code ops and bare library calls)
 };

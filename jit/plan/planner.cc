@@ -34,6 +34,8 @@ std::vector<PlannedKernel> plan_kernels(const std::vector<NodePtr>& targets, Con
       continue;
     }
     RootPlan& plan = state.plans.at(root.get());
+    auto stores = state.operand_stores.find(root.get());
+    if (stores != state.operand_stores.end() && plan.match.contraction) plan.match.stored_operands = stores->second;
     lowered.push_back(std::move(plan.result.lowered));
     matches.push_back(std::move(plan.match));
   }

@@ -2,6 +2,7 @@
 // chosen to be stored (each one the root of a kernel) and each root's latest lowering. Passes read and extend
 // it; it holds no policy of its own.
 #pragma once
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -18,6 +19,7 @@ struct RootPlan {
   LoweringResult result;
   ContractionMatch match;
   std::vector<Node*> requests;
+  std::vector<std::string> operand_stores;  // requests made so that a library call can read an operand, described
 };
 
 struct PlanningState {
@@ -38,6 +40,9 @@ struct PlanningState {
   std::unordered_set<Node*> materialized;  // the stored values: the roots
   std::vector<NodePtr> roots;               // sorted by id (launch order) once lowering settles
   std::unordered_map<Node*, RootPlan> plans;  // per root
+  // Per root: the values stored in any round so that its library call can read them (describe_operand_store),
+  // for mj.inspect; the kept match of a root that is a library call in the end carries them.
+  std::unordered_map<Node*, std::vector<std::string>> operand_stores;
 };
 
 // The passes, in the order plan_kernels runs them (jit/plan/planner.cc); one file each.

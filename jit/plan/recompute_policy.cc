@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "jit/ir/placement.h"
+
 namespace metajit {
 namespace {
 
@@ -43,8 +45,11 @@ bool reads_buffers_only(const Node& node, const std::unordered_set<Node*>& store
 // A view (slice, permute, broadcast) reading a buffer reads its own elements, never more than the buffer holds:
 // counting the whole buffer made x[t] of a 64-step sequence cost the sequence's 8 MB, so an LSTM step's gate
 // pre-activations were stored in a kernel of their own (19 us a step) instead of fused into the gate kernel.
+// A placement (jit/ir/placement.h: a piece of cat's gradient) reads its source the same way.
 bool is_view_of_a_buffer(const Node& node, const std::unordered_set<Node*>& stored) {
-  return node.kind == NodeKind::View && is_buffer(node.inputs[0].get(), stored);
+  bool passes_elements =
+      node.kind == NodeKind::View || (node.kind == NodeKind::ReindexReduce && injective_placement(node));
+  return passes_elements && is_buffer(node.inputs[0].get(), stored);
 }
 
 int64_t view_bytes(const Node& view) { return std::min(bytes_of(view), bytes_of(*view.inputs[0])); }

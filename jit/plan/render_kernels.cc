@@ -119,6 +119,7 @@ PlannedKernel generated_kernel(LoweredKernel lowered, ContractionMatch match, Co
       planned.contraction = match.contraction->describe();
     }
   }
+  if (planned.library) planned.stored_operands = std::move(match.stored_operands);
   planned.epilogue = planned.library && *epilogue;
   if (planned.epilogue) lowered.kernel = std::move(**epilogue);
   lowered.kernel.fused_ops = fused_op_lines(lowered);

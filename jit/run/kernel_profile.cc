@@ -32,13 +32,18 @@ void record_kernel_profile(const PlannedKernel& kernel, const Node& output, doub
   const std::string& key = !kernel.key.empty()        ? kernel.key
                            : !kernel.cuda_key.empty() ? kernel.cuda_key
                                                       : kernel.cuda.source;
+  std::string name =
+      (kernel.library ? kernel.library->describe() + (kernel.epilogue ? " + epilogue" : "") + ": " : "") +
+      output.op_name() + " " + shape_to_string(output.shape) + " at " + output.provenance.to_string();
+  // A library call alone has no key, and its description names only the primitive: every convolution's backward
+  // data pass of a model read as one entry, under the first one's shape. Such a call is told apart by its name.
   std::string identity = key + "|" + (kernel.library ? kernel.library->describe() : std::string());
+  if (key.empty() && kernel.library) identity += "|" + name;
   std::lock_guard<std::mutex> lock(profile_mutex_);
   KernelProfile& entry = profile_[identity];
   if (entry.launches == 0) {
     entry.key = kernel.key.empty() ? kernel.cuda_key : kernel.key;
-    entry.name = (kernel.library ? kernel.library->describe() + (kernel.epilogue ? " + epilogue" : "") + ": " : "") +
-                 output.op_name() + " " + shape_to_string(output.shape) + " at " + output.provenance.to_string();
+    entry.name = std::move(name);
     int further_outputs = -1;
     for (const IrBuffer& buffer : kernel.lowered.kernel.buffers) further_outputs += buffer.is_output ? 1 : 0;
     if (!kernel.library && further_outputs > 0)

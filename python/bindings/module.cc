@@ -576,6 +576,7 @@ PYBIND11_MODULE(_core, module) {
       entry["body"] = kernel.body;
       entry["library"] = kernel.library;
       entry["contraction"] = kernel.contraction;
+      entry["stored_operands"] = kernel.stored_operands;
       entry["buffer_offsets"] = kernel.buffer_offsets;
       entry["ir"] = kernel.ir;
       kernels.append(entry);

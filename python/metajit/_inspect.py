@@ -36,6 +36,11 @@ class Kernel:
         self.ops = list(entry["ops"])        # fused ops, each "op  [shape]  file.py:line"
         self.library = entry["library"]      # e.g. "onednn convolution forward (jit:avx512_core)"
         self.contraction = entry["contraction"]
+        # Library calls: each operand the planner stored first so that the call can read it, and why, e.g.
+        # "operand 1 (reindex [8, 32, 34, 34] of [8, 32, 32, 32] at model.py:12) stored first: the library cannot
+        # read a reindex whose indices are not affine (...); storing 1.1 MiB costs less than a generated loop nest
+        # of 3.0e+08 multiply-adds". The stored values are kernels of their own, earlier in the plan.
+        self.stored_operands = list(entry.get("stored_operands", []))
         self.header = entry["header"]
         self.full_source = entry["body"]
         self.where = entry["cached"]         # "memory", "bundle", "disk", "library" or "" (would compile)
@@ -105,6 +110,7 @@ class Kernel:
         parts = [f"// key: {self.key or '(library call)'}  cached: {self.where or 'no'}"]
         if self.library:
             parts.append(f"// library call: {self.library}")
+            parts += [f"// {store}" for store in self.stored_operands]
         if self.full_source:
             parts.append(self.header.rstrip("\n"))
             parts.append(self.source.rstrip("\n"))

@@ -2,6 +2,8 @@
 
 Every case is computed twice, with lowering on and off (metajit.flags.lowering), and compared with numpy or
 PyTorch; `library_calls` in mj.stats() shows which syncs were lowered."""
+import re
+
 import numpy as np
 import pytest
 
@@ -357,6 +359,11 @@ def test_operand_read_through_joined_heads_is_copied_once_then_lowered(rng):
     assert calls == 2
     kernels = mj.inspect(*build(mj.array(heads), mj.array(weights), mj.array(upstream)))
     assert sum(kernel.kind.startswith("library") for kernel in kernels) == 2, kernels
+    # mj.inspect says why the joined heads were copied
+    projection = next(kernel for kernel in kernels if kernel.kind.startswith("library"))
+    assert any(text.startswith("operand 1 (reshape [2, 16, 1, 32] of [2, 16, 4, 8]") and
+               "the library cannot read a buffer read at indices that are not affine" in text
+               for text in projection.stored_operands), projection.stored_operands
 
 
 def test_each_of_several_products_added_in_one_kernel_is_a_library_call(rng):
@@ -462,6 +469,30 @@ def test_windows_that_tile_the_image_and_their_transposes_are_lowered(rng, kerne
     assert [kernel.library.split(" (")[0] for kernel in kernels] == ["onednn convolution backward data"], kernels
 
 
+@pytest.mark.parametrize("out_channels", [3, 16])
+def test_convolutions_of_few_output_channels_run_channels_last(rng, out_channels):
+    """An image network's last convolution (16 -> 3 channels): oneDNN's blocked layouts pad the 3 channels to 16,
+    and its backward-data pass sums over them (3.3 ms against 0.63 channels last, [4, 16, 72, 72], 9x9). All three
+    passes run channels last; convolutions of 16 channels keep oneDNN's layouts."""
+    x, w, g = floats(rng, 2, 16, 20, 20), floats(rng, out_channels, 16, 5, 5), floats(rng, 2, out_channels, 16, 16)
+    image, weights = mj.array(x), mj.array(w)
+    image.requires_grad = weights.requires_grad = True
+    y = F.conv2d(image, weights)
+    image_gradient, weight_gradient = mj.grad((y * mj.array(g)).sum(), [image, weights])
+    calls = {kernel.library.split(" (")[0]: kernel.library for kernel in mj.inspect(y, image_gradient, weight_gradient)
+             if kernel.library}
+    assert set(calls) == {"onednn convolution forward", "onednn convolution backward data",
+                          "onednn convolution backward weights"}, calls
+    for call in calls.values():
+        assert ("channels last" in call) == (out_channels < 16), calls
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.conv2d(tx, tw)
+    (ty * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(image_gradient.numpy(), tx.grad.numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(weight_gradient.numpy(), tw.grad.numpy(), rtol=RTOL, atol=1e-3)
+
+
 @pytest.mark.parametrize("stride", [1, 2])
 def test_one_by_one_convolution_and_its_gradients_are_lowered(rng, stride):
     """Stride 1: the forward and data gradient are matrix products; the weight gradient sums over the batch and
@@ -485,6 +516,10 @@ def test_convolution_with_bias_relu_and_a_computed_input(rng):
 
 RESAMPLED_INPUTS = {
     "reflection pad": (lambda x: F.pad(x, (1, 1, 1, 1), mode="reflect"), dict(padding=0)),
+    # a computed image: its reflected reads need no bounds test, so no padded read marks them (the matcher stores
+    # the reindex, the view reading it at plain indices)
+    "reflection pad of a computed image": (lambda x: F.pad(x.relu(), (1, 1, 1, 1), mode="reflect"),
+                                           dict(padding=0)),
     "replication pad": (lambda x: F.pad(x, (2, 1, 1, 2), mode="replicate"), dict(padding=0)),
     "reflection pad, zero padding": (lambda x: F.pad(x, (1, 1, 1, 1), mode="reflect"), dict(padding=1)),
     "nearest upsampling": (lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), dict(padding=1)),
@@ -502,6 +537,7 @@ def test_convolution_of_a_padded_or_upsampled_image_runs_in_the_library(rng, cas
     resample, options = RESAMPLED_INPUTS[case]
     torch_resample = {
         "reflection pad": lambda x: torch.nn.functional.pad(x, (1, 1, 1, 1), mode="reflect"),
+        "reflection pad of a computed image": lambda x: torch.nn.functional.pad(x.relu(), (1, 1, 1, 1), mode="reflect"),
         "replication pad": lambda x: torch.nn.functional.pad(x, (2, 1, 1, 2), mode="replicate"),
         "reflection pad, zero padding": lambda x: torch.nn.functional.pad(x, (1, 1, 1, 1), mode="reflect"),
         "nearest upsampling": lambda x: torch.nn.functional.interpolate(x, scale_factor=2, mode="nearest"),
@@ -513,6 +549,55 @@ def test_convolution_of_a_padded_or_upsampled_image_runs_in_the_library(rng, cas
         lambda x, w, **options: F.conv2d(resample(x), w, **options),
         lambda x, w, **options: torch.nn.functional.conv2d(torch_resample(x), w, **options), x, w, options)
     assert calls == 3, f"{case}: {calls} library calls, expected forward, backward data and backward weights"
+
+
+STORE_REASONS = {  # the resampling, and what mj.inspect says the library cannot read
+    "reflection pad": "a buffer read at indices that are not affine (split by a reshape, clamped, reflected)",
+    "reflection pad of a computed image": "a reindex whose indices are not affine (a reflection, a clamp, a division)",
+    "nearest upsampling": "zero padding around a value read at indices that are not affine",
+}
+
+
+@pytest.mark.parametrize("case", sorted(STORE_REASONS))
+def test_inspect_says_which_operand_was_stored_for_the_call_and_why(rng, case):
+    """The planner stores a resampled image before the convolution's library call; mj.inspect names the operand,
+    the value stored (its op, shape, source and line), what the library cannot read, and the two costs weighed."""
+    resample, options = RESAMPLED_INPUTS[case]
+    x, w = mj.array(floats(rng, 2, 6, 12, 12)), mj.array(floats(rng, 8, 6, 3, 3))
+    kernels = mj.inspect(F.conv2d(resample(x), w, **options))
+    assert [kernel.kind for kernel in kernels] == ["generated", "library"]
+    stored, call = kernels
+    assert stored.stored_operands == []
+    assert len(call.stored_operands) == 1
+    text = call.stored_operands[0]
+    side = 24 if case == "nearest upsampling" else 14
+    assert re.match(rf"operand 1 \(reindex \[2, 6, {side}, {side}\] of \[2, 6, 12, 12\] at \S*test_lowering.py:\d+\) ",
+                    text), text
+    assert f"stored first: the library cannot read {STORE_REASONS[case]}" in text
+    stored_bytes = 2 * 6 * side * side * 4
+    multiply_adds = 2 * 8 * 12 * 12 * 6 * 3 * 3 * (4 if case == "nearest upsampling" else 1)
+    assert f"storing {stored_bytes / 1024:.1f} KiB costs less than a generated loop nest of {multiply_adds:.1e} " \
+           "multiply-adds" in text
+    assert f"// {text}" in str(call)  # print(kernel) shows it under the library call
+
+
+def test_inspect_names_a_computed_operand_stored_for_a_matrix_product(rng):
+    a, b = mj.array(floats(rng, 32, 40)), mj.array(floats(rng, 40, 24))
+    product = (a.exp() @ b).relu()
+    call = [kernel for kernel in mj.inspect(product) if kernel.kind.startswith("library")]
+    assert len(call) == 1
+    (text,) = call[0].stored_operands
+    assert re.match(r"operand 1 \(exp \[32, 40\] at \S*test_lowering.py:\d+\) stored first", text), text
+    assert "the library cannot read a value computed inside the kernel" in text
+    np.testing.assert_allclose(product.numpy(), np.maximum(np.exp(a.numpy()) @ b.numpy(), 0), rtol=RTOL, atol=ATOL)
+
+
+def test_a_call_reading_buffers_stores_nothing(rng):
+    a, b = mj.array(floats(rng, 32, 40)), mj.array(floats(rng, 40, 24))
+    a.sync(), b.sync()
+    (call,) = mj.inspect(a @ b)
+    assert call.kind == "library" and call.stored_operands == []
+    assert "stored first" not in str(call)
 
 
 def test_users_own_reindex_convolution_is_lowered(rng):

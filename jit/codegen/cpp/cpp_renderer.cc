@@ -671,10 +671,61 @@ class Renderer : ExpressionRenderer {
     return false;
   }
 
-  static void statement_edges(const IrStatement& statement, const std::string& element, std::set<int64_t>& edges) {
-    for (const IrExprPtr& node : {statement.value, statement.offset, statement.condition})
-      if (node) guard_edges(node, element, edges);
-    for (const IrStatement& inner : statement.body) statement_edges(inner, element, edges);
+  static void statement_edges(const IrStatement& statement, const std::string& element, int64_t last,
+                              std::set<int64_t>& edges) {
+    for (const IrExprPtr& node : {statement.value, statement.offset, statement.condition}) {
+      if (!node) continue;
+      guard_edges(node, element, edges);
+      std::set<const IrExpr*> seen;
+      abs_edges(node, element, last, seen, edges);
+    }
+    for (const IrStatement& inner : statement.body) statement_edges(inner, element, last, edges);
+  }
+
+  // The value of an index expression of the element index alone at element = `at`; false for anything else.
+  static bool element_value(const IrExprPtr& node, const std::string& element, int64_t at, int64_t* value) {
+    if (node->kind == IrKind::IntConstant) return *value = node->integer, true;
+    if (node->kind == IrKind::Variable) return node->name == element && (*value = at, true);
+    int64_t left, right;
+    if (node->kind == IrKind::IndexUnary) {
+      if (!element_value(node->args[0], element, at, &left) || left == INT64_MIN) return false;
+      IndexOperator op = IndexOperator(node->op);
+      if (op == IndexOperator::Negate) return *value = -left, true;
+      if (op == IndexOperator::Abs) return *value = left < 0 ? -left : left, true;
+      return false;
+    }
+    if (node->kind != IrKind::IndexBinary || !element_value(node->args[0], element, at, &left) ||
+        !element_value(node->args[1], element, at, &right))
+      return false;
+    switch (IndexOperator(node->op)) {  // indices of a row: far from overflowing
+      case IndexOperator::Add: return *value = left + right, true;
+      case IndexOperator::Subtract: return *value = left - right, true;
+      case IndexOperator::Multiply: return *value = left * right, true;
+      case IndexOperator::Minimum: return *value = std::min(left, right), true;
+      case IndexOperator::Maximum: return *value = std::max(left, right), true;
+      default: return false;
+    }
+  }
+
+  // Where an abs of the element index changes sign along the row: a reflected row (reflection padding reads
+  // 15 - abs(15 - abs(e - 1))) is affine between those edges, and each piece then folds its abs away
+  // (ir_fold_by_ranges) and reads contiguously instead of through per-element gathers. Found by evaluating the
+  // operand along the row, so nested abs and shifts need no algebra.
+  static void abs_edges(const IrExprPtr& node, const std::string& element, int64_t last, std::set<const IrExpr*>& seen,
+                        std::set<int64_t>& edges) {
+    constexpr int64_t kLongestScannedRow = 1 << 16;
+    if (!seen.insert(node.get()).second) return;
+    int64_t value;
+    if (node->kind == IrKind::IndexUnary && IndexOperator(node->op) == IndexOperator::Abs &&
+        last <= kLongestScannedRow && element_value(node->args[0], element, 0, &value)) {
+      bool negative = value < 0;
+      for (int64_t at = 1; at < last; ++at) {
+        element_value(node->args[0], element, at, &value);
+        if ((value < 0) != negative) edges.insert(at);
+        negative = value < 0;
+      }
+    }
+    for (const IrExprPtr& argument : node->args) abs_edges(argument, element, last, seen, edges);
   }
 
   // 0, the edges inside the row, and `last`: the pieces of the element loop; just {0, last} when there are none,
@@ -682,7 +733,7 @@ class Renderer : ExpressionRenderer {
   std::vector<int64_t> piece_edges(const std::vector<IrStatement>& body, const std::string& element, int64_t last) {
     constexpr size_t kMostPieces = 8;
     std::set<int64_t> edges;
-    for (const IrStatement& statement : body) statement_edges(statement, element, edges);
+    for (const IrStatement& statement : body) statement_edges(statement, element, last, edges);
     std::vector<int64_t> pieces{0};
     for (int64_t edge : edges)
       if (edge > 0 && edge < last) pieces.push_back(edge);
