@@ -260,33 +260,39 @@ std::string TracedFunction::describe() const {
   return text;
 }
 
-NodePtr TracedFunction::value_of(const Source& source, const std::vector<NodePtr>& arguments,
-                                 const std::vector<NodePtr>& computed) const {
+NodePtr TracedFunction::state_value(const Source& source) {
   NodePtr value;
-  switch (source.kind) {
-    case Source::Kind::Computed: return computed[size_t(source.index)];
-    case Source::Kind::Argument: return arguments[size_t(source.index)];
-    case Source::Kind::Constant: return source.constant;
-    case Source::Kind::Random: return random_values(source.shape, source.distribution);
-    case Source::Kind::VarValue: {
-      VarPtr var = source.var.lock();
-      if (!var)
-        throw std::invalid_argument("mj.trace: a Var the traced function read (its value was made at " +
-                                    source.made_at.to_string() + ") no longer exists");
-      value = var->node();
-      break;
-    }
-    case Source::Kind::Gradient: {
-      auto slot = source.slot.lock();
-      value = slot ? slot->grad : nullptr;
-      if (!value) throw std::invalid_argument("mj.trace: the traced function added to a .grad that is None now");
-      break;
-    }
+  if (source.kind == Source::Kind::VarValue) {
+    VarPtr var = source.var.lock();
+    if (!var)
+      throw std::invalid_argument("mj.trace: a Var the traced function read (its value was made at " +
+                                  source.made_at.to_string() + ") no longer exists");
+    value = var->node();
+  } else if (source.kind == Source::Kind::Gradient) {
+    auto slot = source.slot.lock();
+    value = slot ? slot->grad : nullptr;
+    if (!value) throw std::invalid_argument("mj.trace: the traced function added to a .grad that is None now");
+  } else {
+    return nullptr;
   }
   if (value->dtype != source.dtype || value->shape != source.shape)
     throw std::invalid_argument("mj.trace: a Var the traced function read is " +
                                 describe_type(value->dtype, value->shape) + " now, it was " +
                                 describe_type(source.dtype, source.shape) + " when traced");
+  return value;
+}
+
+NodePtr TracedFunction::value_of(const Source& source, const std::vector<NodePtr>& arguments,
+                                 const std::vector<NodePtr>& computed) const {
+  switch (source.kind) {
+    case Source::Kind::Computed: return computed[size_t(source.index)];
+    case Source::Kind::Argument: return arguments[size_t(source.index)];
+    case Source::Kind::Constant: return source.constant;
+    case Source::Kind::Random: return random_values(source.shape, source.distribution);
+    case Source::Kind::VarValue:
+    case Source::Kind::Gradient: break;
+  }
+  NodePtr value = state_value(source);
   if (!value->is_computed()) sync({value});
   return value;
 }
@@ -302,25 +308,7 @@ void TracedFunction::check(const std::vector<NodePtr>& arguments) const {
                                   describe_type(arguments[index]->dtype, arguments[index]->shape) + ", traced with " +
                                   describe_type(dtype, shape));
   }
-  for (const auto& [position, source] : inputs_) {
-    (void)position;
-    NodePtr value;
-    if (source.kind == Source::Kind::VarValue) {
-      VarPtr var = source.var.lock();
-      if (!var)
-        throw std::invalid_argument("mj.trace: a Var the traced function read (its value was made at " +
-                                    source.made_at.to_string() + ") no longer exists");
-      value = var->node();
-    } else if (source.kind == Source::Kind::Gradient) {
-      auto slot = source.slot.lock();
-      value = slot ? slot->grad : nullptr;
-      if (!value) throw std::invalid_argument("mj.trace: the traced function added to a .grad that is None now");
-    }
-    if (value && (value->dtype != source.dtype || value->shape != source.shape))
-      throw std::invalid_argument("mj.trace: a Var the traced function read is " +
-                                  describe_type(value->dtype, value->shape) + " now, it was " +
-                                  describe_type(source.dtype, source.shape) + " when traced");
-  }
+  for (const auto& input : inputs_) state_value(input.second);
 }
 
 std::vector<NodePtr> TracedFunction::replay(const std::vector<NodePtr>& arguments) {

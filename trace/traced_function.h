@@ -64,6 +64,9 @@ class TracedFunction {
   Source source_of(const NodePtr& node, const TraceRecording& recording, const std::vector<NodePtr>& arguments,
                    bool computed_by_plan) const;
   static std::string describe(const Source& source);
+  // The current value of a Var or .grad the function read, checked against the recorded shape and dtype (throws
+  // std::invalid_argument); null for other sources.
+  static NodePtr state_value(const Source& source);
   NodePtr value_of(const Source& source, const std::vector<NodePtr>& arguments,
                    const std::vector<NodePtr>& computed) const;
 
