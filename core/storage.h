@@ -109,7 +109,7 @@ void release_cached_memory();
 
 // Called with a host buffer's bytes when the Storage holding them dies, before the block goes back to the
 // allocator: a cache of values derived from a buffer and keyed by its address (oneDNN's reordered weights,
-// libraries/onednn_layout_cache.h) forgets them there, so a later buffer at the same address is never taken for it.
+// libraries/cpu/onednn_layout_cache.h) forgets them there, so a later buffer at the same address is never taken for it.
 // One hook, installed once at start-up; it must not destroy a Storage while holding a lock it takes itself.
 using HostBufferFreedHook = void (*)(const void* address, size_t bytes);
 void set_host_buffer_freed_hook(HostBufferFreedHook hook);

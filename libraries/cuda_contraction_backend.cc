@@ -8,8 +8,8 @@
 #include <unordered_map>
 
 #include "core/log.h"
+#include "jit/library_call/contraction_patterns.h"
 #include "jit/run/cuda_context.h"
-#include "libraries/contraction_patterns.h"
 #include "libraries/cuda_libraries.h"
 
 namespace metajit {

@@ -1,7 +1,7 @@
 // Contractions on the GPU through vendor libraries: matrix products through cuBLAS, convolutions (forward and
 // both gradients) through cuDNN. They are read by the same library-independent classification as oneDNN's
-// (libraries/contraction_patterns.h), so a user's own reindex-written convolution goes to cuDNN too. Only float32
-// computed exactly in float32 (cuDNN's FMA kernels, no TF32) and with no post-ops: the planner then runs the
+// (jit/library_call/contraction_patterns.h), so a user's own reindex-written convolution goes to cuDNN too. Only
+// float32 computed exactly in float32 (cuDNN's FMA kernels, no TF32) and with no post-ops: the planner then runs the
 // plain sum here and the elementwise work after it as a generated kernel. A contraction either library
 // declines, or every one when they cannot be loaded, stays a generated kernel.
 #pragma once
@@ -10,8 +10,8 @@
 #include <optional>
 #include <vector>
 
-#include "jit/plan/contraction.h"
-#include "libraries/contraction_patterns.h"
+#include "jit/library_call/contraction.h"
+#include "jit/library_call/contraction_patterns.h"
 
 namespace metajit {
 
@@ -39,7 +39,7 @@ struct CublasGemmPlan {
 std::optional<CublasGemmPlan> plan_cublas_gemm(const MatmulProblem& problem);
 
 std::shared_ptr<const LibraryCall> cuda_library_call(const Contraction& contraction);
-// Makes cuda_library_call the CUDA runner's contraction backend (jit/plan/contraction.h).
+// Makes cuda_library_call the CUDA runner's contraction backend (jit/library_call/contraction.h).
 void install_cuda_contraction_backend();
 
 }  // namespace metajit

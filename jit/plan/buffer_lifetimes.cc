@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "core/executor.h"
-#include "jit/plan/contraction.h"
+#include "jit/plan/contraction_matching.h"
 #include "jit/plan/plan.h"
 
 namespace metajit {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "jit/plan/contraction.h"
+#include "jit/plan/contraction_matching.h"
 #include "jit/plan/sibling_kernels.h"
 
 namespace metajit {

@@ -11,7 +11,7 @@
 #include "jit/codegen/cuda/cuda_renderer.h"
 #include "jit/ir/lowering.h"
 #include "jit/plan/buffer_lifetimes.h"
-#include "jit/plan/contraction.h"
+#include "jit/plan/contraction_matching.h"
 #include "jit/plan/graph_signature.h"
 
 namespace metajit {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/node.h"
-#include "jit/plan/contraction.h"
+#include "jit/plan/contraction_matching.h"
 #include "jit/plan/plan.h"
 
 namespace metajit {

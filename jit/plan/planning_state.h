@@ -9,7 +9,7 @@
 
 #include "core/node.h"
 #include "jit/ir/lowering.h"
-#include "jit/plan/contraction.h"
+#include "jit/plan/contraction_matching.h"
 #include "jit/plan/planner.h"
 
 namespace metajit {

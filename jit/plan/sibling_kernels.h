@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "jit/ir/lowering.h"
-#include "jit/plan/contraction.h"
+#include "jit/plan/contraction_matching.h"
 
 namespace metajit {
 

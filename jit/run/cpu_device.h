@@ -4,7 +4,7 @@
 #pragma once
 #include <memory>
 
-#include "jit/plan/contraction.h"
+#include "jit/plan/contraction_matching.h"
 #include "jit/run/run_loop.h"
 #include "jit/toolchain/kernel_cache.h"
 

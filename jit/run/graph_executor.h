@@ -10,7 +10,7 @@
 #include "jit/codegen/cpp/cpp_renderer.h"
 #include "jit/codegen/cuda/cuda_renderer.h"
 #include "jit/ir/lowering.h"
-#include "jit/plan/contraction.h"
+#include "jit/plan/contraction_matching.h"
 #include "jit/plan/planner.h"
 #include "jit/run/cuda_graph_runner.h"
 #include "jit/run/kernel_profile.h"

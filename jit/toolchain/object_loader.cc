@@ -21,8 +21,8 @@
 #include <unordered_map>
 
 #include "core/log.h"
-#include "jit/toolchain/elf_linker.h"
-#include "jit/toolchain/executable_memory.h"
+#include "jit/loader/elf_linker.h"
+#include "jit/loader/executable_memory.h"
 #include "jit/toolchain/target_info.h"
 
 namespace metajit {

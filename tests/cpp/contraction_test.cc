@@ -1,5 +1,5 @@
-// Contraction matching and its classification (jit/plan/contraction.h, libraries/contraction_patterns.h), and the
-// oneDNN backend end to end (libraries/onednn_backend.h):
+// Contraction matching and its classification (jit/plan/contraction_matching.h,
+// jit/library_call/contraction_patterns.h), and the oneDNN backend end to end (libraries/cpu/onednn_backend.h):
 //   * a matrix product (plain and with a transposed right operand) is read as a MatmulProblem with the right
 //     dims and element strides;
 //   * a strided, padded conv2d written as reindex * broadcast summed (as the Python layer builds it) is read as
@@ -19,11 +19,11 @@
 #include "core/executor.h"
 #include "core/stats.h"
 #include "jit/ir/lowering.h"
-#include "jit/plan/contraction.h"
+#include "jit/library_call/contraction_patterns.h"
+#include "jit/plan/contraction_matching.h"
 #include "jit/plan/plan_cache.h"
 #include "jit/run/graph_executor.h"
-#include "libraries/contraction_patterns.h"
-#include "libraries/onednn_backend.h"
+#include "libraries/cpu/onednn_backend.h"
 #include "meta_ops/broadcast.h"
 #include "meta_ops/elementwise.h"
 #include "meta_ops/reduce.h"

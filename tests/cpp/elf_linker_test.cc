@@ -1,4 +1,4 @@
-// Tests for the fast kernel linker (jit/toolchain/elf_linker.h) through the object loader: which linker takes which
+// Tests for the fast kernel linker (jit/loader/elf_linker.h) through the object loader: which linker takes which
 // object, and that code linked by our linker computes the same as code linked by RuntimeDyld, for each kind of
 // relocation our compilers emit (local constants, calls into libm through stubs, GOT loads of host data,
 // absolute pointers in writable and read-only data).
@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "jit/loader/elf_linker.h"
 #include "jit/toolchain/compiler.h"
-#include "jit/toolchain/elf_linker.h"
 #include "jit/toolchain/object_loader.h"
 
 extern char** environ;

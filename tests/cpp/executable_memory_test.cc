@@ -1,4 +1,4 @@
-// Tests for the kernel memory arenas (jit/toolchain/executable_memory.h): a kernel's code, constants and data regions
+// Tests for the kernel memory arenas (jit/loader/executable_memory.h): a kernel's code, constants and data regions
 // stay within one reserved span, however the rest of the process maps memory in between, because code reaches its
 // constants with 32-bit relative offsets.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "jit/toolchain/executable_memory.h"
+#include "jit/loader/executable_memory.h"
 
 namespace metajit {
 namespace {

@@ -1,5 +1,5 @@
-// Tests for the Winograd convolutions, both tilings (libraries/winograd_convolution.h), against direct loops in double:
-// odd and even sizes, single tiles, padding 0 to 2 (different on each side), strided views and a bias, across
+// Tests for the Winograd convolutions, both tilings (libraries/cpu/winograd_convolution.h), against direct loops in
+// double: odd and even sizes, single tiles, padding 0 to 2 (different on each side), strided views and a bias, across
 // chunk boundaries.
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <tuple>
 #include <vector>
 
-#include "libraries/winograd_convolution.h"
+#include "libraries/cpu/winograd_convolution.h"
 
 namespace metajit {
 namespace {

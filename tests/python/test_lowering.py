@@ -854,7 +854,7 @@ def scaled_error(value, reference):
 
 def cpu_has_avx512_core():
     """oneDNN's Winograd kernels (jit_wino_4x3) exist only for AVX-512 (its avx512_core: F, BW, VL and DQ); on
-    other CPUs metajit's own F(2x2, 3x3) (libraries/winograd_convolution.h) takes 3x3 stride-1 convolutions instead,
+    other CPUs metajit's own F(2x2, 3x3) (libraries/cpu/winograd_convolution.h) takes 3x3 stride-1 convolutions instead,
     with its own rule for where it pays. Read from the CPU's own flags."""
     try:
         with open("/proc/cpuinfo") as cpuinfo:

@@ -1,4 +1,4 @@
-#include "jit/toolchain/executable_memory.h"
+#include "jit/loader/executable_memory.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -10,7 +10,7 @@
 // and, for the weight gradient, its transpose F(3, m), where the m outputs' gradients e play the filter:
 //   z = G^T [(A e) . (B^T d)].
 // Two dimensions apply a one-dimensional transform along the rows, then down the columns.
-#include "libraries/winograd_convolution.h"
+#include "libraries/cpu/winograd_convolution.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -120,7 +120,9 @@ struct Chunk {
   int64_t first, last;
   int64_t first_row(const TileGrid& grid) const { return first / grid.columns; }
   int64_t row_count(const TileGrid& grid) const { return (last - 1) / grid.columns + 1 - first_row(grid); }
-  int64_t begin_column(const TileGrid& grid, int64_t row) const { return std::max<int64_t>(first - row * grid.columns, 0); }
+  int64_t begin_column(const TileGrid& grid, int64_t row) const {
+    return std::max<int64_t>(first - row * grid.columns, 0);
+  }
   int64_t end_column(const TileGrid& grid, int64_t row) const {
     return std::min<int64_t>(last - row * grid.columns, grid.columns);
   }
@@ -180,7 +182,8 @@ void split_row(const WinogradTensor& image, int64_t n, int64_t c, int64_t y, int
   int64_t width = image.dims[3], stride = image.strides[3];
   // Every phase inside the image for j in [inside_begin, inside_end): no tests there.
   int64_t inside_begin = start >= 0 ? 0 : std::min<int64_t>((size - 1 - start) / size, count);
-  int64_t inside_end = width - start >= 0 ? std::clamp<int64_t>((width - start) / size, inside_begin, count) : inside_begin;
+  int64_t inside_end =
+      width - start >= 0 ? std::clamp<int64_t>((width - start) / size, inside_begin, count) : inside_begin;
   for (int64_t j = 0; j < count; ++j) {
     if (j == inside_begin) {
       if (stride == 1) {
@@ -209,9 +212,9 @@ void split_row(const WinogradTensor& image, int64_t n, int64_t c, int64_t y, int
 void apply_post_ops(const std::vector<WinogradPostOp>& post_ops, int64_t n, int64_t o, int64_t y, int64_t x0,
                     int64_t width, float* row, int64_t stride) {
   for (const WinogradPostOp& op : post_ops) {
-    const float* operand = op.operand ? op.operand + n * op.strides[0] + o * op.strides[1] + y * op.strides[2] +
-                                            x0 * op.strides[3]
-                                      : nullptr;
+    const float* operand =
+        op.operand ? op.operand + n * op.strides[0] + o * op.strides[1] + y * op.strides[2] + x0 * op.strides[3]
+                   : nullptr;
     int64_t step = op.strides[3];
     for (int64_t x = 0; x < width; ++x) {
       float& value = row[x * stride];
@@ -321,31 +324,32 @@ struct Winograd {
   static void transform_data(const WinogradTensor& image, const TileGrid& grid, const Chunk& chunk, int64_t pad_top,
                              int64_t pad_left, const TileBlock& transformed) {
     int64_t point_stride = transformed.point_stride;
-    for_each_piece(image.dims[1], grid, chunk, [&](int64_t c, int64_t n, int64_t i, int64_t row, int64_t first,
-                                                   int64_t count) {
-      alignas(64) float buffer[kWindow][kOutputs][kPhase];  // window row r, split by column phase
+    for_each_piece(image.dims[1], grid, chunk,
+                   [&](int64_t c, int64_t n, int64_t i, int64_t row, int64_t first, int64_t count) {
+                     alignas(64) float buffer[kWindow][kOutputs][kPhase];  // window row r, split by column phase
 #pragma GCC unroll 8
-      for (int r = 0; r < kWindow; ++r) {
-        float* phases[kOutputs];
+                     for (int r = 0; r < kWindow; ++r) {
+                       float* phases[kOutputs];
 #pragma GCC unroll 8
-        for (int phase = 0; phase < kOutputs; ++phase) phases[phase] = buffer[r][phase];
-        split_row<kOutputs>(image, n, c, kOutputs * i + r - pad_top, kOutputs * first - pad_left, count + 1, phases);
-      }
-      float* out = transformed.data + c * transformed.lead + row * grid.columns + first - chunk.first;
+                       for (int phase = 0; phase < kOutputs; ++phase) phases[phase] = buffer[r][phase];
+                       split_row<kOutputs>(image, n, c, kOutputs * i + r - pad_top, kOutputs * first - pad_left,
+                                           count + 1, phases);
+                     }
+                     float* out = transformed.data + c * transformed.lead + row * grid.columns + first - chunk.first;
 #pragma GCC ivdep
-      for (int64_t j = 0; j < count; ++j) {
-        float window[kWindow][kWindow], done[kWindow][kWindow];
+                     for (int64_t j = 0; j < count; ++j) {
+                       float window[kWindow][kWindow], done[kWindow][kWindow];
 #pragma GCC unroll 8
-        for (int r = 0; r < kWindow; ++r)
+                       for (int r = 0; r < kWindow; ++r)
 #pragma GCC unroll 8
-          for (int k = 0; k < kWindow; ++k) window[r][k] = buffer[r][k % kOutputs][j + k / kOutputs];
-        transform_2d<Tiling::data>(window, done);
+                         for (int k = 0; k < kWindow; ++k) window[r][k] = buffer[r][k % kOutputs][j + k / kOutputs];
+                       transform_2d<Tiling::data>(window, done);
 #pragma GCC unroll 8
-        for (int a = 0; a < kWindow; ++a)
+                       for (int a = 0; a < kWindow; ++a)
 #pragma GCC unroll 8
-          for (int s = 0; s < kWindow; ++s) out[(a * kWindow + s) * point_stride + j] = done[a][s];
-      }
-    });
+                         for (int s = 0; s < kWindow; ++s) out[(a * kWindow + s) * point_stride + j] = done[a][s];
+                     }
+                   });
   }
 
   // transformed[point][m][k] = (G g G^T)[point] for the 3x3 filter g of output channel m and input channel k:
@@ -384,41 +388,42 @@ struct Winograd {
                                  const WinogradTensor& output, const float* bias,
                                  const std::vector<WinogradPostOp>& post_ops) {
     int64_t point_stride = products.point_stride;
-    for_each_piece(output.dims[1], grid, chunk, [&](int64_t o, int64_t n, int64_t i, int64_t row, int64_t first,
-                                                    int64_t count) {
-      alignas(64) float buffer[kOutputs][kOutputs][kPhase];  // output row a of the tiles, split by column phase
-      float shift = bias ? bias[o] : 0.0f;
-      const float* p = products.data + o * products.lead + row * grid.columns + first - chunk.first;
+    for_each_piece(
+        output.dims[1], grid, chunk, [&](int64_t o, int64_t n, int64_t i, int64_t row, int64_t first, int64_t count) {
+          alignas(64) float buffer[kOutputs][kOutputs][kPhase];  // output row a of the tiles, split by column phase
+          float shift = bias ? bias[o] : 0.0f;
+          const float* p = products.data + o * products.lead + row * grid.columns + first - chunk.first;
 #pragma GCC ivdep
-      for (int64_t j = 0; j < count; ++j) {
-        float tile[kWindow][kWindow], done[kOutputs][kOutputs];
+          for (int64_t j = 0; j < count; ++j) {
+            float tile[kWindow][kWindow], done[kOutputs][kOutputs];
 #pragma GCC unroll 8
-        for (int r = 0; r < kWindow; ++r)
+            for (int r = 0; r < kWindow; ++r)
 #pragma GCC unroll 8
-          for (int s = 0; s < kWindow; ++s) tile[r][s] = p[(r * kWindow + s) * point_stride + j];
-        transform_2d<Tiling::output>(tile, done);
+              for (int s = 0; s < kWindow; ++s) tile[r][s] = p[(r * kWindow + s) * point_stride + j];
+            transform_2d<Tiling::output>(tile, done);
 #pragma GCC unroll 8
-        for (int a = 0; a < kOutputs; ++a)
+            for (int a = 0; a < kOutputs; ++a)
 #pragma GCC unroll 8
-          for (int b = 0; b < kOutputs; ++b) buffer[a][b][j] = done[a][b] + shift;
-      }
-      int64_t x0 = kOutputs * first, width = std::min<int64_t>(kOutputs * (first + count), output.dims[3]) - x0;
-      int64_t stride = output.strides[3], groups = width / kOutputs;
-      for (int a = 0; a < kOutputs && kOutputs * i + a < output.dims[2]; ++a) {
-        float* destination = &at(output, n, o, kOutputs * i + a, x0);
-        if (stride == 1) {
-          for (int64_t j = 0; j < groups; ++j)
+              for (int b = 0; b < kOutputs; ++b) buffer[a][b][j] = done[a][b] + shift;
+          }
+          int64_t x0 = kOutputs * first, width = std::min<int64_t>(kOutputs * (first + count), output.dims[3]) - x0;
+          int64_t stride = output.strides[3], groups = width / kOutputs;
+          for (int a = 0; a < kOutputs && kOutputs * i + a < output.dims[2]; ++a) {
+            float* destination = &at(output, n, o, kOutputs * i + a, x0);
+            if (stride == 1) {
+              for (int64_t j = 0; j < groups; ++j)
 #pragma GCC unroll 8
-            for (int b = 0; b < kOutputs; ++b) destination[kOutputs * j + b] = buffer[a][b][j];
-        } else {
-          for (int64_t j = 0; j < groups; ++j)
+                for (int b = 0; b < kOutputs; ++b) destination[kOutputs * j + b] = buffer[a][b][j];
+            } else {
+              for (int64_t j = 0; j < groups; ++j)
 #pragma GCC unroll 8
-            for (int b = 0; b < kOutputs; ++b) destination[(kOutputs * j + b) * stride] = buffer[a][b][j];
-        }
-        for (int64_t x = groups * kOutputs; x < width; ++x) destination[x * stride] = buffer[a][x % kOutputs][groups];
-        if (!post_ops.empty()) apply_post_ops(post_ops, n, o, kOutputs * i + a, x0, width, destination, stride);
-      }
-    });
+                for (int b = 0; b < kOutputs; ++b) destination[(kOutputs * j + b) * stride] = buffer[a][b][j];
+            }
+            for (int64_t x = groups * kOutputs; x < width; ++x)
+              destination[x * stride] = buffer[a][x % kOutputs][groups];
+            if (!post_ops.empty()) apply_post_ops(post_ops, n, o, kOutputs * i + a, x0, width, destination, stride);
+          }
+        });
   }
 
   // out[n, m, y, x] = sum over k, r, s of image[n, k, y + r - pad_top, x + s - pad_left] * g(m, k)[r][s], with
@@ -450,31 +455,31 @@ struct Winograd {
   static void transform_gradient_tiles(const WinogradTensor& gradient, const TileGrid& grid, const Chunk& chunk,
                                        const TileBlock& transformed) {
     int64_t point_stride = transformed.point_stride;
-    for_each_piece(gradient.dims[1], grid, chunk, [&](int64_t o, int64_t n, int64_t i, int64_t row, int64_t first,
-                                                      int64_t count) {
-      alignas(64) float buffer[kOutputs][kOutputs][kPhase];  // tile row a, split by column phase
+    for_each_piece(gradient.dims[1], grid, chunk,
+                   [&](int64_t o, int64_t n, int64_t i, int64_t row, int64_t first, int64_t count) {
+                     alignas(64) float buffer[kOutputs][kOutputs][kPhase];  // tile row a, split by column phase
 #pragma GCC unroll 8
-      for (int a = 0; a < kOutputs; ++a) {
-        float* phases[kOutputs];
+                     for (int a = 0; a < kOutputs; ++a) {
+                       float* phases[kOutputs];
 #pragma GCC unroll 8
-        for (int b = 0; b < kOutputs; ++b) phases[b] = buffer[a][b];
-        split_row<kOutputs>(gradient, n, o, kOutputs * i + a, kOutputs * first, count, phases);
-      }
-      float* out = transformed.data + o * transformed.lead + row * grid.columns + first - chunk.first;
+                       for (int b = 0; b < kOutputs; ++b) phases[b] = buffer[a][b];
+                       split_row<kOutputs>(gradient, n, o, kOutputs * i + a, kOutputs * first, count, phases);
+                     }
+                     float* out = transformed.data + o * transformed.lead + row * grid.columns + first - chunk.first;
 #pragma GCC ivdep
-      for (int64_t j = 0; j < count; ++j) {
-        float tile[kOutputs][kOutputs], done[kWindow][kWindow];
+                     for (int64_t j = 0; j < count; ++j) {
+                       float tile[kOutputs][kOutputs], done[kWindow][kWindow];
 #pragma GCC unroll 8
-        for (int a = 0; a < kOutputs; ++a)
+                       for (int a = 0; a < kOutputs; ++a)
 #pragma GCC unroll 8
-          for (int b = 0; b < kOutputs; ++b) tile[a][b] = buffer[a][b][j];
-        transform_2d<Tiling::gradient>(tile, done);
+                         for (int b = 0; b < kOutputs; ++b) tile[a][b] = buffer[a][b][j];
+                       transform_2d<Tiling::gradient>(tile, done);
 #pragma GCC unroll 8
-        for (int q = 0; q < kWindow; ++q)
+                       for (int q = 0; q < kWindow; ++q)
 #pragma GCC unroll 8
-          for (int s = 0; s < kWindow; ++s) out[(q * kWindow + s) * point_stride + j] = done[q][s];
-      }
-    });
+                         for (int s = 0; s < kWindow; ++s) out[(q * kWindow + s) * point_stride + j] = done[q][s];
+                     }
+                   });
   }
 
   // diff_weights[o, c] = G^T s G, s = sums[point][o][c].

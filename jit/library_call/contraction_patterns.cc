@@ -4,7 +4,7 @@
 // Convolutions: exactly one tensor (the image) has a dimension indexed by stride*o + dilation*k + constant;
 // its batch and channel dimensions then tell which of the other two tensors is the weight and which the
 // output-side tensor, and the pass follows from which of the three the kernel writes.
-#include "libraries/contraction_patterns.h"
+#include "jit/library_call/contraction_patterns.h"
 
 #include <algorithm>
 #include <set>
@@ -33,8 +33,8 @@ void fill_unit_strides(TensorLayout* layout) {
 // size-1 dimension) covering it, or a split variable's k * (v / k) + v % k: variables that nest like digits, the
 // smallest with coefficient 1. The variables go into `seen`; false if one is there already. With `whole` false,
 // a leading part of the dimension (a slice) is enough.
-bool covers_dimension(const Contraction& contraction, const TensorAccess& access, size_t dim, std::set<std::string>* seen,
-                      bool whole = true) {
+bool covers_dimension(const Contraction& contraction, const TensorAccess& access, size_t dim,
+                      std::set<std::string>* seen, bool whole = true) {
   const AffineIndex& index = access.coordinates[dim];
   if (access.guarded[dim] || index.constant != 0) return false;
   std::vector<std::pair<int64_t, std::string>> digits;
@@ -63,8 +63,8 @@ struct MergedDimension {
 
 // Merges variables into one dimension when they nest: outer coefficient == inner coefficient * inner extent
 // in every tensor.
-bool merge(const Contraction& contraction, std::vector<std::string> variables, const AffineIndex* flats[3], int order_by,
-           MergedDimension* merged) {
+bool merge(const Contraction& contraction, std::vector<std::string> variables, const AffineIndex* flats[3],
+           int order_by, MergedDimension* merged) {
   auto coefficient = [&](int tensor, const std::string& variable) {
     auto found = flats[tensor]->terms.find(variable);
     return found == flats[tensor]->terms.end() ? int64_t(0) : found->second;
@@ -286,19 +286,26 @@ std::optional<ConvolutionProblem> convolution_with_image(const Contraction& cont
                             : (weight == 0 ? ConvolutionPass::BackwardWeights : ConvolutionPass::Forward);
   int64_t batch = extent_of(contraction, batch_variable), out_channels = extent_of(contraction, out_channel);
   // The output side's channels: group-major, one stride for all of them (oneDNN's grouped layouts).
-  int64_t result_channel_stride = out_channels > 1 ? stride(result_flat, out_channel) : stride(result_flat, group_variable);
+  int64_t result_channel_stride =
+      out_channels > 1 ? stride(result_flat, out_channel) : stride(result_flat, group_variable);
   if (groups > 1 && out_channels > 1 && stride(result_flat, group_variable) != out_channels * result_channel_stride)
     return std::nullopt;
   problem.groups = groups;
-  problem.source = {source.buffer, batch_offset * source_strides[0] + channel_offset * source_strides[1],
-                    {batch, groups * channels}, {source_strides[0], source_strides[1]}};
-  problem.weights = {tensors[weight]->buffer, weight_flat.constant, {out_channels, channels},
+  problem.source = {source.buffer,
+                    batch_offset * source_strides[0] + channel_offset * source_strides[1],
+                    {batch, groups * channels},
+                    {source_strides[0], source_strides[1]}};
+  problem.weights = {tensors[weight]->buffer,
+                     weight_flat.constant,
+                     {out_channels, channels},
                      {stride(weight_flat, out_channel), stride(weight_flat, channel_variable)}};
   if (groups > 1) {  // [G, O/G, C/G, kernel...]
     problem.weights.dims.insert(problem.weights.dims.begin(), groups);
     problem.weights.strides.insert(problem.weights.strides.begin(), stride(weight_flat, group_variable));
   }
-  problem.destination = {tensors[result]->buffer, result_flat.constant, {batch, groups * out_channels},
+  problem.destination = {tensors[result]->buffer,
+                         result_flat.constant,
+                         {batch, groups * out_channels},
                          {stride(result_flat, batch_variable), result_channel_stride}};
   bool partial_output = false;
   std::vector<std::string> spatial_outputs;  // the output-side variable of each spatial dim
@@ -448,11 +455,16 @@ std::optional<MatmulProblem> as_matmul(const Contraction& contraction) {
   std::vector<std::string> batch, rows, columns, inner;
   for (const auto& [variable, extent] : contraction.extents) {
     bool in_output = flats[0]->uses(variable), in_left = flats[1]->uses(variable), in_right = flats[2]->uses(variable);
-    if (in_output && in_left && in_right) batch.push_back(variable);
-    else if (in_output && in_left) rows.push_back(variable);
-    else if (in_output && in_right) columns.push_back(variable);
-    else if (in_left && in_right) inner.push_back(variable);
-    else return std::nullopt;  // a sum over one operand alone, or an output repeated along a variable
+    if (in_output && in_left && in_right)
+      batch.push_back(variable);
+    else if (in_output && in_left)
+      rows.push_back(variable);
+    else if (in_output && in_right)
+      columns.push_back(variable);
+    else if (in_left && in_right)
+      inner.push_back(variable);
+    else
+      return std::nullopt;  // a sum over one operand alone, or an output repeated along a variable
   }
   if (inner.empty()) return std::nullopt;  // an outer product is elementwise work, not a matrix product
   MergedDimension m, n, k;
@@ -478,16 +490,16 @@ std::optional<MatmulProblem> as_matmul(const Contraction& contraction) {
   split(columns, &n, &n_variables);
   // Batched dot products are a plain reduction: memory-bound, and the generated kernel fuses around them.
   if (m.extent == 1 && n.extent == 1) return std::nullopt;
-  std::sort(batch.begin(), batch.end(), [&](const std::string& a, const std::string& c) {
-    return flats[0]->terms.at(a) > flats[0]->terms.at(c);
-  });
+  std::sort(batch.begin(), batch.end(),
+            [&](const std::string& a, const std::string& c) { return flats[0]->terms.at(a) > flats[0]->terms.at(c); });
   // Adjacent batch variables that nest in all three tensors are one dimension.
   std::vector<MergedDimension> batches;
   std::vector<std::vector<std::string>> dimension_variables;
   for (size_t first = 0; first < batch.size();) {
     size_t last = batch.size();
     MergedDimension merged;
-    while (!merge(contraction, std::vector<std::string>(batch.begin() + first, batch.begin() + last), flats, 0, &merged)) {
+    while (
+        !merge(contraction, std::vector<std::string>(batch.begin() + first, batch.begin() + last), flats, 0, &merged)) {
       merged = MergedDimension();
       --last;
     }

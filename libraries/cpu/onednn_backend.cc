@@ -1,8 +1,8 @@
 // Each call owns its primitive and the memory descriptors of the user's tensors; running it wraps the kernel's
 // buffers (no copy), reorders into oneDNN's chosen formats where they differ (reusing a copy an earlier call of
-// the same plan run made: libraries/onednn_layout_cache.h), executes and reorders back.
+// the same plan run made: libraries/cpu/onednn_layout_cache.h), executes and reorders back.
 // Scratchpads are per call (user mode) so two threads may run the same primitive at once.
-#include "libraries/onednn_backend.h"
+#include "libraries/cpu/onednn_backend.h"
 
 #include <algorithm>
 #include <cstring>
@@ -15,9 +15,9 @@
 
 #include "core/log.h"
 #include "core/stats.h"
-#include "libraries/contraction_patterns.h"
-#include "libraries/onednn_layout_cache.h"
-#include "libraries/winograd_call.h"
+#include "jit/library_call/contraction_patterns.h"
+#include "libraries/cpu/onednn_layout_cache.h"
+#include "libraries/cpu/winograd_call.h"
 
 namespace metajit {
 namespace {
@@ -63,15 +63,11 @@ dnnl::primitive_attr call_attributes(const std::vector<LibraryPostOp>& library_p
   for (const LibraryPostOp& library : library_post_ops) {
     const PostOp& op = library.op;
     switch (op.kind) {
-      case PostOp::Kind::Relu:
-        post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-        break;
+      case PostOp::Kind::Relu: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f); break;
       case PostOp::Kind::Linear:
         post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, float(op.scale), float(op.shift));
         break;
-      case PostOp::Kind::Add:
-        post_ops.append_binary(dnnl::algorithm::binary_add, user_desc(*library.operand));
-        break;
+      case PostOp::Kind::Add: post_ops.append_binary(dnnl::algorithm::binary_add, user_desc(*library.operand)); break;
       case PostOp::Kind::Subtract:
         post_ops.append_binary(dnnl::algorithm::binary_sub, user_desc(*library.operand));
         break;
@@ -159,7 +155,8 @@ class MatmulCall : public LibraryCall {
       if (gemm_->transpose_left == 'T') {
         size_t rank = problem.left.dims.size();
         memory::dims dims{problem.left.dims[rank - 2], problem.left.dims[rank - 1]};
-        left_ = memory::desc(dims, memory::data_type::f32, memory::dims{problem.left.strides[rank - 2], gemm_->left_lead});
+        left_ =
+            memory::desc(dims, memory::data_type::f32, memory::dims{problem.left.strides[rank - 2], gemm_->left_lead});
         left_row_major_ = memory::desc(dims, memory::data_type::f32, memory::format_tag::ab);
         gemm_->transpose_left = 'N';
         gemm_->left_lead = dims[1];
@@ -171,8 +168,7 @@ class MatmulCall : public LibraryCall {
       // operand is copied with its rows padded (kept like the left copy); with fewer rows the copy would cost
       // about what it saves (64 rows ran alike either way), and from 512 on sgemm packs the operand itself.
       int64_t rows = gemm_->rows, columns = gemm_->columns, right_lead = gemm_->right_lead;
-      if (gemm_->transpose_right == 'N' && rows >= 128 && rows < 512 && right_lead % 256 == 0 &&
-          gemm_->inner >= 256) {
+      if (gemm_->transpose_right == 'N' && rows >= 128 && rows < 512 && right_lead % 256 == 0 && gemm_->inner >= 256) {
         size_t rank = problem.right.dims.size();
         memory::dims dims{problem.right.dims[rank - 2], columns};
         right_ = memory::desc(dims, memory::data_type::f32, memory::dims{right_lead, 1});
@@ -187,8 +183,8 @@ class MatmulCall : public LibraryCall {
     right_ = user_desc(problem.right);
     output_ = user_desc(problem.output);
     if (problem.bias) bias_ = user_desc(*problem.bias);
-    dnnl::matmul::desc description = problem.bias ? dnnl::matmul::desc(left_, right_, bias_, output_)
-                                                   : dnnl::matmul::desc(left_, right_, output_);
+    dnnl::matmul::desc description =
+        problem.bias ? dnnl::matmul::desc(left_, right_, bias_, output_) : dnnl::matmul::desc(left_, right_, output_);
     descriptor_ = dnnl::matmul::primitive_desc(description, call_attributes(problem.post_ops), cpu_engine());
     primitive_ = dnnl::matmul(descriptor_);
     implementation_ = descriptor_.impl_info_str();
@@ -224,9 +220,9 @@ class MatmulCall : public LibraryCall {
   }
 
   static void sgemm(const GemmShape& shape, const float* left, const float* right, float* output) {
-    dnnl_status_t status = dnnl_sgemm(shape.transpose_left, shape.transpose_right, shape.rows, shape.columns,
-                                      shape.inner, 1.0f, left, shape.left_lead, right, shape.right_lead, 0.0f, output,
-                                      shape.output_lead);
+    dnnl_status_t status =
+        dnnl_sgemm(shape.transpose_left, shape.transpose_right, shape.rows, shape.columns, shape.inner, 1.0f, left,
+                   shape.left_lead, right, shape.right_lead, 0.0f, output, shape.output_lead);
     if (status != dnnl_success) throw std::runtime_error("oneDNN sgemm failed (status " + std::to_string(status) + ")");
   }
 
@@ -265,9 +261,10 @@ class MatmulCall : public LibraryCall {
     size_t rank = dims.size();
     std::string batch;
     for (size_t dim = 0; dim + 2 < rank; ++dim) batch += std::to_string(dims[dim]) + "x";
-    return "onednn matmul " + batch + std::to_string(dims[rank - 2]) + "x" + std::to_string(problem_.left.dims[rank - 1]) +
-           "x" + std::to_string(dims[rank - 1]) + post_ops_text(problem_.bias.has_value(), problem_.post_ops) + " (" +
-           implementation_ + (gemm_on_copy_ ? "; read again: reorder + sgemm" : "") + ")";
+    return "onednn matmul " + batch + std::to_string(dims[rank - 2]) + "x" +
+           std::to_string(problem_.left.dims[rank - 1]) + "x" + std::to_string(dims[rank - 1]) +
+           post_ops_text(problem_.bias.has_value(), problem_.post_ops) + " (" + implementation_ +
+           (gemm_on_copy_ ? "; read again: reorder + sgemm" : "") + ")";
   }
 
  private:
@@ -275,7 +272,7 @@ class MatmulCall : public LibraryCall {
   std::optional<GemmShape> gemm_;
   std::optional<GemmShape> gemm_on_copy_;        // after a first read of right: sgemm on right_row_major_
   std::optional<memory::desc> right_stored_;     // right as stored (transposed), the copy's source
-  std::optional<memory::desc> left_row_major_;  // the sgemm's left operand is a row-major copy of left_
+  std::optional<memory::desc> left_row_major_;   // the sgemm's left operand is a row-major copy of left_
   std::optional<memory::desc> right_padded_;     // the sgemm's right operand is a row-padded copy of right_
   std::optional<memory::desc> right_row_major_;  // gemm_on_copy_'s right operand
   memory::desc left_, right_, output_, bias_;
@@ -420,8 +417,8 @@ class ConvolutionCall : public LibraryCall {
     dnnl::primitive_attr attributes = user_scratchpad();
     if (problem.bias) bias_ = user_desc(*problem.bias);
     dnnl::convolution_forward::desc forward =
-        problem.bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, source, weights, bias_,
-                                                       destination, strides, dilation, before, after)
+        problem.bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, source, weights,
+                                                       bias_, destination, strides, dilation, before, after)
                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, source, weights,
                                                        destination, strides, dilation, before, after);
     dnnl::convolution_forward::primitive_desc forward_descriptor(forward, call_attributes(problem.post_ops),
@@ -433,9 +430,10 @@ class ConvolutionCall : public LibraryCall {
         written_ = 2;
         break;
       case ConvolutionPass::BackwardData: {
-        dnnl::convolution_backward_data::desc backward(algorithm, source, weights, destination, strides, dilation, before,
-                                                       after);
-        dnnl::convolution_backward_data::primitive_desc descriptor(backward, attributes, cpu_engine(), forward_descriptor);
+        dnnl::convolution_backward_data::desc backward(algorithm, source, weights, destination, strides, dilation,
+                                                       before, after);
+        dnnl::convolution_backward_data::primitive_desc descriptor(backward, attributes, cpu_engine(),
+                                                                   forward_descriptor);
         set(descriptor, DNNL_ARG_DIFF_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST);
         primitive_ = dnnl::convolution_backward_data(descriptor);
         written_ = 0;
@@ -468,7 +466,8 @@ class ConvolutionCall : public LibraryCall {
     argument_[0] = source;
     argument_[1] = weights;
     argument_[2] = destination;
-    for (int tensor = 0; tensor < 3; ++tensor) library_[tensor] = descriptor.query_md(dnnl::query::exec_arg_md, argument_[tensor]);
+    for (int tensor = 0; tensor < 3; ++tensor)
+      library_[tensor] = descriptor.query_md(dnnl::query::exec_arg_md, argument_[tensor]);
     scratchpad_ = descriptor.scratchpad_desc();
     implementation_ = descriptor.impl_info_str();
   }
@@ -476,7 +475,7 @@ class ConvolutionCall : public LibraryCall {
   ConvolutionProblem problem_;
   bool channels_last_ = false;
   memory::desc user_[3], library_[3], scratchpad_;  // source, weights, destination
-  memory::desc bias_;                                // forward with a bias: plain [O]
+  memory::desc bias_;                               // forward with a bias: plain [O]
   int argument_[3] = {0, 0, 0};
   int written_ = 2;
   size_t output_bytes_ = 0;
@@ -510,7 +509,7 @@ bool onednn_has_winograd() {
 std::shared_ptr<const LibraryCall> convolution_call(const ConvolutionProblem& problem, const Contraction& contraction,
                                                     ConvolutionAlgorithm algorithm) {
   size_t output_bytes = size_t(shape_numel(contraction.output.shape)) * sizeof(float);
-  // Without oneDNN's Winograd, ours (libraries/winograd_call.h) takes the 3x3 convolutions where it pays, or all it
+  // Without oneDNN's Winograd, ours (libraries/cpu/winograd_call.h) takes the 3x3 convolutions where it pays, or all it
   // applies to under `winograd`, with their bias and post-ops.
   if (algorithm != ConvolutionAlgorithm::Direct && !onednn_has_winograd() && winograd_applies(problem) &&
       (algorithm == ConvolutionAlgorithm::Winograd || winograd_beats_direct(problem)))
@@ -547,7 +546,8 @@ std::shared_ptr<const LibraryCall> create_call(const Contraction& contraction, C
     if (is_reference(call->implementation())) return nullptr;
     return call;
   }
-  if (auto problem = as_pointwise_weight_gradient(contraction)) return convolution_call(*problem, contraction, algorithm);
+  if (auto problem = as_pointwise_weight_gradient(contraction))
+    return convolution_call(*problem, contraction, algorithm);
   return nullptr;
 }
 

@@ -1,8 +1,8 @@
-// Recognises the contractions inside a lowered kernel: out[f(v)] (+)= sum over the other loop variables of
-// left[g(v)] * right[h(v)], where f, g, h give each tensor dimension an affine index of the loop variables.
-// Matrix products and convolutions (forward and both gradients) all take this form once the meta-ops are
-// inlined, whatever ops the user wrote them with; a library backend (ops/) then decides whether it can run one.
-// This pass only reads the IR and the lowering's notes on where values came from; it never looks at op names.
+// What the planner hands a vendor library and what the library gives back: a contraction described as plain data
+// (out[f(v)] (+)= sum of left[g(v)] * right[h(v)] with affine indices, then element-wise post-ops) and the call a
+// backend makes of it, with the hooks that scope one run's calls. It sits below the planner and the libraries and
+// above core only, so a runtime that runs exported plans (runtime/) rebuilds library calls with no compiler linked.
+// It must not know how a contraction is found in the IR (jit/plan/contraction_matching.h does).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "jit/ir/lowering.h"
+#include "core/dtype.h"
+#include "core/shape.h"
 
 namespace metajit {
 
@@ -43,8 +44,8 @@ struct TensorAccess {
 struct PostOp {
   enum class Kind { Add, Subtract, Multiply, Relu, Linear };  // Add, Subtract, Multiply: x op operand
   Kind kind = Kind::Relu;
-  TensorAccess operand;            // Add, Subtract, Multiply: a buffer read at the output element's loop variables
-  double scale = 1, shift = 0;     // Linear: x * scale + shift
+  TensorAccess operand;         // Add, Subtract, Multiply: a buffer read at the output element's loop variables
+  double scale = 1, shift = 0;  // Linear: x * scale + shift
   bool reads_tensor() const { return kind == Kind::Add || kind == Kind::Subtract || kind == Kind::Multiply; }
   std::string describe() const;
 };
@@ -54,9 +55,9 @@ struct Contraction {
   // convolution's channel group) appears as two: "v/" (extent / k) and "v%" (k), so its indices stay affine.
   std::map<std::string, int64_t> extents;
   TensorAccess output, left, right;
-  DType dtype = DType::Float32;            // of all three tensors
-  std::vector<PostOp> post_ops;            // empty: the library writes the sum itself
-  std::string describe() const;            // for logs and tests
+  DType dtype = DType::Float32;  // of all three tensors
+  std::vector<PostOp> post_ops;  // empty: the library writes the sum itself
+  std::string describe() const;  // for logs and tests
 };
 
 // What the runtime library will run instead of (part of) a kernel.
@@ -115,42 +116,5 @@ void set_convolution_algorithm(ConvolutionAlgorithm algorithm);
 const char* convolution_algorithm_name(ConvolutionAlgorithm algorithm);  // "auto", "direct", "winograd"
 // Parses a name as above; nullopt for anything else.
 std::optional<ConvolutionAlgorithm> parse_convolution_algorithm(const std::string& name);
-
-// A value the planner stores so that a library call can read an operand from memory, and why.
-struct OperandStore {
-  Node* node = nullptr;
-  int operand = 0;       // 1: the contraction's left operand, 2: its right
-  const char* why = "";  // what the library cannot read, e.g. "a reindex whose indices are not affine (...)"
-};
-
-// How mj.inspect states a store made for a call of `work` multiply-adds: "operand 1 (reindex [8, 32, 34, 34] of
-// [8, 32, 32, 32] at model.py:12) stored first: <why>; storing 1.2 MB costs less than a generated loop nest of
-// 3.0e8 multiply-adds".
-std::string describe_operand_store(const OperandStore& store, double work);
-
-struct ContractionMatch {
-  std::optional<Contraction> contraction;
-  // Operand producers computed inside the kernel (their accesses have buffer -1): a library call reads its
-  // operands from memory, so the planner materialises these and lowers again if the backend would take it.
-  std::vector<Node*> materialize;
-  std::vector<OperandStore> stores;  // why, one per entry of `materialize`
-  // Filled by the planner for the match it keeps: the stores made for this call in earlier rounds, as
-  // describe_operand_store states them.
-  std::vector<std::string> stored_operands;
-  // Set when the kernel does more than the contraction (a bias, an activation): the same kernel with the
-  // reduction replaced by a load of one more input buffer, holding the contraction's result.
-  std::optional<IrKernel> epilogue;
-  // The same match with the start of that work (adding, subtracting or multiplying by a tensor, ReLU, a constant
-  // scale or shift) folded into the call as post-ops: `epilogue` is what is left, none when nothing is. One per
-  // foldable prefix of that work, longest first; the planner offers them to the backend in turn and falls back to
-  // the plain contraction and epilogue above.
-  struct Folded {
-    Contraction contraction;
-    std::optional<IrKernel> epilogue;
-  };
-  std::vector<Folded> folds;
-};
-
-ContractionMatch match_contraction(const LoweredKernel& lowered);
 
 }  // namespace metajit

@@ -1,11 +1,11 @@
-#include "libraries/winograd_call.h"
+#include "libraries/cpu/winograd_call.h"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "libraries/onednn_layout_cache.h"
-#include "libraries/winograd_convolution.h"
+#include "libraries/cpu/onednn_layout_cache.h"
+#include "libraries/cpu/winograd_convolution.h"
 
 namespace metajit {
 namespace {
@@ -50,8 +50,8 @@ class WinogradCall : public LibraryCall {
     int64_t top = problem_.padding_before[0], left = problem_.padding_before[1], dilation = problem_.dilation[0];
     switch (problem_.pass) {
       case ConvolutionPass::Forward: {
-        const float* bias = problem_.bias ? static_cast<const float*>(buffers[problem_.bias->buffer]) + problem_.bias->offset
-                                          : nullptr;
+        const float* bias =
+            problem_.bias ? static_cast<const float*>(buffers[problem_.bias->buffer]) + problem_.bias->offset : nullptr;
         forget_copies_within(destination.data, span_bytes(problem_.destination));
         winograd_forward(tiling_, source, weights, destination, top, left, dilation, bias, post_ops(buffers));
         break;

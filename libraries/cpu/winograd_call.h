@@ -1,10 +1,10 @@
-// Our own Winograd convolutions (libraries/winograd_convolution.h) as a library call, for CPUs where oneDNN has no
+// Our own Winograd convolutions (libraries/cpu/winograd_convolution.h) as a library call, for CPUs where oneDNN has no
 // Winograd kernels: when they apply to a matched convolution, and when they pay over oneDNN's direct kernels.
 #pragma once
 #include <memory>
 
-#include "jit/plan/contraction.h"
-#include "libraries/contraction_patterns.h"
+#include "jit/library_call/contraction.h"
+#include "jit/library_call/contraction_patterns.h"
 
 namespace metajit {
 

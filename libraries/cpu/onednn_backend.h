@@ -4,7 +4,7 @@
 #pragma once
 #include <memory>
 
-#include "jit/plan/contraction.h"
+#include "jit/library_call/contraction.h"
 
 namespace metajit {
 

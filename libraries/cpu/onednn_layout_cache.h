@@ -1,6 +1,6 @@
 // Buffers for oneDNN calls from metajit's caching allocator, and copies of input tensors in oneDNN's blocked
-// layouts kept for the rest of a plan run (see LibraryRunScope in jit/plan/contraction.h). A convolution's input is
-// reordered by its forward call and read again, in the same layout, by its weight-gradient call; the output
+// layouts kept for the rest of a plan run (see LibraryRunScope in jit/library_call/contraction.h). A convolution's
+// input is reordered by its forward call and read again, in the same layout, by its weight-gradient call; the output
 // gradient is read by both backward calls. Without the cache each reorder ran twice.
 // A convolution's weights are kept longer: for as long as their buffer lives, across plan runs.
 #pragma once
@@ -16,7 +16,8 @@ namespace metajit {
 
 // Memory for `desc` from the caching allocator; `owners` keeps it alive (a training step asks for the same
 // sizes every time, so this stops oneDNN's own allocations from faulting fresh pages in on every call).
-dnnl::memory scratch_memory(const dnnl::memory::desc& desc, const dnnl::engine& engine, std::vector<StoragePtr>& owners);
+dnnl::memory scratch_memory(const dnnl::memory::desc& desc, const dnnl::engine& engine,
+                            std::vector<StoragePtr>& owners);
 
 // oneDNN's scratchpad for one call: one buffer per thread, grown to the largest call's need and reused by every
 // call of the run (handed back at its end). Scratchpads are large and short-lived (a Winograd weight gradient of

@@ -1,13 +1,13 @@
-// Reads a matched contraction (jit/plan/contraction.h) as a matrix product or a convolution, purely from its affine
-// indices: which loop variables index which tensor, with what coefficients and offsets. Library-independent,
-// so the classification is tested without oneDNN and a second backend (cuBLAS/cuDNN) can reuse it.
+// Reads a matched contraction (jit/library_call/contraction.h) as a matrix product or a convolution, purely from its
+// affine indices: which loop variables index which tensor, with what coefficients and offsets. Library-independent, so
+// the classification is tested without oneDNN and a second backend (cuBLAS/cuDNN) can reuse it.
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "jit/plan/contraction.h"
+#include "jit/library_call/contraction.h"
 
 namespace metajit {
 
@@ -32,8 +32,9 @@ std::string post_ops_text(bool bias, const std::vector<LibraryPostOp>& post_ops)
 
 // out[b..., m, n] = sum_k left[b..., m, k] * right[b..., k, n]; a batch extent of 1 in an operand broadcasts it.
 struct MatmulProblem {
-  TensorLayout left, right, output;  // dims [batch..., rows, inner], [batch..., inner, columns], [batch..., rows, columns]
-  std::optional<TensorLayout> bias;  // dims [1..., 1, columns]: added to every row
+  TensorLayout left, right,
+      output;  // dims [batch..., rows, inner], [batch..., inner, columns], [batch..., rows, columns]
+  std::optional<TensorLayout> bias;     // dims [1..., 1, columns]: added to every row
   std::vector<LibraryPostOp> post_ops;  // then these, in order
   std::string key() const;
 };
@@ -49,8 +50,8 @@ struct ConvolutionProblem {
   int64_t groups = 1;
   TensorLayout source, weights, destination;
   std::vector<int64_t> stride, dilation, padding_before, padding_after;  // per spatial dim; dilation 1 = dense
-  bool zero_output_first = false;  // the written tensor is only partly covered (backward data, a cropped window)
-  std::optional<TensorLayout> bias;  // forward only: one value per output channel, dims [O]
+  bool zero_output_first = false;       // the written tensor is only partly covered (backward data, a cropped window)
+  std::optional<TensorLayout> bias;     // forward only: one value per output channel, dims [O]
   std::vector<LibraryPostOp> post_ops;  // forward only: applied after the bias, in order
   std::string key() const;
 };

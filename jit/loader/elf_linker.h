@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include "jit/toolchain/executable_memory.h"
+#include "jit/loader/executable_memory.h"
 
 namespace metajit {
 

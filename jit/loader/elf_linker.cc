@@ -1,4 +1,4 @@
-#include "jit/toolchain/elf_linker.h"
+#include "jit/loader/elf_linker.h"
 
 #include <elf.h>
 
@@ -43,7 +43,8 @@ void* link(const std::string& bytes, const std::string& symbol, ExecutableArena&
   const char* name_table = at<char>(bytes, names.sh_offset, names.sh_size);
   auto section_name = [&](const Elf64_Shdr& section) -> std::string {
     if (section.sh_name >= names.sh_size) throw LinkError{"section name outside the name table"};
-    return std::string(name_table + section.sh_name, strnlen(name_table + section.sh_name, names.sh_size - section.sh_name));
+    return std::string(name_table + section.sh_name,
+                       strnlen(name_table + section.sh_name, names.sh_size - section.sh_name));
   };
 
   // Classify sections and find the symbol table.
@@ -67,8 +68,8 @@ void* link(const std::string& bytes, const std::string& symbol, ExecutableArena&
       throw LinkError{"section " + section_name(section) + " (constructors or other special sections)"};
     if (section_name(section) == ".eh_frame") throw LinkError{"unwind tables (.eh_frame) need registering"};
     SectionKind kind = (section.sh_flags & SHF_EXECINSTR) ? SectionKind::Code
-                       : (section.sh_flags & SHF_WRITE)    ? SectionKind::ReadWrite
-                                                           : SectionKind::ReadOnly;
+                       : (section.sh_flags & SHF_WRITE)   ? SectionKind::ReadWrite
+                                                          : SectionKind::ReadOnly;
     kinds[index] = kind;
     sizes[int(kind)] += section.sh_size + std::max<uint64_t>(section.sh_addralign, 1);
   }
@@ -81,7 +82,8 @@ void* link(const std::string& bytes, const std::string& symbol, ExecutableArena&
   const char* string_table = at<char>(bytes, strings.sh_offset, strings.sh_size);
   auto symbol_name = [&](const Elf64_Sym& entry) -> std::string {
     if (entry.st_name >= strings.sh_size) throw LinkError{"symbol name outside the string table"};
-    return std::string(string_table + entry.st_name, strnlen(string_table + entry.st_name, strings.sh_size - entry.st_name));
+    return std::string(string_table + entry.st_name,
+                       strnlen(string_table + entry.st_name, strings.sh_size - entry.st_name));
   };
 
   // Relocation sections that patch loaded sections; count the GOT slots and call stubs they need.
@@ -107,9 +109,9 @@ void* link(const std::string& bytes, const std::string& symbol, ExecutableArena&
   }
 
   // Lay out: code + stubs, constants + GOT, writable data. Memory from a fresh mmap is already zero.
-  ExecutableArena::Regions regions =
-      arena.take_together(sizes[int(SectionKind::Code)] + stubs.size() * kStubBytes + kStubBytes,
-                          sizes[int(SectionKind::ReadOnly)] + got_slots.size() * 8 + 8, sizes[int(SectionKind::ReadWrite)]);
+  ExecutableArena::Regions regions = arena.take_together(
+      sizes[int(SectionKind::Code)] + stubs.size() * kStubBytes + kStubBytes,
+      sizes[int(SectionKind::ReadOnly)] + got_slots.size() * 8 + 8, sizes[int(SectionKind::ReadWrite)]);
   MemoryRegion& code = regions.code;
   MemoryRegion& read_only = regions.read_only;
   MemoryRegion& read_write = regions.read_write;
@@ -117,8 +119,9 @@ void* link(const std::string& bytes, const std::string& symbol, ExecutableArena&
   for (size_t index = 0; index < section_count; ++index) {
     if (kinds[index] == SectionKind::NotLoaded) continue;
     const Elf64_Shdr& section = sections[index];
-    MemoryRegion& region = kinds[index] == SectionKind::Code ? code
-                           : kinds[index] == SectionKind::ReadOnly ? read_only : read_write;
+    MemoryRegion& region = kinds[index] == SectionKind::Code       ? code
+                           : kinds[index] == SectionKind::ReadOnly ? read_only
+                                                                   : read_write;
     addresses[index] = region.carve(section.sh_size, std::max<uint64_t>(section.sh_addralign, 1));
     if (!addresses[index]) throw LinkError{"layout overflow"};
     if (section.sh_type != SHT_NOBITS)
@@ -176,21 +179,20 @@ void* link(const std::string& bytes, const std::string& symbol, ExecutableArena&
       bool external = symbols[target].st_shndx == SHN_UNDEF;
       int64_t value;
       switch (type) {
-        case R_X86_64_64:
-          value = int64_t(address_of(target)) + addend;
-          break;
-        case R_X86_64_PC64:
-          value = int64_t(address_of(target)) + addend - position;
-          break;
+        case R_X86_64_64: value = int64_t(address_of(target)) + addend; break;
+        case R_X86_64_PC64: value = int64_t(address_of(target)) + addend - position; break;
         case R_X86_64_PC32:
           if (external) throw LinkError{"PC32 reference to an external symbol (may be out of reach)"};
           value = int64_t(address_of(target)) + addend - position;
           break;
         case R_X86_64_PLT32:
           value = (external ? int64_t(reinterpret_cast<uint64_t>(stub_area + stubs.at(target) * kStubBytes))
-                            : int64_t(address_of(target))) + addend - position;
+                            : int64_t(address_of(target))) +
+                  addend - position;
           break;
-        case R_X86_64_GOTPCREL: case R_X86_64_GOTPCRELX: case R_X86_64_REX_GOTPCRELX:
+        case R_X86_64_GOTPCREL:
+        case R_X86_64_GOTPCRELX:
+        case R_X86_64_REX_GOTPCRELX:
           value = int64_t(reinterpret_cast<uint64_t>(got + got_slots.at(target))) + addend - position;
           break;
         case R_X86_64_32:
@@ -202,8 +204,7 @@ void* link(const std::string& bytes, const std::string& symbol, ExecutableArena&
           value = int64_t(address_of(target)) + addend;
           if (!fits_int32(value)) throw LinkError{"absolute 32-bit reference out of range (non-PIC code)"};
           break;
-        default:
-          throw LinkError{"relocation type " + std::to_string(type)};
+        default: throw LinkError{"relocation type " + std::to_string(type)};
       }
       if (width == 8) {
         std::memcpy(place, &value, 8);

@@ -1,6 +1,6 @@
 // Kept copies are per thread (a plan runs on one thread; library calls inside it use the thread pool) and
 // keyed by the source's address and both layouts, so two views of one buffer never share a copy.
-#include "libraries/onednn_layout_cache.h"
+#include "libraries/cpu/onednn_layout_cache.h"
 
 #include <atomic>
 #include <cstdint>
@@ -33,8 +33,8 @@ struct KeptCopy {
 struct KeptCopies {
   std::vector<KeptCopy> copies;
   size_t bytes = 0;
-  uint64_t requests = 0;  // reordered_input calls so far
-  StoragePtr scratchpad;  // see scratchpad_memory
+  uint64_t requests = 0;           // reordered_input calls so far
+  StoragePtr scratchpad;           // see scratchpad_memory
   std::map<uintptr_t, int> reads;  // reads_in_run, by address
 };
 
@@ -80,7 +80,8 @@ void take_weight_copies(WeightCopies& state, uintptr_t begin, uintptr_t end, std
 
 }  // namespace
 
-dnnl::memory scratch_memory(const dnnl::memory::desc& desc, const dnnl::engine& engine, std::vector<StoragePtr>& owners) {
+dnnl::memory scratch_memory(const dnnl::memory::desc& desc, const dnnl::engine& engine,
+                            std::vector<StoragePtr>& owners) {
   owners.push_back(std::make_shared<Storage>(desc.get_size()));
   return dnnl::memory(desc, engine, owners.back()->data());
 }

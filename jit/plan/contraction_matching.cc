@@ -2,7 +2,7 @@
 // does not depend on how the lowering happened to name its parts. Padding shows up as a clamped load under a
 // select whose condition is exactly the range test of the clamped indices; anything else (a user's overflow
 // condition, a division in an index) is not a contraction and stays a generated loop.
-#include "jit/plan/contraction.h"
+#include "jit/plan/contraction_matching.h"
 
 #include <algorithm>
 #include <atomic>
@@ -17,18 +17,6 @@
 
 namespace metajit {
 namespace {
-
-std::atomic<ContractionBackend> backend_{nullptr};
-std::atomic<ContractionBackend> cuda_backend_{nullptr};
-std::atomic<LibraryRunEndHook> run_end_hook_{nullptr};
-std::atomic<LibraryRunBeginHook> run_begin_hook_{nullptr};
-std::atomic<LibraryBufferReleasedHook> buffer_released_hook_{nullptr};
-
-std::atomic<bool> lowering_enabled_{flag_boolean(Flag::Lowering)};
-
-// Read while the library loads, too early to raise: the registry warns about a bad value and gives "auto".
-std::atomic<ConvolutionAlgorithm> convolution_algorithm_{
-    parse_convolution_algorithm(flag_choice(Flag::ConvolutionAlgorithm)).value_or(ConvolutionAlgorithm::Auto)};
 
 bool is_index_op(const IrExprPtr& expression, IndexOperator op) {
   return expression->kind == IrKind::IndexBinary && IndexOperator(expression->op) == op;
@@ -114,8 +102,8 @@ class Matcher {
     std::set<const IrExpr*> seen;
     std::function<void(const IrExprPtr&)> scan = [&](const IrExprPtr& expression) {
       if (!expression || !seen.insert(expression.get()).second) return;
-      if (expression->kind == IrKind::IndexBinary &&
-          (is_index_op(expression, IndexOperator::FloorDivide) || is_index_op(expression, IndexOperator::FloorModulo))) {
+      if (expression->kind == IrKind::IndexBinary && (is_index_op(expression, IndexOperator::FloorDivide) ||
+                                                      is_index_op(expression, IndexOperator::FloorModulo))) {
         IrExprPtr dividend = resolve_variable(expression->args[0]);
         int64_t divisor;
         if (dividend->kind == IrKind::Variable && extents_.count(dividend->name)) {
@@ -259,7 +247,10 @@ class Matcher {
   }
 
   // Range tests joined by &&: key of the tested index -> (has >= 0, upper bound of < n or -1).
-  struct RangeTest { bool lower = false; int64_t upper = -1; };
+  struct RangeTest {
+    bool lower = false;
+    int64_t upper = -1;
+  };
   bool range_tests(const IrExprPtr& raw, std::unordered_map<std::string, RangeTest>* tests) const {
     IrExprPtr condition = resolve_variable(raw);
     if (is_index_op(condition, IndexOperator::LogicalAnd))
@@ -455,8 +446,8 @@ class Matcher {
       if (loop) return false;
       loop = &statement;
     }
-    return loop && loop->reduce_op == ReduceOp::Add && loop->dtype == DType::Float32 &&
-           !kernel_.body.empty() && kernel_.body.back().kind == IrStatement::Kind::Store;
+    return loop && loop->reduce_op == ReduceOp::Add && loop->dtype == DType::Float32 && !kernel_.body.empty() &&
+           kernel_.body.back().kind == IrStatement::Kind::Store;
   }
 
   bool match_pointwise(Contraction* contraction, IrExprPtr* product, ContractionMatch* match) {
@@ -510,7 +501,8 @@ class Matcher {
     epilogue.body.clear();
     for (size_t position = 0; position < kernel_.body.size(); ++position) {
       const IrStatement& statement = kernel_.body[position];
-      if (position == loop_position) epilogue.body.push_back(replacement);
+      if (position == loop_position)
+        epilogue.body.push_back(replacement);
       else if (statement.kind != IrStatement::Kind::Let || !dropped.count(statement.name))
         epilogue.body.push_back(statement);
     }
@@ -540,8 +532,8 @@ class Matcher {
     std::string current = body[loop_position_].name;
     struct Prefix {
       std::vector<PostOp> post_ops;
-      std::string last;                 // the let holding the library's result
-      std::set<std::string> folded;     // the lets it replaces
+      std::string last;              // the let holding the library's result
+      std::set<std::string> folded;  // the lets it replaces
     };
     std::vector<Prefix> prefixes;
     for (size_t position = loop_position_ + 1; position < body.size() && uses[current] == 1; ++position) {
@@ -612,8 +604,10 @@ class Matcher {
         return tensor_operand(other, &op->operand);
       case BinaryOp::Subtract:
         if (constant(other, &number)) {
-          if (is_current(left)) op->shift = -number;
-          else op->scale = -1, op->shift = number;
+          if (is_current(left))
+            op->shift = -number;
+          else
+            op->scale = -1, op->shift = number;
           return true;
         }
         op->kind = PostOp::Kind::Subtract;  // libraries subtract the operand from the result, not the other way
@@ -622,8 +616,7 @@ class Matcher {
         if (!is_current(left) || !constant(right, &number) || number == 0) return false;
         op->scale = 1 / number;
         return true;
-      default:
-        return false;
+      default: return false;
     }
   }
 
@@ -646,7 +639,8 @@ class Matcher {
     std::unordered_map<std::string, RangeTest> tests;
     if (statement.condition && !range_tests(statement.condition, &tests)) return false;
     contraction->output.buffer = 0;
-    if (!coordinates(lowered_.scatter_target, kernel_.buffers[0].shape, tests, false, &contraction->output)) return false;
+    if (!coordinates(lowered_.scatter_target, kernel_.buffers[0].shape, tests, false, &contraction->output))
+      return false;
     *product = statement.value;
     return true;
   }
@@ -656,80 +650,12 @@ class Matcher {
   std::unordered_map<std::string, int64_t> extents_;
   std::unordered_map<std::string, IrExprPtr> lets_;
   std::unordered_map<std::string, int64_t> split_factors_;  // loop variable -> k, read as v / k (see above)
-  size_t loop_position_ = 0;  // of the sum in the kernel's body, when there is an epilogue
-  int operand_number_ = 0;    // the operand being matched: 1 (left) or 2 (right)
+  size_t loop_position_ = 0;                        // of the sum in the kernel's body, when there is an epilogue
+  int operand_number_ = 0;                          // the operand being matched: 1 (left) or 2 (right)
   std::unordered_map<Node*, OperandStore> stores_;  // why each value asked to be stored is
 };
 
 }  // namespace
-
-std::string AffineIndex::single_variable() const {
-  if (constant != 0 || terms.size() != 1 || terms.begin()->second != 1) return "";
-  return terms.begin()->first;
-}
-
-bool TensorAccess::any_guarded() const {
-  for (bool flag : guarded)
-    if (flag) return true;
-  return false;
-}
-
-std::vector<int64_t> TensorAccess::row_major_strides() const {
-  std::vector<int64_t> strides(shape.size());
-  int64_t stride = 1;
-  for (int dim = int(shape.size()) - 1; dim >= 0; --dim) {
-    strides[dim] = stride;
-    stride *= shape[dim];
-  }
-  return strides;
-}
-
-AffineIndex TensorAccess::flat_offset() const {
-  AffineIndex flat;
-  std::vector<int64_t> strides = row_major_strides();
-  for (size_t dim = 0; dim < coordinates.size(); ++dim) {
-    flat.constant += coordinates[dim].constant * strides[dim];
-    for (const auto& [name, coefficient] : coordinates[dim].terms) flat.terms[name] += coefficient * strides[dim];
-  }
-  for (auto term = flat.terms.begin(); term != flat.terms.end();)
-    term = term->second == 0 ? flat.terms.erase(term) : std::next(term);
-  return flat;
-}
-
-namespace {
-
-void describe_access(std::ostringstream& text, const char* name, const TensorAccess& tensor) {
-  text << name << "#" << tensor.buffer << shape_to_string(tensor.shape) << "[";
-  for (size_t dim = 0; dim < tensor.coordinates.size(); ++dim) {
-    if (dim) text << ", ";
-    const AffineIndex& index = tensor.coordinates[dim];
-    bool first = true;
-    for (const auto& [variable, coefficient] : index.terms) {
-      if (!first) text << "+";
-      first = false;
-      if (coefficient != 1) text << coefficient << "*";
-      text << variable;
-    }
-    if (index.constant != 0 || first) text << (index.constant >= 0 && !first ? "+" : "") << index.constant;
-    if (tensor.guarded[dim]) text << "?";
-  }
-  text << "]";
-}
-
-}  // namespace
-
-std::string PostOp::describe() const {
-  std::ostringstream text;
-  switch (kind) {
-    case Kind::Add: describe_access(text, "add", operand); break;
-    case Kind::Subtract: describe_access(text, "subtract", operand); break;
-    case Kind::Multiply: describe_access(text, "multiply", operand); break;
-    case Kind::Relu: text << "relu"; break;
-    // Every digit: the description is the key the backend caches calls under.
-    case Kind::Linear: text << std::setprecision(17) << "linear(" << scale << ", " << shift << ")"; break;
-  }
-  return text.str();
-}
 
 std::string describe_operand_store(const OperandStore& store, double work) {
   const Node& node = *store.node;
@@ -749,58 +675,6 @@ std::string describe_operand_store(const OperandStore& store, double work) {
   text << std::scientific << std::setprecision(1) << " costs less than a generated loop nest of " << work
        << " multiply-adds";
   return text.str();
-}
-
-std::string Contraction::describe() const {
-  std::ostringstream text;
-  auto access = [&](const char* name, const TensorAccess& tensor) { describe_access(text, name, tensor); };
-  access("out", output);
-  text << " += ";
-  access("left", left);
-  text << " * ";
-  access("right", right);
-  text << " over";
-  for (const auto& [name, extent] : extents) text << " " << name << "<" << extent;
-  if (!post_ops.empty()) {
-    text << " then";
-    for (const PostOp& op : post_ops) text << " " << op.describe();
-  }
-  return text.str();
-}
-
-void set_contraction_backend(ContractionBackend backend) { backend_ = backend; }
-ContractionBackend contraction_backend() { return backend_; }
-void set_cuda_contraction_backend(ContractionBackend backend) { cuda_backend_ = backend; }
-ContractionBackend cuda_contraction_backend() { return cuda_backend_; }
-void set_library_run_end_hook(LibraryRunEndHook hook) { run_end_hook_ = hook; }
-void set_library_run_begin_hook(LibraryRunBeginHook hook) { run_begin_hook_ = hook; }
-LibraryRunScope::LibraryRunScope(const std::vector<const LibraryCall*>& calls) {
-  if (LibraryRunBeginHook hook = run_begin_hook_) hook(calls);
-}
-LibraryRunScope::~LibraryRunScope() {
-  if (LibraryRunEndHook hook = run_end_hook_) hook();
-}
-void set_library_buffer_released_hook(LibraryBufferReleasedHook hook) { buffer_released_hook_ = hook; }
-void note_library_buffer_released(const void* address, size_t bytes) {
-  if (LibraryBufferReleasedHook hook = buffer_released_hook_) hook(address, bytes);
-}
-bool library_lowering_enabled() { return lowering_enabled_; }
-void set_library_lowering_enabled(bool enabled) { lowering_enabled_ = enabled; }
-
-ConvolutionAlgorithm convolution_algorithm() { return convolution_algorithm_; }
-void set_convolution_algorithm(ConvolutionAlgorithm algorithm) { convolution_algorithm_ = algorithm; }
-const char* convolution_algorithm_name(ConvolutionAlgorithm algorithm) {
-  switch (algorithm) {
-    case ConvolutionAlgorithm::Direct: return "direct";
-    case ConvolutionAlgorithm::Winograd: return "winograd";
-    case ConvolutionAlgorithm::Auto: break;
-  }
-  return "auto";
-}
-std::optional<ConvolutionAlgorithm> parse_convolution_algorithm(const std::string& name) {
-  for (auto algorithm : {ConvolutionAlgorithm::Auto, ConvolutionAlgorithm::Direct, ConvolutionAlgorithm::Winograd})
-    if (name == convolution_algorithm_name(algorithm)) return algorithm;
-  return std::nullopt;
 }
 
 ContractionMatch match_contraction(const LoweredKernel& lowered) { return Matcher(lowered).run(); }
