@@ -17,6 +17,11 @@
 
 namespace metajit {
 
+struct Artifact;
+class TracedFunction;
+Artifact export_traced_function(const TracedFunction& traced, std::vector<std::string> input_names,
+                                std::vector<std::string> output_names, const std::string& producer);
+
 class TracedFunction {
  public:
   // Ends `recording` (it must be the calling thread's active one): computes `results`, the Vars the function
@@ -39,6 +44,8 @@ class TracedFunction {
   size_t constant_count() const { return constant_count_; }
 
  private:
+  friend Artifact export_traced_function(const TracedFunction& traced, std::vector<std::string> input_names,
+                                         std::vector<std::string> output_names, const std::string& producer);
   // Where a value a replay needs comes from.
   struct Source {
     enum class Kind { Argument, VarValue, Gradient, Random, Constant, Computed } kind = Kind::Constant;

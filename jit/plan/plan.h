@@ -26,6 +26,8 @@ struct PlannedKernel {
   // A vendor-library call computing the kernel's contraction. With `rendered` set it writes a temporary that
   // the rendered epilogue reads as its last input buffer; otherwise it writes the output itself.
   std::shared_ptr<const LibraryCall> library;
+  // With `library`: the contraction it was made for, as plain data (an exported plan rebuilds the call from it).
+  std::shared_ptr<const Contraction> library_contraction;
   bool epilogue = false;    // with `library`: the lowered kernel is an epilogue reading the call's temporary
   std::string contraction;  // the matched contraction (Contraction::describe), also when no library took it
   // With `library`: the operands the planner stored first so that the call can read them, and why

@@ -111,12 +111,14 @@ PlannedKernel generated_kernel(LoweredKernel lowered, ContractionMatch match, Co
     for (ContractionMatch::Folded& fold : match.folds) {
       if (!(planned.library = backend(fold.contraction))) continue;
       planned.contraction = fold.contraction.describe();
+      planned.library_contraction = std::make_shared<const Contraction>(fold.contraction);
       epilogue = &fold.epilogue;
       break;
     }
     if (!planned.library) {
       planned.library = backend(*match.contraction);
       planned.contraction = match.contraction->describe();
+      if (planned.library) planned.library_contraction = std::make_shared<const Contraction>(*match.contraction);
     }
   }
   if (planned.library) planned.stored_operands = std::move(match.stored_operands);

@@ -15,11 +15,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "jit/loader/kernel_abi.h"
+
 namespace metajit {
-
-using KernelFunction = void (*)(void* const* buffers, int64_t begin, int64_t end);
-
-constexpr int kMetajitAbiVersion = 2;  // 2: entries carry their source (jit/toolchain/kernel_entry.h)
 
 class Compiler;
 class DiskStore;
@@ -67,6 +65,8 @@ class KernelCache {
   std::vector<std::string> stop_recording(int recording);  // sorted
   // The encoded entry of a kernel this process loaded or compiled (or one in the disk store), if any.
   std::optional<std::string> entry_bytes(const std::string& key);
+  // The key of the runtime support object (jit/codegen/cpp/runtime_support.h) on this machine.
+  const std::string& runtime_support_key() const { return runtime_support_key_; }
 
   // Entries of other backends (CUDA binaries), kept in the same bundles and disk store: the entry under `key`
   // from a loaded bundle or the disk ("bundle"/"disk" in *origin), and keeping a newly built one (stored on

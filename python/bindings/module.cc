@@ -45,6 +45,7 @@ void bind_cuda(py::module_& module);   // cuda_bindings.cc
 void bind_flags(py::module_& module);  // flags_bindings.cc
 void bind_distributed(py::module_& module);  // distributed_bindings.cc
 void bind_trace(py::module_& module);        // trace_bindings.cc
+void bind_runtime(py::module_& module);      // runtime_bindings.cc
 
 namespace {
 
@@ -304,6 +305,7 @@ PYBIND11_MODULE(_core, module) {
   bind_code(module);
   bind_cache(module);
   bind_trace(module);
+  bind_runtime(module);
   bind_cuda(module);
   bind_flags(module);
   bind_distributed(module);

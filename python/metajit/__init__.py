@@ -15,7 +15,7 @@ __all__ = [
     "reindex", "reindex_reduce", "reduce", "broadcast", "broadcast_to", "where", "sync", "stats", "reset_stats",
     "flags", "inspect_kernels", "gc", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
     "stop_grad", "detach", "save", "load", "code", "Function", "inspect", "CompileError", "NonFiniteError", "cache",
-    "jit",
+    "jit", "export", "load_exported", "ArtifactError",
 ]
 
 # Frames inside this package are skipped when recording which user line created a node.
@@ -254,6 +254,7 @@ from ._code import code  # noqa: E402
 from ._function import Function  # noqa: E402
 from ._inspect import inspect  # noqa: E402
 from . import cache  # noqa: E402
+from ._export import export, load_exported, ArtifactError  # noqa: E402,F401  (artifacts of the C++ runtime)
 cache._start_from_environment()
 from . import _torch_names  # noqa: E402
 from ._torch_names import *  # noqa: E402,F401,F403  (dtype constants, tensor, manual_seed, ...)

@@ -100,6 +100,7 @@ class trace:
         self._function = function
         self.max_variants = max_variants
         self._variants = {}
+        self._last_variant = None
         self.replays = 0
         if function is not None:
             functools.update_wrapper(self, function)
@@ -154,7 +155,18 @@ class trace:
         result_structure = _flatten(result, results)
         traced = recording.finish(vars, results)
         self._variants[key] = _Variant(traced, result_structure, hooks)
+        self._last_variant = self._variants[key]
         return result
+
+    def dump(self, path, *, input_names=None, output_names=None):
+        """Writes the plan of the last traced call as an artifact the C++ runtime runs (MegEngine's dump; see
+        mj.export, which traces and dumps in one call). The inputs are the Vars among that call's arguments in
+        order, the outputs the Vars it returned; the weights are the values of the Vars it read, as they are now.
+        Returns an ExportReport."""
+        from ._export import _write
+        if self._last_variant is None:
+            raise TraceError("trace.dump: call the traced function once (with example inputs) before dump()")
+        return _write(self._last_variant.traced, None, path, input_names, output_names)
 
     @property
     def variants(self):
