@@ -227,6 +227,9 @@ std::string encode_body(const Artifact& artifact) {
     out.integers(step.buffer_byte_offsets);
     out.u8(step.contraction ? 1 : 0);
     if (step.contraction) write_contraction(out, *step.contraction);
+    out.u8(step.code ? 1 : 0);
+    out.u64(step.code_data.size());
+    for (double value : step.code_data) out.f64(value);
     out.integers(step.release);
     out.text(step.description);
   }
@@ -274,8 +277,10 @@ void check_structure(const Artifact& artifact, Reader& in) {
     }
     if (step.object >= 0) in.index(step.object, artifact.objects.size(), "object");
     if (step.object < 0 && !step.contraction) in.fail("a step with neither a kernel nor a library call");
+    if (step.code && (step.object < 0 || step.contraction)) in.fail("a Code op step without its kernel alone");
     if (step.grain < 1 || step.work_items < 0) in.fail("a kernel's work is not positive");
-    size_t buffers = outputs.size() + step.inputs.size() + (step.contraction && step.object >= 0 ? 1 : 0);
+    size_t buffers =
+        outputs.size() + step.inputs.size() + (step.contraction && step.object >= 0 ? 1 : 0) + (step.code ? 1 : 0);
     if (step.buffer_byte_offsets.size() > buffers) in.fail("buffer offsets for more buffers than the step has");
     for (int released : step.release) in.index(released, values, "value");
   }
@@ -320,6 +325,9 @@ Artifact decode_body(const std::string& bytes, const std::string& where) {
     step.grain = in.i64();
     step.buffer_byte_offsets = in.integers();
     if (in.u8()) step.contraction = read_contraction(in);
+    step.code = in.u8() != 0;
+    step.code_data.resize(in.count(8));
+    for (double& value : step.code_data) value = in.f64();
     step.release = in.small_integers();
     step.description = in.text();
   }

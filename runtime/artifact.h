@@ -45,6 +45,11 @@ struct ArtifactStep {
   int64_t grain = 1;
   std::vector<int64_t> buffer_byte_offsets;  // per kernel buffer, added to its address (empty: none)
   std::optional<Contraction> contraction;    // a library call made for it
+  // A Code op (mj.code): `object` is the user's kernel, run once for all the op's outputs (`output`, then
+  // `siblings`, in the op's order), with one more buffer after the inputs: `code_data`, then an error slot the
+  // kernel sets when it reads a data name it was not given.
+  bool code = false;
+  std::vector<double> code_data;
   std::vector<int> release;                  // values no later step reads, freed after this one
   std::string description;                   // "conv2d float32 [1, 64, 56, 56] created at model.py:12", for errors
 };

@@ -188,12 +188,23 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
       buffers[0] = addresses[size_t(step.output)];
       if (temporary) buffers.push_back(temporary->data());
     }
+    std::vector<double> code_data;
+    if (step.code) {  // the op's data values, then the error slot
+      code_data = step.code_data;
+      code_data.push_back(0);
+      buffers.push_back(code_data.data());
+    }
     if (step.object >= 0 && step.work_items > 0) {
       for (size_t buffer = 0; buffer < step.buffer_byte_offsets.size(); ++buffer)
         buffers[buffer] = static_cast<char*>(buffers[buffer]) + step.buffer_byte_offsets[buffer];
       KernelFunction function = model.kernels[size_t(step.object)];
       parallel_for(step.work_items, step.grain,
                    [&](int64_t begin, int64_t end) { function(buffers.data(), begin, end); });
+    }
+    if (step.code && code_data.back() != 0) {  // the kernel left the address of the name it could not find
+      const char* missing = nullptr;
+      std::memcpy(&missing, &code_data.back(), sizeof(missing));
+      throw std::runtime_error("the " + step.description + " read data[\"" + missing + "\"], which is not in its data");
     }
     for (int released : step.release) {
       if (artifact.values[size_t(released)].kind != ArtifactValue::Kind::Computed) continue;

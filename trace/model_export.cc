@@ -10,6 +10,7 @@
 #include "jit/toolchain/kernel_cache.h"
 #include "jit/toolchain/kernel_entry.h"
 #include "jit/toolchain/target_info.h"
+#include "meta_ops/code.h"
 
 namespace metajit {
 namespace {
@@ -118,18 +119,35 @@ Artifact export_traced_function(const TracedFunction& traced, std::vector<std::s
   if (traced.plan_) {
     const Plan& plan = *traced.plan_;
     std::map<std::string, int> objects;  // by kernel key: a kernel used twice is carried once
+    std::unordered_map<const CodeOp*, size_t> code_steps;  // the step that runs each Code op
+    std::map<size_t, std::vector<int>> code_outputs;       // per Code op step: its outputs' values, in op order
+    std::map<size_t, const CodeOp*> code_ops;
     for (size_t index = 0; index < plan.kernels.size(); ++index) {
       const PlannedKernel& kernel = plan.kernels[index];
       const Node& output = *traced.templates_[size_t(plan.outputs[index])];
-      if (kernel.code)
-        throw std::invalid_argument("mj.export: the function runs a Code op (" + describe_node(output) +
-                                    "); the C++ runtime does not run Code ops yet");
+      const CodePayload* code = kernel.code ? dynamic_cast<const CodePayload*>(output.payload.get()) : nullptr;
+      if (kernel.code && !code) throw std::logic_error("internal error: a code kernel's output is not a Code op");
+      if (code) {  // one launch computes every output of the op: a later kernel of the same op adds its output
+        auto [found, first] = code_steps.emplace(code->op.get(), artifact.steps.size());
+        if (!first) {
+          code_outputs[found->second][size_t(code->output_index)] = position_value[size_t(plan.outputs[index])];
+          continue;
+        }
+      }
       if (kernel.host_operation)
         throw std::invalid_argument("mj.export: the function runs a collective (" + describe_node(output) +
                                     "); an exported model runs in one process");
       ArtifactStep step;
       step.description = describe_node(output);
       step.output = position_value[size_t(plan.outputs[index])];
+      if (code) {
+        step.code = true;
+        step.code_data = code->op->data_values;
+        step.description = code->op->what + " created at " + code->op->provenance.to_string();
+        code_ops[artifact.steps.size()] = code->op.get();
+        code_outputs[artifact.steps.size()].assign(code->op->output_shapes.size(), -1);
+        code_outputs[artifact.steps.size()][size_t(code->output_index)] = step.output;
+      }
       for (int position : plan.siblings[index]) step.siblings.push_back(position_value[size_t(position)]);
       for (int position : plan.inputs[index]) step.inputs.push_back(position_value[size_t(position)]);
       if (kernel.library) {
@@ -150,6 +168,23 @@ Artifact export_traced_function(const TracedFunction& traced, std::vector<std::s
       for (int position : plan.lifetimes.last_read_by[index])
         if (traced.releasable_[size_t(position)]) step.release.push_back(position_value[size_t(position)]);
       artifact.steps.push_back(std::move(step));
+    }
+    // A Code op's outputs that nothing reads still get a buffer to write, dropped after its launch.
+    for (auto& [step_index, outputs] : code_outputs) {
+      ArtifactStep& step = artifact.steps[step_index];
+      for (size_t output = 0; output < outputs.size(); ++output) {
+        if (outputs[output] >= 0) continue;
+        const CodeOp& op = *code_ops[step_index];
+        ArtifactValue unused;
+        unused.kind = ArtifactValue::Kind::Computed;
+        unused.dtype = op.output_dtypes[output];
+        unused.shape = op.output_shapes[output];
+        outputs[output] = int(artifact.values.size());
+        artifact.values.push_back(unused);
+        step.release.push_back(outputs[output]);
+      }
+      step.output = outputs[0];
+      step.siblings.assign(outputs.begin() + 1, outputs.end());
     }
   }
 

@@ -2,7 +2,7 @@
 // the C++ runtime runs with no Python and no compiler. Only what the plan uses goes in: its kernels' compiled
 // objects (from the kernel cache), the contractions its library calls were made for, and the values of the Vars
 // it reads (the weights), snapshotted now. What a pure inference function cannot be exported with (writes to
-// Vars or gradients, random draws, Code ops, collectives, a plan recorded on a GPU) is refused, naming the line.
+// Vars or gradients, random draws, collectives, a plan recorded on a GPU) is refused, naming the line.
 // This file must not plan or compile: it reads what the trace kept.
 #pragma once
 #include <string>

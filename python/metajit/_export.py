@@ -23,11 +23,18 @@ TensorInfo = _collections.namedtuple("TensorInfo", "name dtype shape")
 _VERSION = "0.1.0"
 
 
-def _write(traced, results_count, path, input_names, output_names):
+def _write(traced, path, input_names, output_names):
     path = _os.fspath(path)
     report = _core.export_traced(traced, list(input_names or []), list(output_names or []),
                                  f"metajit {_VERSION}", path)
-    del results_count
+    # Loaded back once, as the runtime will: every kernel links with the runtime's own linker and every library
+    # call is made, so a file that would not run is never left behind looking fine.
+    try:
+        _core.RuntimeModel.load(path)
+    except Exception as error:
+        _os.remove(path)
+        raise ArtifactError(f"mj.export: the artifact would not load in the C++ runtime, so it was not kept: "
+                            f"{error}") from error
     return ExportReport(**report)
 
 

@@ -166,7 +166,7 @@ class trace:
         from ._export import _write
         if self._last_variant is None:
             raise TraceError("trace.dump: call the traced function once (with example inputs) before dump()")
-        return _write(self._last_variant.traced, None, path, input_names, output_names)
+        return _write(self._last_variant.traced, path, input_names, output_names)
 
     @property
     def variants(self):

@@ -128,6 +128,29 @@ def test_dump_writes_the_last_traced_call_with_several_outputs(tmp_path, rng):
     assert_identical(run_exported(tmp_path / "heads.mjm", x, y), expected)
 
 
+def test_code_ops_run_once_for_all_their_outputs(tmp_path, rng):
+    def custom(x):
+        scaled, negated = mj.code([x.shape, x.shape], [x.dtype, x.dtype], [x * 2], cpu_src="""
+            for (int i = begin; i < end; ++i) { out0_p[i] = in0_p[i] * data["scale"]; out1_p[i] = -in0_p[i]; }
+        """, data={"scale": 3.0}, cpu_parallel=int(x.numel()))
+        return negated, scaled.sum()
+
+    def first_output_only(x):  # the other output is written into a buffer nothing reads
+        return mj.code([x.shape, (2,)], [x.dtype, "int64"], [x], cpu_src="""
+            for (int i = 0; i < in0_numel; ++i) out0_p[i] = in0_p[i] + 1;
+            out1_p[0] = 7; out1_p[1] = 8;
+        """)[0]
+
+    value = rng.standard_normal((3, 4)).astype(np.float32)
+    for name, function in [("custom", custom), ("first", first_output_only)]:
+        with mj.no_grad():
+            expected = function(mj.array(value))
+        expected = [item.numpy() for item in (expected if isinstance(expected, tuple) else (expected,))]
+        mj.export(function, mj.array(value), tmp_path / f"{name}.mjm")
+        assert_identical(run_exported(tmp_path / f"{name}.mjm", value), expected)
+    np.testing.assert_array_equal(run_exported(tmp_path / "custom.mjm", value)[0], -2 * value)  # against numpy
+
+
 def test_a_wrong_input_names_the_input_and_both_shapes(tmp_path, rng):
     model = nn.Linear(4, 2)
     mj.export(model, mj.zeros((3, 4)), tmp_path / "linear.mjm")
