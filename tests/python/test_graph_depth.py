@@ -63,6 +63,23 @@ def test_a_traced_chain_of_20000_additions_and_its_replay():
     assert values == [20001.0] * 4 + [20000.0] * 4 + [1.0]
 
 
+def test_an_exported_chain_of_20000_additions_runs_in_the_cpp_runtime(tmp_path):
+    """Export walks the trace's plan (41 kernels for this chain) with loops only; the runtime runs its steps in
+    order. About 1 s."""
+    values = run_program(f"""
+        import metajit as mj
+
+        def chain(x):
+            for i in range(20000):
+                x = x + 1
+            return x
+
+        mj.export(chain, mj.ones(4), {str(tmp_path / "chain.mjm")!r})
+        print(*mj.load_exported({str(tmp_path / "chain.mjm")!r})(mj.zeros(4)).numpy())
+    """)
+    assert values == [20000.0] * 4
+
+
 @pytest.mark.parametrize("steps", [20000, 100000])
 def test_a_long_backward(steps):
     values = run_program(f"""
