@@ -81,6 +81,7 @@ class HeldNode {
     release();
     counted_ = false;
   }
+  bool counted() const { return counted_; }
 
  private:
   void acquire() {
@@ -146,6 +147,7 @@ class Var : public std::enable_shared_from_this<Var> {
   // This Var's value no longer counts as one the user holds (Node::handles): an autograd Function's context
   // keeps values for its backward, which fuses them as it would without the context.
   void stop_counting_as_handle() { node_.stop_counting(); }
+  bool counts_as_handle() const { return node_.counted(); }
   // A replayed traced function (trace/traced_function.h) gives this Var the value its recording wrote: views of
   // it see the new value. Throws for a view (the recording refuses traced writes through views).
   void take_replayed_value(NodePtr value);

@@ -88,8 +88,10 @@ std::shared_ptr<TracedFunction> TracedFunction::capture(TraceRecording& recordin
   for (const auto& slot : slots) keep(slot->grad);
   // A value made inside that something else still holds (an attribute, a list, a dict) would keep its first
   // call's value forever, since a replay runs no Python to update its holder.
+  // An autograd Function's context (its Vars no longer count as handles) holds its values only for the recorded
+  // call's backward: a replay's results carry no gradient graph, so nothing there needs updating.
   for (const Var* made : recording.made) {
-    if (result_vars.count(made) || written_seen.count(made)) continue;
+    if (result_vars.count(made) || written_seen.count(made) || !made->counts_as_handle()) continue;
     const NodePtr& node = const_cast<Var*>(made)->node();
     if (node->is_computed() || node->id < recording.first_node_id || kept.count(node.get())) continue;
     throw std::invalid_argument(

@@ -241,3 +241,23 @@ def test_replays_run_on_the_devices_the_trace_ran_on(rng):
         assert "plan on the CUDA emulator" in list(function._variants.values())[0].traced.describe()
     finally:
         mj.flags.use_cuda = previous
+
+
+def test_inference_with_grad_mode_on_replays_without_a_gradient_graph(rng):
+    """nn.LSTM is an autograd Function whose context keeps its gates for backward: those held values do not stop
+    the capture, and a replay returns plain values (no gradient graph), bit for bit the untraced outputs."""
+    layer = nn.LSTM(8, 16)
+    inputs = [mj.array(rng.standard_normal((5, 2, 8)).astype(np.float32)) for _ in range(3)]
+
+    @mj.trace
+    def forward(x):
+        return layer(x)[0]
+
+    results = [forward(x) for x in inputs]
+    assert forward.replays == 2 and [value.requires_grad for value in results] == [True, False, False]
+    with mj.no_grad():
+        expected = [layer(x)[0].numpy() for x in inputs]
+    for value, want in zip(results, expected):
+        np.testing.assert_array_equal(value.numpy(), want)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        results[2].sum().backward()
