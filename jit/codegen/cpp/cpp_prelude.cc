@@ -461,6 +461,14 @@ static inline mj_double_vector mj_quarter_turns(mj_float_vector x, mj_long_vecto
   *quadrant = (mj_long_vector)shifted & 3;
   return (wide - turns * mj_pi_over_2_high) - turns * mj_pi_over_2_low;
 }
+// Out of line: a kernel inlines sin or cos hundreds of times (a long chain's backward), and Clang unrolled this
+// loop with its libm calls at every copy, which made a 650-op kernel take 5 s to compile.
+static __attribute__((noinline, cold)) mj_float_vector mj_sin_cos_outside(mj_float_vector x, mj_float_vector result,
+                                                                         int64_t cosine) {
+  for (int lane = 0; lane < MJ_LANES; ++lane)
+    if (!(__builtin_fabsf(x[lane]) < 1048576.0f)) result[lane] = cosine ? cosf(x[lane]) : sinf(x[lane]);
+  return result;
+}
 static inline mj_float_vector mj_sin_cos(mj_float_vector x, int64_t cosine) {
   mj_long_vector quadrant;
   mj_double_vector r = mj_quarter_turns(x, &quadrant), r2 = r * r;
@@ -469,9 +477,7 @@ static inline mj_float_vector mj_sin_cos(mj_float_vector x, int64_t cosine) {
   value = (quadrant & 2) != 0 ? -value : value;
   mj_float_vector result = __builtin_convertvector(value, mj_float_vector);
   mj_mask_vector outside = ~((mj_mask_vector)(mj_abs(x) < 1048576.0f));
-  if (mj_any_lane(outside))
-    for (int lane = 0; lane < MJ_LANES; ++lane)
-      if (outside[lane]) result[lane] = cosine ? cosf(x[lane]) : sinf(x[lane]);
+  if (mj_any_lane(outside)) result = mj_sin_cos_outside(x, result, cosine);
   return result;
 }
 static inline mj_float_vector mj_sin_lanes(mj_float_vector x) { return mj_sin_cos(x, 0); }
