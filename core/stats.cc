@@ -16,6 +16,7 @@ void reset_stats() {
   counters.kernel_memory_hits = 0;
   counters.kernels_launched = 0;
   counters.library_calls = 0;
+  counters.library_calls_made = 0;
   counters.library_reorders = 0;
   counters.library_reorders_reused = 0;
   counters.planning_nanoseconds = 0;
@@ -56,6 +57,7 @@ std::map<std::string, double> stats_snapshot() {
       {"kernel_memory_hits", double(counters.kernel_memory_hits)},
       {"kernels_launched", double(counters.kernels_launched)},
       {"library_calls", double(counters.library_calls)},
+      {"library_calls_made", double(counters.library_calls_made)},
       {"library_reorders", double(counters.library_reorders)},
       {"library_reorders_reused", double(counters.library_reorders_reused)},
       {"compile_seconds", double(counters.compile_nanoseconds) * 1e-9},

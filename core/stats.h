@@ -14,6 +14,7 @@ struct Stats {
   std::atomic<int64_t> kernel_memory_hits{0};
   std::atomic<int64_t> kernels_launched{0};
   std::atomic<int64_t> library_calls{0};             // kernels run by a vendor library (oneDNN) instead
+  std::atomic<int64_t> library_calls_made{0};        // calls a backend built (a oneDNN primitive each)
   std::atomic<int64_t> library_reorders{0};          // tensors copied into or out of a library's own layout
   std::atomic<int64_t> library_reorders_reused{0};   // inputs a call found already copied by an earlier call
   std::atomic<int64_t> compile_nanoseconds{0};

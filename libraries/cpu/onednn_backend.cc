@@ -15,6 +15,7 @@
 
 #include "core/log.h"
 #include "core/stats.h"
+#include "jit/library_call/canonical_contraction.h"
 #include "jit/library_call/contraction_patterns.h"
 #include "libraries/cpu/onednn_layout_cache.h"
 #include "libraries/cpu/winograd_call.h"
@@ -555,6 +556,11 @@ std::shared_ptr<const LibraryCall> create_call(const Contraction& contraction, C
 
 std::shared_ptr<const LibraryCall> onednn_library_call(const Contraction& contraction) {
   if (contraction.dtype != DType::Float32 || multiply_adds(contraction) < kMinimumMultiplyAdds) return nullptr;
+  // Made for the canonical form (tensors numbered in order, slice positions in the addresses): every step of a
+  // loop over x[i], and the same product in kernels with other inputs, share one call.
+  CanonicalContraction canonical = canonical_contraction(contraction);
+  if (!canonical.identity())
+    return call_with_slots(onednn_library_call(canonical.contraction), canonical, int(sizeof(float)));
   // Calls are cached by the contraction's own description, which fixes every shape, stride and offset.
   static std::mutex mutex;
   static std::unordered_map<std::string, std::shared_ptr<const LibraryCall>> calls;
@@ -572,7 +578,10 @@ std::shared_ptr<const LibraryCall> onednn_library_call(const Contraction& contra
     log_message(LogLevel::Info, std::string("oneDNN declined ") + description + ": " + error.what());
     call = nullptr;
   }
-  if (call) log_message(LogLevel::Info, "library call " + call->describe() + " for " + description);
+  if (call) {
+    stats().library_calls_made++;
+    log_message(LogLevel::Info, "library call " + call->describe() + " for " + description);
+  }
   std::lock_guard<std::mutex> lock(mutex);
   calls[key] = call;
   return call;
