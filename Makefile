@@ -14,6 +14,8 @@
 #   make bench-models   five models written as PyTorch code (nanoGPT-style decoder, LSTM LM, style transfer,
 #                MobileNetV2, U-Net) run by metajit, PyTorch eager and torch.compile: training and inference
 #   make bench-trace   mj.trace: replayed plans against recording every run and PyTorch eager (bench/TRACE.md)
+#   make bench-deployment   exported models (mj.export) in the C++ runtime against metajit, PyTorch eager and ONNX
+#                Runtime, the artifacts' sizes and what the runtime library links (bench/DEPLOYMENT.md)
 #   make bench-cuda   the CUDA benchmark (chain, softmax, ResNet-18 step against PyTorch on the GPU)
 #   make bench-distributed   metajit.distributed's all-reduce against raw MPI, and the data-parallel step
 #   make bench-frameworks   make bench with Jittor and tinygrad beside metajit and PyTorch, from a virtual
@@ -43,7 +45,7 @@ CMAKE_ARGS ?=
 TEST_CACHE_DIR := $(abspath $(BUILD_DIR))/test-kernel-cache
 PY_ENV := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all setup deps configure build test lint format-check test-asan test-models-full demo bench bench-run bench-frameworks bench-training bench-planning bench-models bench-trace bench-cuda bench-distributed fuzz soak \
+.PHONY: all setup deps configure build test lint format-check test-asan test-models-full demo bench bench-run bench-frameworks bench-training bench-planning bench-models bench-trace bench-deployment bench-cuda bench-distributed fuzz soak \
 	clean
 
 all: setup
@@ -134,6 +136,15 @@ bench-models: setup
 # mj.trace: a replayed plan against recording the graph every run, and PyTorch eager (bench/TRACE.md).
 bench-trace: setup
 	$(PY_ENV) $(PYTHON) bench/trace_benchmark.py
+
+# An exported model run by the C++ runtime (examples/cpp_inference, built against build/'s runtime) and from Python,
+# against metajit, PyTorch eager and ONNX Runtime (bench/DEPLOYMENT.md). ONNX Runtime and onnx (which
+# torch.onnx.export writes with) are benchmark-only, so they are installed here rather than by install_dependencies;
+# without them the benchmark still runs and says so. PIP_BREAK_SYSTEM_PACKAGES: Debian's Python refuses plain pip.
+bench-deployment: setup
+	@$(PYTHON) -c 'import onnxruntime, onnx' 2>/dev/null || PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore \
+	  $(PYTHON) -m pip install -q onnxruntime onnx || echo "onnxruntime / onnx did not install: no ONNX Runtime rows"
+	$(PY_ENV) $(PYTHON) bench/deployment_benchmark.py
 
 # The CUDA backend against PyTorch on this machine's GPU (says so and measures nothing without one).
 bench-cuda: setup
