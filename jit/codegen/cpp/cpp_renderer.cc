@@ -671,11 +671,78 @@ class Renderer : ExpressionRenderer {
     return false;
   }
 
+  // Where a guard or clamp of a strided or windowed index changes value: `2 * e + r - 1` (a pooling window with
+  // stride 2, r its position in the window) compared with, or clamped to, a constant k. For each element of the
+  // row the index's range over the other variables (ir_range) says whether the comparison is decided, and which
+  // way; the edges are where that changes. A padded max-pool's clamps and bounds tests then fold away in the
+  // interior piece (ResNet's stem pool: 1.7 ms, against 0.3 without padding).
+  static void window_edges(const IrExprPtr& node, const std::string& element, int64_t last,
+                           std::set<const IrExpr*>& seen, std::set<int64_t>& edges) {
+    constexpr int64_t kLongestScannedRow = 1024;  // a scan rebuilds the index once per element
+    if (!seen.insert(node.get()).second) return;
+    if (node->kind == IrKind::IndexBinary && last <= kLongestScannedRow) {
+      IndexOperator op = IndexOperator(node->op);
+      bool compares = op == IndexOperator::Less || op == IndexOperator::GreaterEqual ||
+                      op == IndexOperator::LessEqual || op == IndexOperator::Greater || op == IndexOperator::Minimum ||
+                      op == IndexOperator::Maximum;
+      int64_t offset;
+      for (int side = 0; compares && side < 2; ++side) {
+        const IrExprPtr& index = node->args[side];
+        if (node->args[1 - side]->kind != IrKind::IntConstant || element_plus_constant(index, element, &offset) ||
+            !mentions(index, element) || !affine(index))
+          continue;
+        int64_t constant = node->args[1 - side]->integer;
+        // Which side of the constant the index's value falls for every value of the other variables: -1 and 1
+        // decide the operation, 0 leaves it to the element. Where equality goes is the operation's: `x < k`
+        // (and `x >= k`, `k <= x`, `k > x`, max(x, k)) splits below k from k and above, the others at or below
+        // k from above; so an index that reaches k exactly makes no edge of its own.
+        bool splits_below = ((op == IndexOperator::Less || op == IndexOperator::GreaterEqual) && side == 0) ||
+                            ((op == IndexOperator::LessEqual || op == IndexOperator::Greater) && side == 1) ||
+                            op == IndexOperator::Maximum;
+        int previous = 2;
+        for (int64_t at = 0; at < last; ++at) {
+          IrRange range = ir_range(substitute(index, element, ir_int(at)));
+          int state = splits_below ? (range.high < constant   ? -1
+                                      : range.low >= constant ? 1
+                                                              : 0)
+                                   : (range.high <= constant ? -1
+                                      : range.low > constant ? 1
+                                                             : 0);
+          if (at > 0 && state != previous) edges.insert(at);
+          previous = state;
+        }
+      }
+    }
+    for (const IrExprPtr& argument : node->args) window_edges(argument, element, last, seen, edges);
+  }
+
+  // Sums and differences of variables, constants and their products with constants: an index whose range at
+  // each element is exact. Clamped or reflected parts (min, max, abs) have edges of their own.
+  static bool affine(const IrExprPtr& node) {
+    if (node->kind == IrKind::Variable || node->kind == IrKind::IntConstant) return true;
+    if (node->kind != IrKind::IndexBinary) return false;
+    IndexOperator op = IndexOperator(node->op);
+    if (op == IndexOperator::Multiply)
+      return (node->args[0]->kind == IrKind::IntConstant || node->args[1]->kind == IrKind::IntConstant) &&
+             affine(node->args[0]) && affine(node->args[1]);
+    return (op == IndexOperator::Add || op == IndexOperator::Subtract) && affine(node->args[0]) &&
+           affine(node->args[1]);
+  }
+
+  static bool mentions(const IrExprPtr& node, const std::string& variable) {
+    if (node->kind == IrKind::Variable) return node->name == variable;
+    for (const IrExprPtr& argument : node->args)
+      if (mentions(argument, variable)) return true;
+    return false;
+  }
+
   static void statement_edges(const IrStatement& statement, const std::string& element, int64_t last,
                               std::set<int64_t>& edges) {
     for (const IrExprPtr& node : {statement.value, statement.offset, statement.condition}) {
       if (!node) continue;
       guard_edges(node, element, edges);
+      std::set<const IrExpr*> window_seen;
+      window_edges(node, element, last, window_seen, edges);
       std::set<const IrExpr*> seen;
       abs_edges(node, element, last, seen, edges);
     }
