@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/log.h"
+#include "jit/library_call/canonical_contraction.h"
 #include "jit/library_call/contraction_patterns.h"
 #include "jit/run/cuda_context.h"
 #include "libraries/cuda_libraries.h"
@@ -344,6 +345,11 @@ std::optional<CublasGemmPlan> plan_cublas_gemm(const MatmulProblem& problem) {
 
 std::shared_ptr<const LibraryCall> cuda_library_call(const Contraction& contraction) {
   if (contraction.dtype != DType::Float32 || multiply_adds(contraction) < kMinimumMultiplyAdds) return nullptr;
+  // Made for the canonical form, as on the CPU (libraries/cpu/onednn_backend.cc): every step of a loop over x[i]
+  // shares one call; the wrapper adds the slice's offset to the device address.
+  CanonicalContraction canonical = canonical_contraction(contraction);
+  if (!canonical.identity())
+    return call_with_slots(cuda_library_call(canonical.contraction), canonical, int(sizeof(float)));
   // Calls are cached by the contraction's own description, which fixes every shape, stride and offset.
   static std::mutex mutex;
   static std::unordered_map<std::string, std::shared_ptr<const LibraryCall>> calls;
