@@ -79,6 +79,27 @@ def test_conv2d(options):
     assert repr(ours) == repr(theirs)
 
 
+@pytest.mark.parametrize("padding_mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("layer, options, shape", [
+    ("Conv2d", dict(padding=1), (2, 4, 7, 6)), ("Conv2d", dict(padding=(2, 1), stride=2), (1, 4, 9, 8)),
+    ("Conv2d", dict(padding="same", dilation=2), (1, 4, 8, 9)), ("Conv1d", dict(padding=2), (2, 4, 11)),
+    ("Conv3d", dict(padding=1), (1, 4, 5, 4, 6))])
+def test_convolution_padding_modes(padding_mode, layer, options, shape):
+    """Style-transfer and GAN generators write Conv2d(..., padding_mode='reflect'): the input is padded in the
+    mode, then convolved without padding (PyTorch's order), forward and gradients."""
+    ours = getattr(nn, layer)(4, 6, 3, padding_mode=padding_mode, **options)
+    theirs = getattr(torch.nn, layer)(4, 6, 3, padding_mode=padding_mode, **options)
+    compare(ours, theirs, random(*shape), rtol=1e-4, atol=1e-5)
+    assert repr(ours) == repr(theirs)
+
+
+def test_padding_modes_that_do_not_exist_or_do_not_apply_are_refused():
+    with pytest.raises(ValueError, match="padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular'"):
+        nn.Conv2d(2, 2, 3, padding_mode="mirror")
+    with pytest.raises(ValueError, match="only padding_mode 'zeros' is supported for transposed"):
+        nn.ConvTranspose2d(2, 2, 3, padding_mode="reflect")
+
+
 def test_conv_transpose2d():
     ours = nn.ConvTranspose2d(4, 2, 3, stride=2, padding=1, output_padding=1)
     theirs = torch.nn.ConvTranspose2d(4, 2, 3, stride=2, padding=1, output_padding=1)

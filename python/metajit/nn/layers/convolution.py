@@ -23,8 +23,11 @@ class _ConvolutionBase(Module):
             raise ValueError(f"{name}: in_channels ({in_channels}) must be divisible by groups ({groups})")
         if out_channels % groups != 0:
             raise ValueError(f"{name}: out_channels ({out_channels}) must be divisible by groups ({groups})")
-        if padding_mode != "zeros":
-            raise ValueError(f"{name}: padding_mode {padding_mode!r} is not supported; only 'zeros' is")
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError(f"{name}: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got "
+                             f"{padding_mode!r}")
+        if transposed and padding_mode != "zeros":
+            raise ValueError(f"{name}: only padding_mode 'zeros' is supported for transposed convolutions")
         if isinstance(padding, str):
             if padding not in ("same", "valid"):
                 raise ValueError(f"{name}: padding must be 'same', 'valid', an int or a tuple, got {padding!r}")
@@ -74,6 +77,8 @@ class _ConvolutionBase(Module):
             text += f", groups={self.groups}"
         if self.bias is None:
             text += ", bias=False"
+        if self.padding_mode != "zeros":
+            text += f", padding_mode={self.padding_mode}"
         return text
 
 
@@ -86,8 +91,26 @@ class _Convolution(_ConvolutionBase):
                          bias, padding_mode, dtype)
 
     def forward(self, input):
-        return type(self)._function(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                                    self.groups)
+        if self.padding_mode == "zeros":
+            return type(self)._function(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                                        self.groups)
+        # PyTorch's order: the input padded in the mode first (F.pad lists the last dim first), then a
+        # convolution without padding of its own.
+        return type(self)._function(F.pad(input, self._mode_padding(), mode=self.padding_mode), self.weight,
+                                    self.bias, self.stride, 0, self.dilation, self.groups)
+
+    def _mode_padding(self):
+        amounts = []
+        for d in reversed(range(self.spatial)):
+            if self.padding == "valid":
+                before = after = 0
+            elif self.padding == "same":  # the extra element of an even total goes after, as in PyTorch
+                total = self.dilation[d] * (self.kernel_size[d] - 1)
+                before, after = total // 2, total - total // 2
+            else:
+                before = after = self.padding[d]
+            amounts += [before, after]
+        return amounts
 
 
 class Conv1d(_Convolution):
@@ -97,8 +120,9 @@ class Conv1d(_Convolution):
 
 
 class Conv2d(_Convolution):
-    """Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True):
-    weight (out_channels, in_channels/groups, kH, kW), NCHW input."""
+    """Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+    padding_mode='zeros'): weight (out_channels, in_channels/groups, kH, kW), NCHW input. padding_mode 'reflect',
+    'replicate' or 'circular' pads the input that way first (as Conv1d and Conv3d do too)."""
     spatial = 2
     _function = staticmethod(F.conv2d)
 
