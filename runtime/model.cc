@@ -34,6 +34,11 @@ Tensor::Tensor(DataType dtype, std::vector<int64_t> shape) : dtype_(dtype), shap
   memory_ = std::move(storage);
 }
 
+Tensor::Tensor(DataType dtype, std::vector<int64_t> shape, const void* data) : Tensor(dtype, std::move(shape)) {
+  if (bytes() != 0 && data == nullptr) throw std::invalid_argument("Tensor: no data to copy (a null pointer)");
+  if (bytes() != 0) std::memcpy(data_, data, bytes());
+}
+
 int64_t Tensor::numel() const { return shape_numel(shape_); }
 
 void Tensor::check_element_size(size_t size) const {

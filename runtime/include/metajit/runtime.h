@@ -32,6 +32,8 @@ class METAJIT_RUNTIME_API Tensor {
  public:
   Tensor() = default;
   Tensor(DataType dtype, std::vector<int64_t> shape);  // zero-filled
+  // A copy of numel(shape) elements at `data` (row-major, of `dtype`).
+  Tensor(DataType dtype, std::vector<int64_t> shape, const void* data);
   DataType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t numel() const;
