@@ -9,6 +9,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "core/executor.h"
 #include "core/storage.h"
 #include "core/thread_pool.h"
 #include "libraries/cpu/onednn_backend.h"
@@ -61,13 +62,6 @@ struct Model::Implementation {
 };
 
 namespace {
-
-// Runs of one process take turns: the library backend keeps per-run state (reordered operands, released
-// buffers) that belongs to one run at a time, and each run already uses every core.
-std::mutex& run_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
 
 std::string describe_type(DType dtype, const Shape& shape) {
   return std::string(dtype_name(dtype)) + " " + shape_to_string(shape);
@@ -146,93 +140,97 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
       throw std::invalid_argument("input '" + expected.name + "' has no memory (a default-constructed Tensor)");
   }
 
-  std::lock_guard<std::mutex> lock(run_mutex());
-  use_thread_count_in_libraries();
-  // Per value: who holds its memory and where it is. Inputs and weights are read in place.
-  std::vector<std::shared_ptr<void>> holders(artifact.values.size());
-  std::vector<void*> addresses(artifact.values.size(), nullptr);
-  for (size_t index = 0; index < artifact.values.size(); ++index) {
-    const ArtifactValue& value = artifact.values[index];
-    if (value.kind == ArtifactValue::Kind::Input) {
-      holders[index] = inputs[size_t(value.index)].memory_;
-      addresses[index] = const_cast<void*>(inputs[size_t(value.index)].data());
-    } else if (value.kind == ArtifactValue::Kind::Weight) {
-      holders[index] = model.weights[size_t(value.index)];
-      addresses[index] = model.weights[size_t(value.index)]->data();
-    }
-  }
-  auto allocate = [&](int value) {
-    auto storage = std::make_shared<Storage>(std::max<size_t>(artifact.values[size_t(value)].bytes(), 1));
-    addresses[size_t(value)] = storage->data();
-    holders[size_t(value)] = std::move(storage);
-  };
-
-  LibraryRunScope library_run(model.call_list);
-  std::vector<void*> buffers;
-  for (size_t index = 0; index < artifact.steps.size(); ++index) {
-    const ArtifactStep& step = artifact.steps[index];
-    allocate(step.output);
-    for (int sibling : step.siblings) allocate(sibling);
-    buffers.clear();
-    buffers.push_back(addresses[size_t(step.output)]);
-    for (int sibling : step.siblings) buffers.push_back(addresses[size_t(sibling)]);
-    for (int input : step.inputs) buffers.push_back(addresses[size_t(input)]);
-    std::shared_ptr<Storage> temporary;
-    if (const LibraryCall* call = model.calls[index].get()) {
-      if (step.object >= 0) {  // the call writes a temporary that the epilogue kernel reads as its last buffer
-        size_t elements = size_t(shape_numel(artifact.values[size_t(step.output)].shape));
-        temporary = std::make_shared<Storage>(std::max<size_t>(elements * sizeof(float), 1));
-        buffers[0] = temporary->data();
-      }
-      try {
-        call->run(buffers.data());
-      } catch (const std::exception& error) {
-        throw std::runtime_error("while computing " + step.description + " with " + call->describe() + ": " +
-                                 error.what());
-      }
-      buffers[0] = addresses[size_t(step.output)];
-      if (temporary) buffers.push_back(temporary->data());
-    }
-    std::vector<double> code_data;
-    if (step.code) {  // the op's data values, then the error slot
-      code_data = step.code_data;
-      code_data.push_back(0);
-      buffers.push_back(code_data.data());
-    }
-    if (step.object >= 0 && step.work_items > 0) {
-      for (size_t buffer = 0; buffer < step.buffer_byte_offsets.size(); ++buffer)
-        buffers[buffer] = static_cast<char*>(buffers[buffer]) + step.buffer_byte_offsets[buffer];
-      KernelFunction function = model.kernels[size_t(step.object)];
-      parallel_for(step.work_items, step.grain,
-                   [&](int64_t begin, int64_t end) { function(buffers.data(), begin, end); });
-    }
-    if (step.code && code_data.back() != 0) {  // the kernel left the address of the name it could not find
-      const char* missing = nullptr;
-      std::memcpy(&missing, &code_data.back(), sizeof(missing));
-      throw std::runtime_error("the " + step.description + " read data[\"" + missing + "\"], which is not in its data");
-    }
-    for (int released : step.release) {
-      if (artifact.values[size_t(released)].kind != ArtifactValue::Kind::Computed) continue;
-      note_library_buffer_released(addresses[size_t(released)], artifact.values[size_t(released)].bytes());
-      holders[size_t(released)].reset();
-      addresses[size_t(released)] = nullptr;
-    }
-  }
+  // Runs take turns with each other and with the JIT's syncs in the same process (mj.load_exported beside
+  // training): the library backend's per-run state (reordered operands, released buffers) belongs to one run.
   std::vector<Tensor> outputs;
-  for (size_t index = 0; index < artifact.outputs.size(); ++index) {
-    int value = artifact.outputs[index].value;
-    Tensor output;
-    output.dtype_ = model.outputs[index].dtype;
-    output.shape_ = model.outputs[index].shape;
-    if (artifact.values[size_t(value)].kind == ArtifactValue::Kind::Computed) {
-      output.memory_ = holders[size_t(value)];
-      output.data_ = addresses[size_t(value)];
-    } else {  // an input or a weight given back as it is: a copy, so the caller's writes cannot reach the model
-      output = Tensor(output.dtype_, output.shape_);
-      std::memcpy(output.data_, addresses[size_t(value)], output.bytes());
+  run_exclusively([&] {
+    use_thread_count_in_libraries();
+    // Per value: who holds its memory and where it is. Inputs and weights are read in place.
+    std::vector<std::shared_ptr<void>> holders(artifact.values.size());
+    std::vector<void*> addresses(artifact.values.size(), nullptr);
+    for (size_t index = 0; index < artifact.values.size(); ++index) {
+      const ArtifactValue& value = artifact.values[index];
+      if (value.kind == ArtifactValue::Kind::Input) {
+        holders[index] = inputs[size_t(value.index)].memory_;
+        addresses[index] = const_cast<void*>(inputs[size_t(value.index)].data());
+      } else if (value.kind == ArtifactValue::Kind::Weight) {
+        holders[index] = model.weights[size_t(value.index)];
+        addresses[index] = model.weights[size_t(value.index)]->data();
+      }
     }
-    outputs.push_back(std::move(output));
-  }
+    auto allocate = [&](int value) {
+      auto storage = std::make_shared<Storage>(std::max<size_t>(artifact.values[size_t(value)].bytes(), 1));
+      addresses[size_t(value)] = storage->data();
+      holders[size_t(value)] = std::move(storage);
+    };
+
+    LibraryRunScope library_run(model.call_list);
+    std::vector<void*> buffers;
+    for (size_t index = 0; index < artifact.steps.size(); ++index) {
+      const ArtifactStep& step = artifact.steps[index];
+      allocate(step.output);
+      for (int sibling : step.siblings) allocate(sibling);
+      buffers.clear();
+      buffers.push_back(addresses[size_t(step.output)]);
+      for (int sibling : step.siblings) buffers.push_back(addresses[size_t(sibling)]);
+      for (int input : step.inputs) buffers.push_back(addresses[size_t(input)]);
+      std::shared_ptr<Storage> temporary;
+      if (const LibraryCall* call = model.calls[index].get()) {
+        if (step.object >= 0) {  // the call writes a temporary that the epilogue kernel reads as its last buffer
+          size_t elements = size_t(shape_numel(artifact.values[size_t(step.output)].shape));
+          temporary = std::make_shared<Storage>(std::max<size_t>(elements * sizeof(float), 1));
+          buffers[0] = temporary->data();
+        }
+        try {
+          call->run(buffers.data());
+        } catch (const std::exception& error) {
+          throw std::runtime_error("while computing " + step.description + " with " + call->describe() + ": " +
+                                   error.what());
+        }
+        buffers[0] = addresses[size_t(step.output)];
+        if (temporary) buffers.push_back(temporary->data());
+      }
+      std::vector<double> code_data;
+      if (step.code) {  // the op's data values, then the error slot
+        code_data = step.code_data;
+        code_data.push_back(0);
+        buffers.push_back(code_data.data());
+      }
+      if (step.object >= 0 && step.work_items > 0) {
+        for (size_t buffer = 0; buffer < step.buffer_byte_offsets.size(); ++buffer)
+          buffers[buffer] = static_cast<char*>(buffers[buffer]) + step.buffer_byte_offsets[buffer];
+        KernelFunction function = model.kernels[size_t(step.object)];
+        parallel_for(step.work_items, step.grain,
+                     [&](int64_t begin, int64_t end) { function(buffers.data(), begin, end); });
+      }
+      if (step.code && code_data.back() != 0) {  // the kernel left the address of the name it could not find
+        const char* missing = nullptr;
+        std::memcpy(&missing, &code_data.back(), sizeof(missing));
+        throw std::runtime_error("the " + step.description + " read data[\"" + missing +
+                                 "\"], which is not in its data");
+      }
+      for (int released : step.release) {
+        if (artifact.values[size_t(released)].kind != ArtifactValue::Kind::Computed) continue;
+        note_library_buffer_released(addresses[size_t(released)], artifact.values[size_t(released)].bytes());
+        holders[size_t(released)].reset();
+        addresses[size_t(released)] = nullptr;
+      }
+    }
+    for (size_t index = 0; index < artifact.outputs.size(); ++index) {
+      int value = artifact.outputs[index].value;
+      Tensor output;
+      output.dtype_ = model.outputs[index].dtype;
+      output.shape_ = model.outputs[index].shape;
+      if (artifact.values[size_t(value)].kind == ArtifactValue::Kind::Computed) {
+        output.memory_ = holders[size_t(value)];
+        output.data_ = addresses[size_t(value)];
+      } else {  // an input or a weight given back as it is: a copy, so the caller's writes cannot reach the model
+        output = Tensor(output.dtype_, output.shape_);
+        std::memcpy(output.data_, addresses[size_t(value)], output.bytes());
+      }
+      outputs.push_back(std::move(output));
+    }
+  });
   return outputs;
 }
 

@@ -255,6 +255,39 @@ def test_several_threads_run_one_loaded_model_at_once(artifact, rng):
         np.testing.assert_array_equal(got, want)
 
 
+def test_runtime_runs_and_jit_syncs_in_other_threads_take_turns(tmp_path, rng):
+    """Both use the oneDNN backend's per-run state (its reordered copies are dropped when a run ends): a runtime
+    run beside a convolution the JIT runs must not lose the other's copies mid-call."""
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 8, 3, padding=1))
+    image = rng.standard_normal((2, 3, 24, 24)).astype(np.float32)
+    expected = outputs_of(model, mj.array(image))[0]
+    mj.export(model, mj.array(image), tmp_path / "convs.mjm")
+    loaded = mj.load_exported(tmp_path / "convs.mjm")
+    errors = []
+
+    def exported():
+        for _ in range(10):
+            np.testing.assert_array_equal(loaded(image).numpy(), expected)
+
+    def jit():
+        for _ in range(10):
+            with mj.no_grad():
+                np.testing.assert_array_equal(model(mj.array(image)).numpy(), expected)
+
+    def guarded(work):
+        try:
+            work()
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=guarded, args=(work,)) for work in (exported, jit, exported, jit)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+
+
 def test_the_runtime_library_links_no_python_llvm_or_compiler():
     assert RUNTIME_LIBRARY.exists(), f"{RUNTIME_LIBRARY} was not built"
     dynamic = subprocess.run(["readelf", "-d", str(RUNTIME_LIBRARY)], capture_output=True, text=True, check=True)

@@ -8,7 +8,8 @@
 //   std::vector<metajit::Tensor> outputs = model.run({image});
 //
 // Threads: a loaded Model may be shared and run() called from several threads at once; the runs of a process
-// take turns (each run uses every core already), so a call waits while another runs. This header is the whole
+// take turns (each run uses every core already), also with metajit's own work when the process runs it too
+// (Python with mj.load_exported), so a call waits while another runs. This header is the whole
 // public interface; it includes nothing of metajit's own.
 #pragma once
 #include <cstddef>
