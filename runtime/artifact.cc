@@ -379,15 +379,15 @@ Artifact decode_artifact(const std::string& bytes, const std::string& where) {
   return decode_body(bytes, where);
 }
 
-Artifact read_artifact(const std::string& path) {
+std::string read_artifact_bytes(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw ArtifactError("cannot open the model " + path + ": " + std::strerror(errno));
   std::ostringstream contents;
   contents << file.rdbuf();
-  return decode_artifact(contents.str(), path);
+  return contents.str();
 }
 
-void write_artifact(const std::string& path, const Artifact& artifact) {
+size_t write_artifact(const std::string& path, const Artifact& artifact) {
   std::string bytes = encode_artifact(artifact);
   // Written beside the target and renamed over it: a reader never sees half an artifact.
   std::string temporary = path + ".partial";
@@ -402,6 +402,7 @@ void write_artifact(const std::string& path, const Artifact& artifact) {
     std::remove(temporary.c_str());
     throw std::runtime_error("cannot write the model " + path + ": " + std::strerror(error));
   }
+  return bytes.size();
 }
 
 }  // namespace metajit

@@ -80,7 +80,10 @@ std::string encode_artifact(const Artifact& artifact);
 // Throws metajit::ArtifactError naming `where` (the file) and the problem.
 Artifact decode_artifact(const std::string& bytes, const std::string& where);
 
-Artifact read_artifact(const std::string& path);                         // throws ArtifactError
-void write_artifact(const std::string& path, const Artifact& artifact);  // throws std::runtime_error
+// The bytes of the file at `path`; throws ArtifactError naming it when it cannot be read.
+std::string read_artifact_bytes(const std::string& path);
+// Writes the encoded artifact (beside `path`, then renamed over it) and returns its size in bytes; throws
+// std::runtime_error naming the path.
+size_t write_artifact(const std::string& path, const Artifact& artifact);
 
 }  // namespace metajit

@@ -3,11 +3,7 @@
 // caching allocator and handing intermediates back after their last reader, as the JIT's run loop does for the
 // same plan. It must not plan, compile or change the order the exporting process chose.
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <mutex>
-#include <sstream>
 
 #include "core/executor.h"
 #include "core/storage.h"
@@ -76,13 +72,7 @@ TensorInfo info_of(const Artifact& artifact, const ArtifactTensor& tensor) {
 
 Model::Model(std::shared_ptr<const Implementation> implementation) : implementation_(std::move(implementation)) {}
 
-Model Model::load(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw ArtifactError("cannot open the model " + path + ": " + std::strerror(errno));
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  return from_bytes(contents.str(), path);
-}
+Model Model::load(const std::string& path) { return from_bytes(read_artifact_bytes(path), path); }
 
 Model Model::from_bytes(const std::string& bytes, const std::string& name) {
   install_onednn_backend();  // its hooks scope each run's reordered copies and drop a freed weight's copies

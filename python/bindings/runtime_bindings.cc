@@ -21,8 +21,7 @@ namespace {
 py::dict export_to(const TracedFunction& traced, const std::vector<std::string>& input_names,
                    const std::vector<std::string>& output_names, const std::string& producer, const std::string& path) {
   Artifact artifact = export_traced_function(traced, input_names, output_names, producer);
-  std::string bytes = encode_artifact(artifact);
-  write_artifact(path, artifact);
+  size_t bytes = write_artifact(path, artifact);
   size_t weight_bytes = 0, object_bytes = artifact.runtime_support.size(), library_calls = 0, kernels = 0;
   for (const std::string& weight : artifact.weights) weight_bytes += weight.size();
   for (const std::string& object : artifact.objects) object_bytes += object.size();
@@ -32,7 +31,7 @@ py::dict export_to(const TracedFunction& traced, const std::vector<std::string>&
   }
   py::dict report;
   report["path"] = path;
-  report["bytes"] = bytes.size();
+  report["bytes"] = bytes;
   report["kernels"] = kernels;
   report["kernel_objects"] = artifact.objects.size();
   report["library_calls"] = library_calls;
