@@ -141,6 +141,43 @@ class ReaderIndex {
     add_group(value, stored);
   }
 
+  // Whether the earliest group reading `value` (its root has the lowest id: roots launch in id order) is
+  // elementwise over the same shape and reaches `value` through elementwise ops only, reading it at its own
+  // index. Stored, `value` then joins that group's kernel as one more output (jit/plan/sibling_kernels.h) and
+  // pays no launch of its own.
+  bool earliest_reader_takes_it_as_sibling(Node* value) const {
+    auto found = groups_inlining_.find(value);
+    if (found == groups_inlining_.end() || found->second.empty()) return false;
+    Node* earliest =
+        *std::min_element(found->second.begin(), found->second.end(), [](Node* a, Node* b) { return a->id < b->id; });
+    if (!is_arithmetic(earliest->kind) || earliest->shape != value->shape) return false;
+    const std::unordered_map<Node*, int64_t>& inlined = edges_.at(earliest);
+    std::vector<Node*> stack{earliest};
+    std::unordered_set<Node*> seen;
+    while (!stack.empty()) {
+      Node* node = stack.back();
+      stack.pop_back();
+      if (!seen.insert(node).second) continue;
+      for (const NodePtr& input : node->inputs) {
+        Node* reached = input.get();
+        if (reached == value) return true;
+        if (inlined.count(reached) && is_arithmetic(reached->kind) && reached->shape == value->shape)
+          stack.push_back(reached);
+      }
+    }
+    return false;
+  }
+
+  // Whether a group inlining `inner` does not inline `outer` (`inner` is also read on a path that avoids `outer`).
+  bool read_elsewhere(Node* inner, Node* outer) const {
+    auto inner_groups = groups_inlining_.find(inner), outer_groups = groups_inlining_.find(outer);
+    if (inner_groups == groups_inlining_.end()) return false;
+    if (outer_groups == groups_inlining_.end()) return !inner_groups->second.empty();
+    for (Node* group : inner_groups->second)
+      if (!outer_groups->second.count(group)) return true;
+    return false;
+  }
+
   std::vector<Node*> shared_nodes() const {
     std::vector<Node*> nodes;
     for (const auto& [node, groups] : groups_inlining_)
@@ -197,6 +234,24 @@ int64_t plan_traffic(const std::vector<Node*>& groups, const std::unordered_set<
   return total;
 }
 
+// Whether rebuilding `value` would also rebuild another value of its shape that a kernel not reading `value`
+// reads too: a link of a recurrence (an LSTM's cell state, the gradient flowing back along it). Left to the rebuild,
+// each step's kernel carries the chain back to the last stored link, so the steps' kernels differ from one another
+// (each one compiled) and grow until kMaximumRecomputedOperations cuts them.
+bool rebuilds_a_shared_link(Node* value, const std::unordered_set<Node*>& stored, const ReaderIndex& index) {
+  std::vector<Node*> stack;
+  for (const NodePtr& input : value->inputs) stack.push_back(input.get());
+  std::unordered_set<Node*> seen;
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    if (!seen.insert(node).second || is_buffer(node, stored) || !is_arithmetic(node->kind)) continue;
+    if (node->shape == value->shape && index.read_elsewhere(node, value)) return true;
+    for (const NodePtr& input : node->inputs) stack.push_back(input.get());
+  }
+  return false;
+}
+
 // Greedy choice in one visiting order: a candidate is stored when the rule holds with the choices so far.
 struct Choice {
   std::vector<Node*> stored_values;  // producers first
@@ -212,7 +267,10 @@ Choice choose(std::vector<Node*> groups, std::unordered_set<Node*> stored, Reade
     if (reading < 2) continue;
     Rebuild rebuild = recompute_cost(node, stored);
     int64_t own = bytes_of(*node);
-    int64_t launch = node->numel() < kMinimumElements ? kLaunchBytes : 0;
+    int64_t launch = node->numel() < kMinimumElements && !index.earliest_reader_takes_it_as_sibling(node) &&
+                             !rebuilds_a_shared_link(node, stored, index)
+                         ? kLaunchBytes
+                         : 0;
     bool long_chain = rebuild.operations > kMaximumRecomputedOperations;
     if (rebuild.bytes > 0 && (long_chain || (reading - 1) * rebuild.bytes > (reading + 1) * own + launch)) {
       stored.insert(node);

@@ -16,10 +16,15 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run_program(source, timeout=600):
+def run_program(source, timeout=600, stack_bytes=None):
     environment = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+
+    def limit_stack():  # the main thread's stack is sized from this limit when the program starts
+        import resource
+        resource.setrlimit(resource.RLIMIT_STACK, (stack_bytes, resource.getrlimit(resource.RLIMIT_STACK)[1]))
+
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(source)], capture_output=True, text=True,
-                            timeout=timeout, env=environment)
+                            timeout=timeout, env=environment, preexec_fn=limit_stack if stack_bytes else None)
     assert result.returncode == 0, f"exit status {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
     return [float(value) for value in result.stdout.split()]
 
@@ -222,6 +227,75 @@ def test_a_loop_reading_its_state_through_a_reduction_repeats_its_kernels():
     """, timeout=300)
     assert values[0] < 1e-5, values
     assert values[1] >= 300 and values[2] <= 20, values
+
+
+def test_an_unrolled_lstm_cell_repeats_its_kernels(tmp_path):
+    """An LSTMCell stepped 60 times: its gradient compiled 63 distinct kernels (29 for 30 steps): the cell state
+    and its gradient were rebuilt inline from the last stored step, a longer kernel every step, and the depth cut
+    fell at a different point of a step each time. Now each step's state is stored with the step's kernel
+    (jit/plan/recompute_policy.cc) and chains start again after a matrix product (jit/plan/cut_deep_chains.cc):
+    14 kernels for 30 steps and for 60. Plans only, plus the gradient of a short run against PyTorch; about 5 s."""
+    torch = pytest.importorskip("torch")
+    values = run_program("""
+        import numpy as np
+        import metajit as mj
+        import metajit.nn as nn
+
+        def unrolled(steps, inputs):
+            mj.manual_seed(0)
+            cell = nn.LSTMCell(16, 32)
+            h = c = mj.zeros(8, 32)
+            for step in range(steps):
+                h, c = cell(mj.tensor(inputs[step]), (h, c))
+            return cell, h.sum()
+
+        inputs = np.random.default_rng(0).standard_normal((60, 8, 16)).astype(np.float32)
+        for steps in (30, 60):
+            cell, loss = unrolled(steps, inputs)
+            kernels = mj.inspect(*mj.grad(loss, [cell.weight_hh, cell.weight_ih]))
+            print(len(kernels), len({kernel.key for kernel in kernels if kernel.key}))
+        cell, loss = unrolled(20, inputs)
+        loss.backward()
+        np.savez(%r, gradient=cell.weight_hh.grad.numpy(), weight_hh=cell.weight_hh.numpy(),
+                 weight_ih=cell.weight_ih.numpy(), bias_ih=cell.bias_ih.numpy(), bias_hh=cell.bias_hh.numpy())
+    """ % str(tmp_path / "cell.npz"), timeout=300)
+    short, long = values[1], values[3]
+    assert values[0] >= 30 * 4 and values[2] >= 60 * 4, values  # every step plans its own kernels and calls
+    assert long <= short + 2 and long <= 20, values
+    saved = np.load(tmp_path / "cell.npz")
+    reference = torch.nn.LSTMCell(16, 32)
+    with torch.no_grad():
+        for name in ("weight_hh", "weight_ih", "bias_ih", "bias_hh"):
+            getattr(reference, name).copy_(torch.from_numpy(saved[name]))
+    inputs = torch.from_numpy(np.random.default_rng(0).standard_normal((60, 8, 16)).astype(np.float32))
+    h = c = torch.zeros(8, 32)
+    for step in range(20):
+        h, c = reference(inputs[step], (h, c))
+    h.sum().backward()
+    np.testing.assert_allclose(saved["gradient"], reference.weight_hh.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_chains_of_reductions_without_matrix_products_are_still_cut():
+    """Chains start counting again after a matrix product only: reductions of elementwise values or of views of
+    reductions are inlined as per-row passes of per-row passes, and a chain of 20,000 of them, counted as one
+    chain, is cut like any other (run with a 2 MiB stack: a kernel inlining such a chain whole overflows it).
+    About 10 s."""
+    values = run_program("""
+        import numpy as np
+        import metajit as mj
+        start = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+        for form in range(2):
+            x, want = mj.tensor(start), start.copy()
+            for i in range(20000):
+                if form == 0:
+                    x = (x * 1.0).amax(-1, keepdim=True).expand(4, 8)
+                    want = np.broadcast_to(want.max(-1, keepdims=True), (4, 8))
+                else:
+                    x = (x * x).sum(-1, keepdim=True).expand(4, 8) * 0.125
+                    want = np.broadcast_to((want * want).sum(-1, keepdims=True) * np.float32(0.125), (4, 8))
+            print(np.abs(x.numpy() - want).max())
+    """, timeout=300, stack_bytes=2 * 1024 * 1024)
+    assert max(values) <= 1e-6, values
 
 
 def test_a_wide_tree_of_sums_plans_bounded_kernels():
