@@ -65,6 +65,10 @@ const std::vector<FlagDeclaration>& flag_declarations() {
       {Flag::DeviceMemoryLimit, "METAJIT_DEVICE_MEMORY_LIMIT", Type::Integer, "0", "", "an integer", BadValue::Warn,
        FlagReader::Engine, "device_memory_limit",
        "bytes of GPU memory metajit may hold (0: all there is); past it values move to host memory"},
+      {Flag::MemoryBudget, "METAJIT_MEMORY_BUDGET", Type::Text, "0", "", "", BadValue::Warn, FlagReader::Engine,
+       "memory_budget",
+       "a training step's peak memory (bytes, K/M/G/T, or a fraction of its modelled peak; 0: off); backward "
+       "recomputes forward values to stay under it"},
   };
   return table;
 }

@@ -37,6 +37,7 @@ enum class Flag {
   Nccl,
   OverlapCollectives,
   DeviceMemoryLimit,
+  MemoryBudget,
 };
 
 enum class FlagType {

@@ -8,12 +8,11 @@
 
 #include "meta_ops/broadcast.h"
 #include "meta_ops/elementwise.h"
+#include "meta_ops/recomputation.h"
 #include "meta_ops/reduce.h"
 
 namespace metajit {
 namespace {
-
-std::vector<int> saved_values(const Node& node);
 
 // A backward() without retain_graph went through `node`: PyTorch freed the values its gradient saved, so a second
 // backward through it fails when it saved any (sums and views save none); here the node keeps them until it is
@@ -59,8 +58,8 @@ std::vector<Node*> gradient_graph(const NodePtr& output) {
   return nodes;
 }
 
-// The values a node's gradient reads, as PyTorch saves them for backward: indices of inputs, and -1 for the
-// node's own value. Sums, views and index-only ops read none; products read the other factor.
+}  // namespace
+
 std::vector<int> saved_values(const Node& node) {
   auto requires = [&](size_t index) { return index < node.inputs.size() && node.inputs[index] && node.inputs[index]->requires_grad; };
   switch (node.kind) {
@@ -96,6 +95,8 @@ std::vector<int> saved_values(const Node& node) {
     default: return {};
   }
 }
+
+namespace {
 
 // The nodes a saved value shares memory with in PyTorch: what a view or reshape reads, what a detached copy
 // shares its storage with. (Not what a where's condition was compared from: PyTorch's masked_fill saves the
@@ -194,6 +195,9 @@ std::vector<NodePtr> gradients(const NodePtr& output, const std::vector<NodePtr>
       }
       if (on_path) relevant.insert(*node);
     }
+    // Under mj.flags.memory_budget, rules read recomputed clones of some forward values instead of the values
+    // themselves (meta_ops/recomputation.h); gradients still accumulate onto the forward nodes' inputs.
+    Recomputation recomputation(output, order, inputs);
     std::unordered_map<Node*, NodePtr> accumulated{{output.get(), output_grad}};
     std::unordered_set<Node*> done_outputs;  // outputs of multi-output ops whose rule already ran
     for (Node* raw : order) {
@@ -218,7 +222,7 @@ std::vector<NodePtr> gradients(const NodePtr& output, const std::vector<NodePtr>
         if (input_grads.size() != node->inputs.size())
           throw std::logic_error("internal error: a multi-output gradient rule returned the wrong number of gradients");
       } else {
-        input_grads = rule_for(node, grad);
+        input_grads = rule_for(recomputation.value_for(node), grad);
       }
       for (size_t index = 0; index < node->inputs.size(); ++index) {
         const NodePtr& input = node->inputs[index];
@@ -268,8 +272,13 @@ void mark_backward_taken(const NodePtr& output) {
   if (!output->requires_grad) return;
   // Only where the gradient read saved values, which PyTorch frees, and at writes through views (CopySlices):
   // through a clone, a sum or a view a later backward still works, so such a node keeps its edges when computed.
+  // Under a memory budget every node lets go: a sum or a view that keeps its edges holds the forward values below
+  // it until the step ends (the run may release a buffer early only if the graph lets go of it, see
+  // jit/plan/buffer_lifetimes.h), and recomputation exists to free those values as soon as the forward is done.
+  bool free_everything = memory_budget() > 0;
   for (Node* node : gradient_graph_nodes(output))
-    if (node->any_input_requires_grad() && (node->written_through_view || !saved_values(*node).empty()))
+    if (node->any_input_requires_grad() &&
+        (free_everything || node->written_through_view || !saved_values(*node).empty()))
       node->backward_taken.store(true, std::memory_order_relaxed);
 }
 

@@ -23,6 +23,10 @@ struct MultiOutputPayload : NodePayload {
                                         const std::vector<bool>& needed) const = 0;
 };
 
+// The values a node's gradient rule reads, as PyTorch saves them for backward: indices of inputs, and -1 for the
+// node's own value. Sums, views and index-only ops read none; products read the other factor.
+std::vector<int> saved_values(const Node& node);
+
 // Gradients of `output` with respect to each of `inputs`, as lazy nodes of the inputs' shapes and dtypes.
 // `output_grad` (same shape as output) seeds the chain rule; null means ones (the gradient of output.sum()).
 // An input the output does not depend on gets zeros. Throws std::invalid_argument when the output is not

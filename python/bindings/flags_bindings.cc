@@ -6,6 +6,7 @@
 
 #include "core/flags.h"
 #include "core/storage.h"
+#include "meta_ops/recomputation.h"
 
 namespace py = pybind11;
 using namespace metajit;
@@ -65,6 +66,24 @@ void bind_flags(py::module_& module) {
       throw std::invalid_argument("device_memory_limit must be 0 (no limit) or a number of bytes, got " +
                                   std::to_string(bytes));
     set_device_memory_limit(bytes);
+  });
+  module.def("memory_budget", &memory_budget);
+  module.def("set_memory_budget", &set_memory_budget);
+  module.def("last_recomputation_report", [] {
+    RecomputationReport report = last_recomputation_report();
+    py::dict result;
+    result["active"] = report.active;
+    result["fits"] = report.fits;
+    result["budget_bytes"] = report.budget_bytes;
+    result["held_bytes"] = report.held_bytes;
+    result["unconstrained_peak_bytes"] = report.unconstrained_peak_bytes;
+    result["planned_peak_bytes"] = report.planned_peak_bytes;
+    result["saved_bytes"] = report.saved_bytes;
+    result["kept_bytes"] = report.kept_bytes;
+    result["recomputed_nodes"] = report.recomputed_nodes;
+    result["recomputed_contractions"] = report.recomputed_contractions;
+    result["stage"] = report.stage;
+    return result;
   });
   module.def("flag_value", [](const std::string& name) {
     const FlagDeclaration& declaration = declaration_named(name);

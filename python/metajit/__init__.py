@@ -233,7 +233,7 @@ from ._flags import flags  # noqa: E402
 from ._profile import profile  # noqa: E402,F401  (public: mj.profile)
 from . import jit  # noqa: E402,F401  (mj.jit.trace; mj.trace(function) is the same)
 from ._memory import (memory_allocated, max_memory_allocated, memory_reserved,  # noqa: E402,F401
-                      reset_peak_memory_stats, memory_summary)
+                      reset_peak_memory_stats, memory_summary, memory_plan_report)
 from ._autograd import (grad, no_grad, enable_grad, set_grad_enabled, is_grad_enabled,  # noqa: E402
                         stop_grad)
 

@@ -52,6 +52,9 @@ def backward(self, gradient=None, retain_graph=None):
     leaves = _core.gradient_leaves(self)
     with no_grad():
         grads = grad(self, leaves, gradient) if leaves else []
+    if _core.memory_budget():
+        _warn_if_over_budget()
+    with no_grad():
         for leaf, value in zip(leaves, grads):
             leaf.grad = value if leaf.grad is None else leaf.grad + value
     for hook in list(_post_backward_hooks):
@@ -62,6 +65,20 @@ def backward(self, gradient=None, retain_graph=None):
 
 
 _post_backward_hooks = []
+
+
+def _warn_if_over_budget():
+    """Warns (once per calling line, Python's default filter) when backward() under mj.flags.memory_budget
+    could not plan the step under it."""
+    report = _core.last_recomputation_report()
+    if not report["active"] or report["fits"]:
+        return
+    import warnings
+    warnings.warn(
+        f"mj.flags.memory_budget: this training step needs about {report['planned_peak_bytes'] / 2**20:.1f} MiB at "
+        f"least (parameters, inputs and gradients {report['held_bytes'] / 2**20:.1f} MiB and more), over the budget "
+        f"of {report['budget_bytes'] / 2**20:.1f} MiB; recomputing as much as helps. mj.memory_plan_report() has "
+        f"the figures (docs/memory.md)", RuntimeWarning, stacklevel=3)
 
 
 def add_post_backward_hook(hook):

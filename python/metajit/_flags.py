@@ -69,6 +69,20 @@ class _Flags:
         _core.set_device_memory_limit(int(limit))
 
     @property
+    def memory_budget(self):
+        """The most memory a training step may take at its peak (METAJIT_MEMORY_BUDGET): 0 (the default) is off;
+        a number of 1 or more is bytes; a fraction between 0 and 1 is that share of the step's peak as the policy
+        models it without recomputation. Under a budget, backward recomputes forward values instead of keeping
+        them: elementwise values from the reductions they came from first, then whole segments between kept
+        matrix products and convolutions (Chen et al.'s sqrt(N) checkpoints). Gradients are unchanged; what it
+        bounds and costs is in docs/memory.md, and mj.memory_plan_report() says what the last backward chose."""
+        return _core.memory_budget()
+
+    @memory_budget.setter
+    def memory_budget(self, budget):
+        _core.set_memory_budget(float(budget))
+
+    @property
     def check_nan(self):
         """Whether every computed value is scanned for NaN/inf (METAJIT_CHECK_NAN=1); a hit raises
         mj.NonFiniteError naming the op and the user line that created it."""

@@ -65,3 +65,13 @@ def memory_summary(device=None, abbreviated=False):
         lines.append(f"live graph nodes: {int(statistics['vars_live'])}; peaks since the last "
                      "mj.reset_peak_memory_stats() or mj.reset_stats(); mj.gc() returns cached memory")
     return "\n".join(lines)
+
+
+def memory_plan_report():
+    """What the last backward() under mj.flags.memory_budget decided, in bytes as its model counts them: the
+    budget, what was allocated when backward was recorded (held), the modelled peak without recomputation
+    (unconstrained_peak) and with it (planned_peak), the forward values backward reads without recomputation
+    (saved) and those it keeps (kept), how many nodes it recomputes (recomputed_nodes, of which
+    recomputed_contractions are reductions: matrix products, convolutions, sums), the stage it needed ('none',
+    'elementwise' or 'segments') and whether the model fits the budget (fits). See docs/memory.md."""
+    return dict(_core.last_recomputation_report())
