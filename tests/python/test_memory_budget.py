@@ -145,12 +145,13 @@ def deep_training_peak(budget):
 
 def test_a_deep_models_step_peaks_under_its_budget():
     unconstrained, _ = deep_training_peak(0)
-    budget = unconstrained // 2
+    budget = int(0.6 * unconstrained)
     peak, report = deep_training_peak(budget)
     assert report["active"] and report["fits"], report
+    assert report["recomputed_contractions"] > 0  # segments, not only elementwise recomputation
     assert peak <= budget, (peak, budget, report)
-    # 141 -> 61 MiB when written; the margin asked of it is 40% below the unconstrained peak.
-    assert peak <= 0.6 * unconstrained, (peak, unconstrained)
+    # 141 -> 61 MiB when written (the model is cautious: it plans for 80); the margin asked is half the peak.
+    assert peak <= 0.5 * unconstrained, (peak, unconstrained)
 
 
 def test_a_fraction_is_of_the_modelled_unconstrained_peak():
