@@ -13,6 +13,8 @@
 #   make bench-planning   planning time per step and per node of an unrolled LSTMCell training step (bench/PLANNING.md)
 #   make bench-models   five models written as PyTorch code (nanoGPT-style decoder, LSTM LM, style transfer,
 #                MobileNetV2, U-Net) run by metajit, PyTorch eager and torch.compile: training and inference
+#   make bench-memory   peak memory and step time of ResNet-18 and the transformer LM under mj.flags.memory_budget
+#                (none, 1/2, 1/4) and with checkpoints per block, beside PyTorch eager (bench/MEMORY.md)
 #   make bench-trace   mj.trace: replayed plans against recording every run and PyTorch eager (bench/TRACE.md)
 #   make bench-deployment   exported models (mj.export) in the C++ runtime against metajit, PyTorch eager and ONNX
 #                Runtime, the artifacts' sizes and what the runtime library links (bench/DEPLOYMENT.md)
@@ -45,7 +47,7 @@ CMAKE_ARGS ?=
 TEST_CACHE_DIR := $(abspath $(BUILD_DIR))/test-kernel-cache
 PY_ENV := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: all setup deps configure build test lint format-check test-asan test-models-full demo bench bench-run bench-frameworks bench-training bench-planning bench-models bench-trace bench-deployment bench-cuda bench-distributed fuzz soak \
+.PHONY: all setup deps configure build test lint format-check test-asan test-models-full demo bench bench-run bench-frameworks bench-training bench-planning bench-models bench-memory bench-trace bench-deployment bench-cuda bench-distributed fuzz soak \
 	clean
 
 all: setup
@@ -132,6 +134,10 @@ bench-planning: setup
 # Model code as people write it, the same source run by metajit, PyTorch eager and torch.compile (bench/MODELS.md).
 bench-models: setup
 	$(PY_ENV) $(PYTHON) bench/models_benchmark.py
+
+# Peak memory and step time under mj.flags.memory_budget and activation checkpointing, beside PyTorch (bench/MEMORY.md).
+bench-memory: setup
+	$(PY_ENV) $(PYTHON) bench/memory_benchmark.py
 
 # mj.trace: a replayed plan against recording the graph every run, and PyTorch eager (bench/TRACE.md).
 bench-trace: setup
