@@ -183,7 +183,7 @@ Recomputation::Recomputation(const NodePtr& output, const std::vector<Node*>& or
   int64_t anchorless_bytes = 0;
   for (Node* value : saved) {
     if (is_reduction(*value)) {
-      unit_bytes[value] += bytes_of(*value);
+      unit_bytes.emplace(value, bytes_of(*value));  // once, whether it is saved, an anchor or both
       continue;
     }
     Node* anchor = nullptr;
