@@ -1,6 +1,7 @@
 // Serialises syncs and frees the graph behind every computed target.
 #include "core/executor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <shared_mutex>
@@ -48,6 +49,31 @@ NodePtr pending_source(const Node& node) {
   std::shared_lock<std::shared_mutex> lock(edges_mutex());
   if (node.is_computed() || node.inputs.empty()) return nullptr;
   return node.inputs[0];
+}
+
+uint32_t recount_pending_depth(const std::vector<NodePtr>& nodes) {
+  std::shared_lock<std::shared_mutex> lock(edges_mutex());
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack, pending;
+  for (const NodePtr& node : nodes)
+    if (node && !node->is_computed() && seen.insert(node.get()).second) stack.push_back(node.get());
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    pending.push_back(node);
+    for (const NodePtr& input : node->inputs)
+      if (input && !input->is_computed() && seen.insert(input.get()).second) stack.push_back(input.get());
+  }
+  std::sort(pending.begin(), pending.end(), [](const Node* a, const Node* b) { return a->id < b->id; });
+  uint32_t deepest = 0;
+  for (Node* node : pending) {  // inputs first: ids follow creation order
+    uint32_t depth = 0;
+    for (const NodePtr& input : node->inputs)
+      if (input && !input->is_computed()) depth = std::max(depth, input->pending_depth.load(std::memory_order_relaxed));
+    node->pending_depth.store(depth + 1, std::memory_order_relaxed);
+    deepest = std::max(deepest, depth + 1);
+  }
+  return deepest;
 }
 
 void set_graph_runner(GraphRunner* runner) { graph_runner = runner; }

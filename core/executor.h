@@ -39,6 +39,9 @@ void publish_storage(Node& node, StoragePtr storage);
 StoragePtr take_storage(Node& node);
 // The first input of a pending node, or null once the node is computed; safe against a concurrent sync.
 NodePtr pending_source(const Node& node);
+// The longest chain of pending nodes ending at any of `nodes`, counted again from the graph as it is now, and
+// written back to each pending node behind them (Node::pending_depth counts inputs computed since it was made).
+uint32_t recount_pending_depth(const std::vector<NodePtr>& nodes);
 // Whether the calling thread is inside sync() (where nodes must not start another sync).
 bool inside_sync();
 // While set on the calling thread (mj.trace recording a function), sync() refuses with `reason` followed by

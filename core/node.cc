@@ -122,11 +122,15 @@ NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> 
   uint32_t depth = 0;
   for (const NodePtr& input : inputs) {
     if (!input) continue;
-    if (!input->is_computed()) depth = std::max(depth, input->pending_depth);
+    if (!input->is_computed()) depth = std::max(depth, input->pending_depth.load(std::memory_order_relaxed));
     if (input->ambiguous_no_grad_view && grad_mode && is_floating(dtype))
       throw std::runtime_error(kAmbiguousNoGradViewMessage);
   }
   // Not while syncs are refused (mj.trace records): the whole chain then goes into the trace's one plan.
+  // The inputs' depths are counted again first: a sync since they were made may have computed values their
+  // chains ran through. A backward reading forward values that a prefix sync inlined, not stored, otherwise
+  // synced again at almost every step (a 1000-step LSTMCell's training step: 117 plans, most of one kernel).
+  if (depth >= kMaximumPendingDepth && !inside_sync() && !syncs_refused()) depth = recount_pending_depth(inputs);
   if (depth >= kMaximumPendingDepth && !inside_sync() && !syncs_refused()) {
     std::vector<NodePtr> pending;
     for (const NodePtr& input : inputs)
@@ -136,7 +140,7 @@ NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> 
   }
   auto node = std::make_shared<Node>(kind, dtype, std::move(shape));
   node->inputs = std::move(inputs);
-  node->pending_depth = depth + 1;
+  node->pending_depth.store(depth + 1, std::memory_order_relaxed);
   node->requires_grad = grad_mode && is_floating(node->dtype) && node->any_input_requires_grad();
   node->gradient_history = node->requires_grad;
   node->provenance = current_provenance();

@@ -156,9 +156,10 @@ struct Node {
   // heap allocation per node (4834 nodes in a 64-step LSTM's training step, 9700 allocations a sync).
   mutable uint64_t walk_mark = 0;
   mutable int32_t walk_position = -1;  // jit/plan_cache.cc: the node's position in the graph signature
-  // Ops on the longest chain of pending nodes ending here (at most: an input computed since still counts).
-  // make_node computes a chain by itself once it reaches kMaximumPendingDepth (see there).
-  uint32_t pending_depth = 1;
+  // Ops on the longest chain of pending nodes ending here (at most: an input computed since counts until a sync
+  // that planned this node refreshes it). make_node computes a chain by itself once it reaches
+  // kMaximumPendingDepth (see there). Atomic: a sync refreshes it while another thread may record a reader.
+  std::atomic<uint32_t> pending_depth{1};
 
   bool is_computed() const { return storage != nullptr; }
   bool any_input_requires_grad() const;  // false for a gradient_leaf: its inputs carry no gradient

@@ -21,6 +21,7 @@ void reset_stats() {
   counters.library_reorders_reused = 0;
   counters.planning_nanoseconds = 0;
   counters.planned_nodes = 0;
+  counters.plans_made = 0;
   counters.compile_nanoseconds = 0;
   counters.cache_entries_discarded = 0;
   counters.host_to_device_copies = 0;
@@ -63,6 +64,7 @@ std::map<std::string, double> stats_snapshot() {
       {"compile_seconds", double(counters.compile_nanoseconds) * 1e-9},
       {"planning_seconds", double(counters.planning_nanoseconds) * 1e-9},
       {"planned_nodes", double(counters.planned_nodes)},
+      {"plans_made", double(counters.plans_made)},
       {"cache_entries_discarded", double(counters.cache_entries_discarded)},
       {"buffers_released_early", double(counters.buffers_released_early)},
       {"vars_live", double(counters.vars_live)},

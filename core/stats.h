@@ -20,6 +20,7 @@ struct Stats {
   std::atomic<int64_t> compile_nanoseconds{0};
   std::atomic<int64_t> planning_nanoseconds{0};      // fusion planning, lowering and rendering at syncs
   std::atomic<int64_t> planned_nodes{0};             // pending nodes of the graphs planned (plan cache misses)
+  std::atomic<int64_t> plans_made{0};                // graphs planned (plan cache misses)
   std::atomic<int64_t> cache_entries_discarded{0};  // corrupt or untrusted disk entries thrown away
   std::atomic<int64_t> buffers_released_early{0};    // intermediate buffers freed after their last reader, mid-run
   std::atomic<int64_t> vars_live{0};                 // graph nodes currently alive (not reset)

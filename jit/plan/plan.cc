@@ -12,6 +12,7 @@ std::shared_ptr<const Plan> make_plan(const GraphSignature& signature, std::vect
   int64_t pending = 0;
   for (const NodePtr& node : signature.nodes) pending += !node->is_computed();
   stats().planned_nodes += pending;
+  stats().plans_made += 1;
   auto plan = std::make_shared<Plan>();
   for (PlannedKernel& kernel : kernels) {
     auto position = [&](const NodePtr& node) {

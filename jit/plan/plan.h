@@ -50,7 +50,7 @@ struct Plan {
 
 // The plan of `kernels` (as the planner made them for the graph behind `signature`): their nodes become
 // positions in the signature, and the buffer lifetimes are worked out. Counts the signature's pending nodes in
-// mj.stats()["planned_nodes"].
+// mj.stats()["planned_nodes"] and the plan in mj.stats()["plans_made"].
 std::shared_ptr<const Plan> make_plan(const GraphSignature& signature, std::vector<PlannedKernel> kernels);
 
 }  // namespace metajit

@@ -298,6 +298,39 @@ def test_chains_of_reductions_without_matrix_products_are_still_cut():
     assert max(values) <= 1e-6, values
 
 
+def test_a_backward_past_the_pending_depth_plans_once():
+    """A 6,000-step chain `x = x * w + 0.001` is 12,000 ops deep, so recording syncs a prefix by itself; the
+    values that sync inlined stay pending with the depth they were made at. The backward reads them, and every
+    gradient op counted the whole forward again and synced: 8 plans, 182 kernels compiled and 12 s cold, for
+    the 1000-step LSTMCell of bench/planning_benchmark.py 67 plans. make_node now counts the depth again before
+    it syncs. About 3 s cold."""
+    values = run_program("""
+        import numpy as np
+        import metajit as mj
+        start = np.linspace(0.5, 1.5, 16)
+        scale = np.linspace(0.9999, 1.0001, 16)
+        x0 = mj.tensor(start.astype(np.float32), requires_grad=True)
+        w = mj.tensor(scale.astype(np.float32), requires_grad=True)
+        x = x0
+        for i in range(6000):
+            x = x * w + 0.001
+        before = mj.stats()["plans_made"]
+        x.sum().backward()
+        gradient = w.grad.numpy()
+        print(mj.stats()["plans_made"] - before)
+        values = [start]
+        for i in range(6000):
+            values.append(values[-1] * scale + 0.001)
+        upstream, want = np.ones(16), np.zeros(16)
+        for i in reversed(range(6000)):
+            want += upstream * values[i]
+            upstream = upstream * scale
+        print(np.abs(gradient - want).max() / np.abs(want).max())
+    """, timeout=300)
+    assert values[0] <= 2, values
+    assert values[1] < 1e-3, values  # float32 rounding over 6,000 steps (n * eps is about 4e-4)
+
+
 def test_a_wide_tree_of_sums_plans_bounded_kernels():
     """A balanced tree of 1,024 pending pieces added pairwise is shallow but wide: every add has one reader, so
     no depth cut and no shared value split it, and one kernel of some 3,000 ops took minutes to compile (the deep
