@@ -1,6 +1,6 @@
 // The policy behind mj.flags.memory_budget and the clones it makes. The model is deliberately coarse: a step's peak
 // is taken as what is allocated when backward is recorded (parameters, inputs, optimizer state), plus every
-// parameter gradient (they wait for the update, which runs last), plus six of the largest forward values (values
+// parameter gradient (they wait for the update, which runs last), plus four of the largest forward values (values
 // in flight), plus the forward values backward reads. Library scratchpads (oneDNN's Winograd weight gradient takes
 // 120 MB in ResNet-18) are not in it: meta_ops cannot see them. Recomputation shrinks only
 // the last term, in two stages (docs/memory.md): first elementwise values are recomputed from the reductions and
@@ -22,6 +22,7 @@
 #include "core/flags.h"
 #include "core/stats.h"
 #include "meta_ops/autodiff.h"
+#include "meta_ops/elementwise.h"
 
 namespace metajit {
 namespace {
@@ -173,8 +174,25 @@ Recomputation::Recomputation(const NodePtr& output, const std::vector<Node*>& or
       if (value && recomputable_.count(value)) saved.insert(value);
     }
   }
+  // Only stored values cost memory. The planner stores reductions and the operands of contractions (a library
+  // call reads buffers); any other elementwise value backward reads it mostly rebuilds inside the gradient kernel
+  // from those (jit/plan/recompute_policy.cc), so counting it overstated a residual block's saved bytes twofold.
+  std::unordered_set<Node*> operands;
+  for (Node* node : recomputable_) {
+    if (!is_reduction(*node)) continue;
+    for (const NodePtr& input : node->inputs) {
+      if (!input) continue;
+      if (input->kind == NodeKind::Binary && BinaryOp(input->op_code) == BinaryOp::Multiply) {
+        for (const NodePtr& factor : input->inputs)
+          if (factor) operands.insert(underlying(factor.get()));
+      } else if (underlying(input.get()) != input.get()) {
+        operands.insert(underlying(input.get()));
+      }
+    }
+  }
   for (auto value = saved.begin(); value != saved.end();)
-    value = recomputable_.count(*value) ? std::next(value) : saved.erase(value);
+    value = recomputable_.count(*value) && (is_reduction(**value) || operands.count(*value)) ? std::next(value)
+                                                                                             : saved.erase(value);
 
   // Each elementwise value backward reads hangs off the newest reduction it was computed from (its anchor): the
   // planner stores a reduction anyway, so without recomputation backward holds both. A value computed from kept
@@ -216,9 +234,9 @@ Recomputation::Recomputation(const NodePtr& output, const std::vector<Node*>& or
   for (const NodePtr& input : inputs) gradients_bytes += bytes_of(*input);
   report.held_bytes = stats().bytes_allocated.load(std::memory_order_relaxed);
   // In flight besides: gradients, the gradients they produce, recomputed values and library calls' reordered copies
-  // of them. Measured on a 16-layer MLP (batch 4096, width 256) under budgets: about seven of its largest values
-  // besides parameters, gradients and kept values; six, with the recomputed segment counted on its own.
-  int64_t base = report.held_bytes + gradients_bytes + 6 * largest;
+  // of them. Four of the largest values (with the recomputed segment counted on its own) held the peaks of a
+  // 16-layer MLP, an 8-block residual MLP and the transformer LM within about 5% of the model.
+  int64_t base = report.held_bytes + gradients_bytes + 4 * largest;
   std::vector<Node*> sequence;  // the anchors in forward order
   for (const auto& [anchor, bytes] : unit_bytes) {
     sequence.push_back(anchor);
@@ -282,26 +300,28 @@ Recomputation::Recomputation(const NodePtr& output, const std::vector<Node*>& or
       if (bytes_of(*anchor) * 64 < largest) small.insert(anchor);
     int64_t small_bytes = 0;
     for (Node* anchor : small) small_bytes += bytes_of(*anchor);
-    // The values backward would hold without recomputation, in forward order: the anchors and what hangs off them.
-    std::vector<Node*> held;
+    // The values backward would hold without recomputation: the anchors and what hangs off them.
+    std::unordered_set<Node*> held;
     for (Node* value : saved)
-      if (!small.count(value)) held.push_back(value);
+      if (!small.count(value)) held.insert(value);
     for (Node* anchor : sequence)
-      if (!small.count(anchor) && !saved.count(anchor)) held.push_back(anchor);
-    std::sort(held.begin(), held.end(), [](Node* a, Node* b) { return a->id < b->id; });
+      if (!small.count(anchor)) held.insert(anchor);
     struct Choice {
       int64_t kept = 0, segment = 0;
       std::unordered_set<Node*> checkpoints;
     };
+    // Any cut may be a checkpoint, held or not: a transformer's residual stream is read by no gradient rule (its
+    // sums and normalisations save other values) yet is the only place its graph can be cut.
     auto segments = [&](int64_t limit) {
       Choice choice;
       int64_t running = 0;
-      for (Node* node : held) {
-        running += bytes_of(*node);
-        if (running > limit && cuts.count(node)) {
+      for (Node* node : forward) {
+        int64_t bytes = held.count(node) ? bytes_of(*node) : 0;
+        running += bytes;
+        if (running > limit && cuts.count(node) && node != output.get()) {
           choice.checkpoints.insert(node);
           choice.kept += bytes_of(*node);
-          choice.segment = std::max(choice.segment, running - bytes_of(*node));
+          choice.segment = std::max(choice.segment, running - bytes);
           running = 0;
         }
       }
