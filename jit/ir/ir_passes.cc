@@ -8,6 +8,7 @@
 #include "jit/ir/column_sums.h"
 #include "jit/ir/ir_text.h"
 #include "jit/ir/launch_offsets.h"
+#include "jit/ir/loop_pieces.h"
 #include "jit/ir/parallel_grain.h"
 #include "jit/ir/reduce_loop_merging.h"
 #include "jit/ir/running_sums.h"
@@ -46,6 +47,7 @@ void run_cpu_scheduling_passes(IrKernel& kernel) {
   run_pass("column sums", kernel, choose_column_sums);
   run_pass("transposed tiles", kernel, choose_transposed_tiles);
   run_pass("parallel grain", kernel, choose_parallel_grain);
+  run_pass("loop pieces", kernel, choose_loop_pieces);
 }
 
 std::vector<int64_t> run_cpu_passes(IrKernel& kernel) {

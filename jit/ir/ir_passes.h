@@ -19,10 +19,11 @@ void run_shared_passes(IrKernel& kernel);
 //   column sums           sums over outer dims walked a row at a time (column_sums.h)
 //   transposed tiles      transposing kernels walked in square tiles (transposed_tiles.h)
 //   parallel grain        the work range and the fewest items per thread (parallel_grain.h)
+//   loop pieces           loops cut where guards and clamps change, a copy per piece (loop_pieces.h)
 // Returns the launch offsets (move_constant_offsets_to_launch).
 std::vector<int64_t> run_cpu_passes(IrKernel& kernel);
 
-// The C++ scheduling passes alone (running sums to parallel grain), for a kernel that needs no launch offsets.
+// The C++ scheduling passes alone (running sums to loop pieces), for a kernel that needs no launch offsets.
 void run_cpu_scheduling_passes(IrKernel& kernel);
 
 // Under METAJIT_LOG=ir: prints `kernel` as text, titled "IR after <pass>" (run_shared_passes prints the IR it

@@ -146,6 +146,17 @@ std::string schedule_text(const IrSchedule& schedule) {
   if (schedule.tile > 0) text += ", tile " + std::to_string(schedule.tile);
   if (schedule.work_items >= 0)
     text += "; " + std::to_string(schedule.work_items) + " work items, grain " + std::to_string(schedule.grain);
+  auto edges = [](const std::vector<int64_t>& pieces) {
+    std::string list;
+    for (int64_t edge : pieces) list += (list.empty() ? "" : " ") + std::to_string(edge);
+    return "[" + list + "]";
+  };
+  if (!schedule.column_pieces.empty()) text += "; element loop in pieces " + edges(schedule.column_pieces);
+  if (schedule.row_piece_dim >= 0) {
+    text += "; dim " + std::to_string(schedule.row_piece_dim) + " in pieces " + edges(schedule.row_pieces);
+    for (const std::vector<int64_t>& columns : schedule.row_piece_columns)
+      text += ", element loop " + (columns.empty() ? std::string("whole") : edges(columns));
+  }
   return text;
 }
 

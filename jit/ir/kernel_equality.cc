@@ -51,7 +51,9 @@ bool same_buffers(const std::vector<IrBuffer>& first, const std::vector<IrBuffer
 
 bool same_schedule(const IrSchedule& first, const IrSchedule& second) {
   return first.form == second.form && first.statement == second.statement && first.across == second.across &&
-         first.tile == second.tile && first.work_items == second.work_items && first.grain == second.grain;
+         first.tile == second.tile && first.work_items == second.work_items && first.grain == second.grain &&
+         first.column_pieces == second.column_pieces && first.row_piece_dim == second.row_piece_dim &&
+         first.row_pieces == second.row_pieces && first.row_piece_columns == second.row_piece_columns;
 }
 
 uint64_t mix(uint64_t hash, uint64_t value) { return (hash ^ value) * 0x9e3779b97f4a7c15ULL; }

@@ -568,6 +568,22 @@ bool mentions_variable(const IrExprPtr& expression, const std::string& name) {
   return false;
 }
 
+IrExprPtr ir_substitute(const IrExprPtr& expression, const std::string& name, const IrExprPtr& replacement) {
+  if (expression->kind == IrKind::Variable) return expression->name == name ? replacement : expression;
+  std::vector<IrExprPtr> args;
+  for (const IrExprPtr& argument : expression->args) args.push_back(ir_substitute(argument, name, replacement));
+  return ir_with_args(expression, std::move(args));
+}
+
+IrStatement ir_substitute_and_fold(const IrStatement& statement, const std::string& name,
+                                   const IrExprPtr& replacement) {
+  IrStatement result = statement;
+  for (IrExprPtr* part : {&result.value, &result.offset, &result.condition})
+    if (*part) *part = ir_fold_by_ranges(ir_substitute(*part, name, replacement));
+  for (IrStatement& inner : result.body) inner = ir_substitute_and_fold(inner, name, replacement);
+  return result;
+}
+
 bool reads_only_domain_indices(const IrExprPtr& expression, int last, const std::string& also) {
   if (expression->kind == IrKind::Variable) {
     if (!also.empty() && expression->name == also) return true;

@@ -99,6 +99,8 @@ struct IrStatement;
 bool splits_variable(const IrExprPtr& expression, const std::string& name);
 bool statements_split_variable(const std::vector<IrStatement>& statements, const std::string& name);
 bool mentions_variable(const IrExprPtr& expression, const std::string& name);
+// `expression` with every Variable named `name` replaced by `replacement` (rebuilt through ir_with_args).
+IrExprPtr ir_substitute(const IrExprPtr& expression, const std::string& name, const IrExprPtr& replacement);
 // Whether the only variables in `expression` are the domain indices i0 .. i<last>, and `also` when given (so it
 // can be computed once per row, or per row and `also`).
 bool reads_only_domain_indices(const IrExprPtr& expression, int last, const std::string& also = "");
@@ -151,6 +153,11 @@ IrExprPtr ir_let_value(const IrStatement& reduction, const IrExprPtr& expression
 // The guarding Select (followed through Lets), or null.
 IrExprPtr ir_running_sum_guard(const IrStatement& reduction, const std::string& index);
 
+// `statement` (and the statements in its body) with every Variable named `name` replaced by `replacement` and
+// each expression folded by index ranges: a loop's body where its index is known to lie in a range (a piece of
+// the loop, a vector of a scan), with the guards that range decides gone.
+IrStatement ir_substitute_and_fold(const IrStatement& statement, const std::string& name, const IrExprPtr& replacement);
+
 struct IrBuffer {
   std::string name;   // in0, in1, ..., out0
   DType dtype = DType::Float32;  // storage type
@@ -181,6 +188,13 @@ struct IrSchedule {
   // column tiles, by form) and the fewest items one thread takes; -1 until decided.
   int64_t work_items = -1;
   int64_t grain = 1;
+  // jit/ir/loop_pieces.h: the edges (0, ..., extent) of the pieces that guards and clamps cut the element loop
+  // into, each rendered as a copy of the loop; or, with row_piece_dim set, the edges of that outer dim's pieces
+  // and, per row piece, the element loop's edges inside it. Empty: not cut.
+  std::vector<int64_t> column_pieces;
+  int row_piece_dim = -1;
+  std::vector<int64_t> row_pieces;
+  std::vector<std::vector<int64_t>> row_piece_columns;
 };
 
 const char* schedule_form_name(IrSchedule::Form form);  // "elements", "running sum", ...

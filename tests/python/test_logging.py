@@ -68,7 +68,7 @@ def test_ir_level_prints_the_ir_after_lowering_and_each_pass(tmp_path):
     assert "[metajit plan]" in stderr
     passes = re.findall(r"\[metajit ir\] IR after ([a-z -]+)", stderr)
     order = ["lowering", "reduce-loop merging", "launch offsets", "running sums", "column sums", "transposed tiles",
-             "parallel grain"]
+             "parallel grain", "loop pieces"]
     assert passes == order + order, stderr
     assert "  reduce sum_0: float32 = add over r1 < 32\n" in stderr
     assert "schedule transposed tiles across dim 0, tile 16; 8 work items, grain 128" in stderr

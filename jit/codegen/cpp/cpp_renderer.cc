@@ -16,6 +16,7 @@
 #include "jit/codegen/cpp/cpp_prelude.h"
 #include "jit/codegen/cpp/vector_expression_renderer.h"
 #include "jit/ir/index_sums.h"
+#include "jit/ir/loop_pieces.h"
 #include "jit/ir/transposed_tiles.h"
 
 namespace metajit {
@@ -80,7 +81,7 @@ class Renderer : ExpressionRenderer {
           if (part && mentions_variable(part, read)) read_later = true;
       if (!row_offset || read_later) continue;
       stash_hosts_.insert(store.buffer);
-      IrExprPtr row_start = substitute(store.offset, element, ir_int(0));
+      IrExprPtr row_start = ir_substitute(store.offset, element, ir_int(0));
       out_ << pad << "float* const " << statement.spill << " = &" << kernel_.buffers[store.buffer].name << "["
            << expression(row_start) << "];  // this row of the output, until its elements overwrite it\n";
       return;
@@ -112,16 +113,9 @@ class Renderer : ExpressionRenderer {
       bool again = !row_buffers_read_.insert(buffer).second;
       if (!again || !reads_only_domain_indices(offset, rank - 1, variable)) continue;
       text += pad + "__builtin_prefetch(&" + kernel_.buffers[buffer].name + "[" +
-              expression(substitute(offset, row_index, ahead)) + "]);\n";
+              expression(ir_substitute(offset, row_index, ahead)) + "]);\n";
     }
     return text;
-  }
-
-  static IrExprPtr substitute(const IrExprPtr& expression, const std::string& name, const IrExprPtr& replacement) {
-    if (expression->kind == IrKind::Variable) return expression->name == name ? replacement : expression;
-    std::vector<IrExprPtr> args;
-    for (const IrExprPtr& argument : expression->args) args.push_back(substitute(argument, name, replacement));
-    return ir_with_args(expression, std::move(args));
   }
 
   // A float32 sum, max or min over one loop that reads contiguously along it, as explicit SIMD: a few vector
@@ -491,11 +485,11 @@ class Renderer : ExpressionRenderer {
     for (const IrStatement& let : sum.body) {
       if (let.kind != IrStatement::Kind::Let) return false;
       if (let.value == condition || let.value == guarded) continue;
-      vector_body.push_back(substitute_statement(let, sum.loops[0].first, position));
+      vector_body.push_back(ir_substitute_and_fold(let, sum.loops[0].first, position));
     }
     std::string term = sum.name + "_term";
     vector_body.push_back(IrStatement::let(
-        term, DType::Float32, ir_fold_by_ranges(substitute(guarded->args[1], sum.loops[0].first, position))));
+        term, DType::Float32, ir_fold_by_ranges(ir_substitute(guarded->args[1], sum.loops[0].first, position))));
     // The scanned vector takes the sum's name: the element statements read it there.
     IrStatement scanned = IrStatement::let(sum.name, DType::Float32, ir_variable(term, DType::Float32));
     std::vector<IrStatement> elements(kernel_.body.begin() + 1, kernel_.body.end());
@@ -551,9 +545,9 @@ class Renderer : ExpressionRenderer {
     std::set<std::string> prefetched;
     for (const IrExpr* load : transposed_tile_loads(kernel_, tile)) {
       if (!reads_only_domain_indices(load->args[0], rank - 1)) continue;
-      IrExprPtr ahead = substitute(load->args[0], last, ir_variable("ahead", DType::Int64));
+      IrExprPtr ahead = ir_substitute(load->args[0], last, ir_variable("ahead", DType::Int64));
       std::string address = kernel_.buffers[load->buffer].name + "[" +
-                            expression(substitute(ahead, over, ir_variable(over + "_begin", DType::Int64))) + "]";
+                            expression(ir_substitute(ahead, over, ir_variable(over + "_begin", DType::Int64))) + "]";
       if (!prefetched.insert(address).second) continue;
       out_ << "    for (int64_t ahead = " << last << "_end; ahead < " << last << "_end + " << tile << "; ++ahead) "
            << "__builtin_prefetch(&" << address << ");\n";
@@ -600,8 +594,8 @@ class Renderer : ExpressionRenderer {
           along_last <= 0 || !index_coefficient(offset, over, &along_over) || along_over != 1)
         return;
       std::string tile = "tile_" + std::to_string(replacements.size());
-      IrExprPtr corner = substitute(substitute(offset, last, ir_variable(last + "_begin", DType::Int64)), over,
-                                    ir_variable(over + "_begin", DType::Int64));
+      IrExprPtr corner = ir_substitute(ir_substitute(offset, last, ir_variable(last + "_begin", DType::Int64)), over,
+                                       ir_variable(over + "_begin", DType::Int64));
       transposes.push_back("      mj_float_vector " + tile + "[" + std::to_string(side) + " * " + std::to_string(side) +
                            " / MJ_LANES];\n      mj_transpose_tile(&" + kernel_.buffers[load->buffer].name + "[" +
                            expression(corner) + "], " + std::to_string(along_last) + "LL, " + tile + ");\n");
@@ -632,204 +626,18 @@ class Renderer : ExpressionRenderer {
     out_ << "        }\n      }\n      continue;\n    }\n";
   }
 
-  // Where a guard or clamp of the element index changes value: `element + c` compared with, or clamped to, a
-  // constant k flips at element = k - c (k - c + 1 for <=, > and min). A cat (pieces read through padded reindexes,
-  // then added) has one such edge per piece boundary.
-  static void guard_edges(const IrExprPtr& node, const std::string& element, std::set<int64_t>& edges) {
-    if (node->kind == IrKind::IndexBinary) {
-      IndexOperator op = IndexOperator(node->op);
-      bool flips_after = op == IndexOperator::LessEqual || op == IndexOperator::Greater;
-      bool compares = op == IndexOperator::Less || op == IndexOperator::GreaterEqual || flips_after ||
-                      op == IndexOperator::Minimum || op == IndexOperator::Maximum;
-      int64_t offset, constant;
-      for (int side = 0; compares && side < 2; ++side) {
-        if (!element_plus_constant(node->args[side], element, &offset) ||
-            node->args[1 - side]->kind != IrKind::IntConstant)
-          continue;
-        constant = node->args[1 - side]->integer;
-        // With the constant on the left, `k < e + c` flips where `e + c <= k` does. A clamp is continuous, so
-        // its edge goes where the piece boundary would be: max(e + c, k) at the first e above k, min past it.
-        bool after = op == IndexOperator::Minimum || (op != IndexOperator::Maximum && (side == 0) == flips_after);
-        edges.insert(constant - offset + (after ? 1 : 0));
-      }
-    }
-    for (const IrExprPtr& argument : node->args) guard_edges(argument, element, edges);
-  }
-
-  // Whether `node` is `element + offset` for a constant offset.
-  static bool element_plus_constant(const IrExprPtr& node, const std::string& element, int64_t* offset) {
-    if (node->kind == IrKind::Variable && node->name == element) return *offset = 0, true;
-    if (node->kind != IrKind::IndexBinary) return false;
-    IndexOperator op = IndexOperator(node->op);
-    if (op != IndexOperator::Add && op != IndexOperator::Subtract) return false;
-    const IrExprPtr& left = node->args[0];
-    const IrExprPtr& right = node->args[1];
-    if (right->kind == IrKind::IntConstant && element_plus_constant(left, element, offset))
-      return *offset += op == IndexOperator::Add ? right->integer : -right->integer, true;
-    if (op == IndexOperator::Add && left->kind == IrKind::IntConstant && element_plus_constant(right, element, offset))
-      return *offset += left->integer, true;
-    return false;
-  }
-
-  // Where a guard or clamp of a strided or windowed index changes value: `2 * e + r - 1` (a pooling window with
-  // stride 2, r its position in the window) compared with, or clamped to, a constant k. For each element of the
-  // row the index's range over the other variables (ir_range) says whether the comparison is decided, and which
-  // way; the edges are where that changes. A padded max-pool's clamps and bounds tests then fold away in the
-  // interior piece (ResNet's stem pool: 1.7 ms, against 0.3 without padding).
-  static void window_edges(const IrExprPtr& node, const std::string& element, int64_t last,
-                           std::set<const IrExpr*>& seen, std::set<int64_t>& edges) {
-    constexpr int64_t kLongestScannedRow = 1024;  // a scan rebuilds the index once per element
-    if (!seen.insert(node.get()).second) return;
-    if (node->kind == IrKind::IndexBinary && last <= kLongestScannedRow) {
-      IndexOperator op = IndexOperator(node->op);
-      bool compares = op == IndexOperator::Less || op == IndexOperator::GreaterEqual ||
-                      op == IndexOperator::LessEqual || op == IndexOperator::Greater || op == IndexOperator::Minimum ||
-                      op == IndexOperator::Maximum;
-      int64_t offset;
-      for (int side = 0; compares && side < 2; ++side) {
-        const IrExprPtr& index = node->args[side];
-        if (node->args[1 - side]->kind != IrKind::IntConstant || element_plus_constant(index, element, &offset) ||
-            !mentions(index, element) || !affine(index))
-          continue;
-        int64_t constant = node->args[1 - side]->integer;
-        // Which side of the constant the index's value falls for every value of the other variables: -1 and 1
-        // decide the operation, 0 leaves it to the element. Where equality goes is the operation's: `x < k`
-        // (and `x >= k`, `k <= x`, `k > x`, max(x, k)) splits below k from k and above, the others at or below
-        // k from above; so an index that reaches k exactly makes no edge of its own.
-        bool splits_below = ((op == IndexOperator::Less || op == IndexOperator::GreaterEqual) && side == 0) ||
-                            ((op == IndexOperator::LessEqual || op == IndexOperator::Greater) && side == 1) ||
-                            op == IndexOperator::Maximum;
-        int previous = 2;
-        for (int64_t at = 0; at < last; ++at) {
-          IrRange range = ir_range(substitute(index, element, ir_int(at)));
-          int state = splits_below ? (range.high < constant   ? -1
-                                      : range.low >= constant ? 1
-                                                              : 0)
-                                   : (range.high <= constant ? -1
-                                      : range.low > constant ? 1
-                                                             : 0);
-          if (at > 0 && state != previous) edges.insert(at);
-          previous = state;
-        }
-      }
-    }
-    for (const IrExprPtr& argument : node->args) window_edges(argument, element, last, seen, edges);
-  }
-
-  // Sums and differences of variables, constants and their products with constants: an index whose range at
-  // each element is exact. Clamped or reflected parts (min, max, abs) have edges of their own.
-  static bool affine(const IrExprPtr& node) {
-    if (node->kind == IrKind::Variable || node->kind == IrKind::IntConstant) return true;
-    if (node->kind != IrKind::IndexBinary) return false;
-    IndexOperator op = IndexOperator(node->op);
-    if (op == IndexOperator::Multiply)
-      return (node->args[0]->kind == IrKind::IntConstant || node->args[1]->kind == IrKind::IntConstant) &&
-             affine(node->args[0]) && affine(node->args[1]);
-    return (op == IndexOperator::Add || op == IndexOperator::Subtract) && affine(node->args[0]) &&
-           affine(node->args[1]);
-  }
-
-  static bool mentions(const IrExprPtr& node, const std::string& variable) {
-    if (node->kind == IrKind::Variable) return node->name == variable;
-    for (const IrExprPtr& argument : node->args)
-      if (mentions(argument, variable)) return true;
-    return false;
-  }
-
-  static void statement_edges(const IrStatement& statement, const std::string& element, int64_t last,
-                              std::set<int64_t>& edges) {
-    for (const IrExprPtr& node : {statement.value, statement.offset, statement.condition}) {
-      if (!node) continue;
-      guard_edges(node, element, edges);
-      std::set<const IrExpr*> window_seen;
-      window_edges(node, element, last, window_seen, edges);
-      std::set<const IrExpr*> seen;
-      abs_edges(node, element, last, seen, edges);
-    }
-    for (const IrStatement& inner : statement.body) statement_edges(inner, element, last, edges);
-  }
-
-  // The value of an index expression of the element index alone at element = `at`; false for anything else.
-  static bool element_value(const IrExprPtr& node, const std::string& element, int64_t at, int64_t* value) {
-    if (node->kind == IrKind::IntConstant) return *value = node->integer, true;
-    if (node->kind == IrKind::Variable) return node->name == element && (*value = at, true);
-    int64_t left, right;
-    if (node->kind == IrKind::IndexUnary) {
-      if (!element_value(node->args[0], element, at, &left) || left == INT64_MIN) return false;
-      IndexOperator op = IndexOperator(node->op);
-      if (op == IndexOperator::Negate) return *value = -left, true;
-      if (op == IndexOperator::Abs) return *value = left < 0 ? -left : left, true;
-      return false;
-    }
-    if (node->kind != IrKind::IndexBinary || !element_value(node->args[0], element, at, &left) ||
-        !element_value(node->args[1], element, at, &right))
-      return false;
-    switch (IndexOperator(node->op)) {  // indices of a row: far from overflowing
-      case IndexOperator::Add: return *value = left + right, true;
-      case IndexOperator::Subtract: return *value = left - right, true;
-      case IndexOperator::Multiply: return *value = left * right, true;
-      case IndexOperator::Minimum: return *value = std::min(left, right), true;
-      case IndexOperator::Maximum: return *value = std::max(left, right), true;
-      default: return false;
-    }
-  }
-
-  // Where an abs of the element index changes sign along the row: a reflected row (reflection padding reads
-  // 15 - abs(15 - abs(e - 1))) is affine between those edges, and each piece then folds its abs away
-  // (ir_fold_by_ranges) and reads contiguously instead of through per-element gathers. Found by evaluating the
-  // operand along the row, so nested abs and shifts need no algebra.
-  static void abs_edges(const IrExprPtr& node, const std::string& element, int64_t last, std::set<const IrExpr*>& seen,
-                        std::set<int64_t>& edges) {
-    constexpr int64_t kLongestScannedRow = 1 << 16;
-    if (!seen.insert(node.get()).second) return;
-    int64_t value;
-    if (node->kind == IrKind::IndexUnary && IndexOperator(node->op) == IndexOperator::Abs &&
-        last <= kLongestScannedRow && element_value(node->args[0], element, 0, &value)) {
-      bool negative = value < 0;
-      for (int64_t at = 1; at < last; ++at) {
-        element_value(node->args[0], element, at, &value);
-        if ((value < 0) != negative) edges.insert(at);
-        negative = value < 0;
-      }
-    }
-    for (const IrExprPtr& argument : node->args) abs_edges(argument, element, last, seen, edges);
-  }
-
-  // 0, the edges inside the row, and `last`: the pieces of the element loop; just {0, last} when there are none,
-  // or too many to be worth a copy of the loop body each.
-  std::vector<int64_t> piece_edges(const std::vector<IrStatement>& body, const std::string& element, int64_t last) {
-    constexpr size_t kMostPieces = 8;
-    std::set<int64_t> edges;
-    for (const IrStatement& statement : body) statement_edges(statement, element, last, edges);
-    std::vector<int64_t> pieces{0};
-    for (int64_t edge : edges)
-      if (edge > 0 && edge < last) pieces.push_back(edge);
-    pieces.push_back(last);
-    if (pieces.size() > kMostPieces + 1) return {0, last};
-    return pieces;
-  }
-
-  static IrStatement substitute_statement(const IrStatement& statement, const std::string& name,
-                                          const IrExprPtr& replacement) {
-    IrStatement result = statement;
-    for (IrExprPtr* part : {&result.value, &result.offset, &result.condition})
-      if (*part) *part = ir_fold_by_ranges(substitute(*part, name, replacement));
-    for (IrStatement& inner : result.body) inner = substitute_statement(inner, name, replacement);
-    return result;
-  }
-
   // The element loop once per piece, the element index there being `piece_begin + offset within the piece`:
   // the index ranges then decide every guard and clamp (ir_fold_by_ranges), so out-of-piece reads vanish and
   // the rest are plain loads that vectorise (a cat of three pieces was three clamped, guarded loads per element).
   void piece_loops(const std::vector<IrStatement>& body, const std::string& element, const std::vector<int64_t>& edges,
                    const char* loop_pragma, int depth) {
-    std::string pad(depth * 2, ' '), within = element + "_in_piece";
+    std::string pad(depth * 2, ' '), within = piece_offset_variable(element);
     for (size_t piece = 0; piece + 1 < edges.size(); ++piece) {
       std::string low = std::to_string(edges[piece]), high = std::to_string(edges[piece + 1]);
       IrExprPtr index = ir_index(IndexOperator::Add, ir_loop_variable(within, edges[piece + 1] - edges[piece]),
                                  ir_int(edges[piece]));
       std::vector<IrStatement> piece_body;
-      for (const IrStatement& statement : body) piece_body.push_back(substitute_statement(statement, element, index));
+      for (const IrStatement& statement : body) piece_body.push_back(ir_substitute_and_fold(statement, element, index));
       out_ << pad << "// columns [" << low << ", " << high << ")\n";
       out_ << pad << loop_pragma;
       out_ << pad << "for (int64_t " << element << " = column_begin > " << low << " ? column_begin : " << low << "; "
@@ -841,12 +649,11 @@ class Renderer : ExpressionRenderer {
   }
 
   // The element loop of a flat pointwise kernel over [column_begin, column_end): once per piece of the row
-  // when the body's guards and clamps cut it into pieces, else once.
-  void element_loops(const std::vector<IrStatement>& body, const std::string& element, int64_t last,
-                     const char* loop_pragma, int depth) {
+  // when the schedule cuts it into pieces (`edges`, jit/ir/loop_pieces.h), else once.
+  void element_loops(const std::vector<IrStatement>& body, const std::string& element,
+                     const std::vector<int64_t>& edges, const char* loop_pragma, int depth) {
     std::string pad(depth * 2, ' ');
-    std::vector<int64_t> edges = piece_edges(body, element, last);
-    if (edges.size() > 2) return piece_loops(body, element, edges, loop_pragma, depth);
+    if (!edges.empty()) return piece_loops(body, element, edges, loop_pragma, depth);
     out_ << pad << loop_pragma;
     out_ << pad << "for (int64_t " << element << " = column_begin; " << element << " < column_end; ++" << element
          << ") {\n";
@@ -854,34 +661,28 @@ class Renderer : ExpressionRenderer {
     out_ << pad << "}\n";
   }
 
-  // Row pieces: when guards and clamps cut an outer dim into pieces (a cat along dim 0: rows of the first input,
-  // then of the second), each row belongs to one piece, so the row picks its piece's copy of the element loops,
-  // where that dim's index is `piece_begin + offset` and the index ranges fold the other pieces' reads away.
-  // False when no outer dim has pieces.
-  bool row_piece_loops(const std::string& element, int64_t last, const char* loop_pragma) {
-    constexpr size_t kMostLoopCopies = 16;  // row pieces times column pieces: each is a copy of the body to compile
-    const Shape& domain = kernel_.domain;
-    size_t column_pieces = piece_edges(kernel_.body, element, last).size() - 1;
-    for (size_t dim = 0; dim + 1 < domain.size(); ++dim) {
-      std::string variable = "i" + std::to_string(dim), within = variable + "_in_piece";
-      std::vector<int64_t> edges = piece_edges(kernel_.body, variable, domain[dim]);
-      if (edges.size() <= 2 || (edges.size() - 1) * column_pieces > kMostLoopCopies) continue;
-      for (size_t piece = 0; piece + 1 < edges.size(); ++piece) {
-        std::string low = std::to_string(edges[piece]), high = std::to_string(edges[piece + 1]);
-        IrExprPtr index = ir_index(IndexOperator::Add, ir_loop_variable(within, edges[piece + 1] - edges[piece]),
-                                   ir_int(edges[piece]));
-        std::vector<IrStatement> piece_body;
-        for (const IrStatement& statement : kernel_.body)
-          piece_body.push_back(substitute_statement(statement, variable, index));
-        out_ << "    " << (piece == 0 ? "if (" : "} else if (") << variable << " < " << high << ") {  // rows ["
-             << low << ", " << high << ") of dim " << dim << "\n";
-        out_ << "      const int64_t " << within << " = " << variable << " - " << low << ";\n";
-        element_loops(piece_body, element, last, loop_pragma, 3);
-      }
-      out_ << "    }\n";
-      return true;
+  // Row pieces (jit/ir/loop_pieces.h): each row belongs to one piece of the cut dim and picks that piece's copy
+  // of the element loops, where the dim's index is `piece begin + offset` and the index ranges fold the other
+  // pieces' reads away. False when the schedule cuts no outer dim.
+  bool row_piece_loops(const std::string& element, const char* loop_pragma) {
+    const IrSchedule& schedule = kernel_.schedule;
+    if (schedule.row_piece_dim < 0) return false;
+    const std::vector<int64_t>& edges = schedule.row_pieces;
+    std::string variable = "i" + std::to_string(schedule.row_piece_dim), within = piece_offset_variable(variable);
+    for (size_t piece = 0; piece + 1 < edges.size(); ++piece) {
+      std::string low = std::to_string(edges[piece]), high = std::to_string(edges[piece + 1]);
+      IrExprPtr index =
+          ir_index(IndexOperator::Add, ir_loop_variable(within, edges[piece + 1] - edges[piece]), ir_int(edges[piece]));
+      std::vector<IrStatement> piece_body;
+      for (const IrStatement& statement : kernel_.body)
+        piece_body.push_back(ir_substitute_and_fold(statement, variable, index));
+      out_ << "    " << (piece == 0 ? "if (" : "} else if (") << variable << " < " << high << ") {  // rows [" << low
+           << ", " << high << ") of dim " << schedule.row_piece_dim << "\n";
+      out_ << "      const int64_t " << within << " = " << variable << " - " << low << ";\n";
+      element_loops(piece_body, element, schedule.row_piece_columns[piece], loop_pragma, 3);
     }
-    return false;
+    out_ << "    }\n";
+    return true;
   }
 
   // Pointwise: [begin, end) is a range of flat output elements, walked row by row so the innermost loop is the
@@ -956,7 +757,8 @@ class Renderer : ExpressionRenderer {
     if (columns) {
       column_sum_loops(*columns, "column_begin", "column_end", 2);
     } else if (!kernel_uses_vector_math() || !vector_element_loop(element, "column_begin", "column_end", {}, 2)) {
-      if (!row_piece_loops(element, last, loop_pragma)) element_loops(kernel_.body, element, last, loop_pragma, 2);
+      if (!row_piece_loops(element, loop_pragma))
+        element_loops(kernel_.body, element, kernel_.schedule.column_pieces, loop_pragma, 2);
     }
     out_ << "    flat += column_end - column_begin;\n";
     if (stepped) {
