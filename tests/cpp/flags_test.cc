@@ -18,7 +18,7 @@ TEST(FlagsTest, EveryFlagHasOneRowAndUniqueName) {
     EXPECT_EQ(&flag_declaration(declaration.flag), &declaration) << declaration.name;
     EXPECT_EQ(find_flag_declaration(declaration.name), &declaration);
   }
-  EXPECT_EQ(names.size(), size_t(Flag::DeviceMemoryLimit) + 1);  // the last enumerator
+  EXPECT_EQ(names.size(), size_t(Flag::MemoryBudget) + 1);  // the last enumerator
   EXPECT_EQ(find_flag_declaration("METAJIT_NOT_A_SETTING"), nullptr);
 }
 
