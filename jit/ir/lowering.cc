@@ -358,11 +358,16 @@ class Lowerer {
   // broadcast terms, which are the size of the whole product), and read by several nodes: a recurrence's
   // state, which the recompute policy would store anyway, rather than a point inside one step.
   // Past kMaximumKernelValues values, a kernel is wide rather than deep (a tree of thousands of sums, each read
-  // once): any such elementwise value is cut, or the kernel grows with the graph and its compile time faster.
+  // once): any such elementwise value is cut, or the kernel grows with the graph and its compile time faster. So
+  // is a sum then: a running total of small matrix products' gradients adds one inlined sum per step, and the
+  // walk reaches the sums only after the whole chain of additions, past any elementwise value it could cut (1500
+  // steps made one kernel that took 100 s to compile).
   bool cuttable(Node* node) const {
     bool elementwise = node->kind == NodeKind::Unary || node->kind == NodeKind::Binary ||
                        node->kind == NodeKind::Where || node->kind == NodeKind::Cast;
-    if (!consumers_ || !elementwise || node->numel() > shape_numel(kernel_->domain)) return false;
+    if (!consumers_ || node->numel() > shape_numel(kernel_->domain)) return false;
+    if (node->kind == NodeKind::Reduce) return inlined_values_ > kMaximumKernelValues;
+    if (!elementwise) return false;
     if (inlined_values_ > kMaximumKernelValues) return true;
     auto found = consumers_->find(node);
     return found != consumers_->end() && found->second >= 2;

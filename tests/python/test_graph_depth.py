@@ -276,10 +276,10 @@ def test_an_unrolled_lstm_cell_repeats_its_kernels(tmp_path):
 
 
 def test_chains_of_reductions_without_matrix_products_are_still_cut():
-    """Chains start counting again after a matrix product only: reductions of elementwise values or of views of
-    reductions are inlined as per-row passes of per-row passes, and a chain of 20,000 of them, counted as one
-    chain, is cut like any other (run with a 2 MiB stack: a kernel inlining such a chain whole overflows it).
-    About 10 s."""
+    """Reductions of elementwise values or of views of reductions are inlined as per-row passes of per-row
+    passes, so the depth count runs through them (it starts again only after a matrix product) and a chain of
+    20,000 of them is cut like any other (run with a 2 MiB stack: a kernel inlining such a chain whole overflows
+    it, as starting the count again after every reduction did). About 10 s."""
     values = run_program("""
         import numpy as np
         import metajit as mj
@@ -329,6 +329,41 @@ def test_a_backward_past_the_pending_depth_plans_once():
     """, timeout=300)
     assert values[0] <= 2, values
     assert values[1] < 1e-3, values  # float32 rounding over 6,000 steps (n * eps is about 4e-4)
+
+
+def test_a_running_total_of_small_matrix_products_plans_bounded_kernels():
+    """`total = total + ((X[b % 3] @ W - Y[b % 3]) ** 2).mean()` over many batches (the deep fuzzer's seed 7008):
+    W's gradient is a chain of additions of small matrix products, too small for the library, so each is a sum
+    inlined into the addition's kernel. The lowering walks the additions first and only then the sums, past any
+    value it could cut, so 600 steps made one kernel of 4,818 ops (1,500 steps: 100 s to compile). Sums are now cut
+    like elementwise values once a kernel holds 1000 values. Plans only, plus the gradient of a short run; 2 s."""
+    values = run_program("""
+        import numpy as np
+        import metajit as mj
+        rng = np.random.default_rng(0)
+        w, x, y = (rng.uniform(-1, 1, shape).astype(np.float32) for shape in ((3, 2), (3, 8, 3), (3, 8, 2)))
+
+        def running_total(steps):
+            W = mj.tensor(w, requires_grad=True)
+            X, Y = mj.tensor(x), mj.tensor(y)
+            total = mj.zeros(())
+            for b in range(steps):
+                total = total + ((X[b % 3] @ W - Y[b % 3]) ** 2).mean()
+            return W, total
+
+        W, total = running_total(600)
+        kernels = mj.inspect(*mj.grad(total, [W]))
+        print(max(len(kernel.ops) for kernel in kernels))
+        W, total = running_total(40)
+        total.backward()
+        want = np.zeros((3, 2))
+        for b in range(40):
+            error = x[b % 3].astype(np.float64) @ w - y[b % 3]
+            want += x[b % 3].T @ (2 * error / error.size)
+        print(np.abs(W.grad.numpy() - want).max() / np.abs(want).max())
+    """, timeout=300)
+    assert values[0] <= 1500, values
+    assert values[1] < 1e-5, values
 
 
 def test_a_wide_tree_of_sums_plans_bounded_kernels():
