@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -127,11 +128,7 @@ std::optional<int64_t> flag_integer(Flag flag) {
   return parse_integer_flag(flag, text ? *text : "");
 }
 
-uint64_t parse_size_flag(Flag flag, const std::string& text) {
-  const FlagDeclaration& declaration = flag_declaration(flag);
-  require_type(declaration, FlagType::Size);
-  if (text.empty()) return parse_size_flag(flag, declaration.default_value);
-  if (text == "none" || text == "unlimited") return 0;
+std::optional<double> parse_size_text(const std::string& text) {
   char* end = nullptr;
   errno = 0;
   double number = std::strtod(text.c_str(), &end);
@@ -142,11 +139,21 @@ uint64_t parse_size_flag(Flag flag, const std::string& text) {
                  : suffix == "G" || suffix == "GB" || suffix == "GiB" ? 1024.0 * 1024 * 1024
                  : suffix == "T" || suffix == "TB" || suffix == "TiB" ? 1024.0 * 1024 * 1024 * 1024
                                                                       : -1.0;
-  if (end == text.c_str() || errno != 0 || scale < 0 || !(number >= 0) || number * scale > 1e19) {
+  if (end == text.c_str() || errno != 0 || scale < 0 || !(number >= 0) || !std::isfinite(number)) return std::nullopt;
+  return number * scale;
+}
+
+uint64_t parse_size_flag(Flag flag, const std::string& text) {
+  const FlagDeclaration& declaration = flag_declaration(flag);
+  require_type(declaration, FlagType::Size);
+  if (text.empty()) return parse_size_flag(flag, declaration.default_value);
+  if (text == "none" || text == "unlimited") return 0;
+  std::optional<double> bytes = parse_size_text(text);
+  if (!bytes || *bytes > 1e19) {
     report_bad_value(declaration, text, "use bytes or a number with K, M, G or T (for example 2G), or 'unlimited'");
     return parse_size_flag(flag, declaration.default_value);
   }
-  return uint64_t(number * scale);
+  return uint64_t(*bytes);
 }
 
 uint64_t flag_size(Flag flag) {

@@ -90,6 +90,9 @@ std::string flag_choice(Flag flag);              // one of the choices, lower ca
 bool parse_boolean_flag(Flag flag, const std::string& text);
 std::optional<int64_t> parse_integer_flag(Flag flag, const std::string& text);
 uint64_t parse_size_flag(Flag flag, const std::string& text);
+// A size written as bytes or as a number with K, M, G or T (KB, KiB, ... alike): its bytes, which may have a
+// fraction; none when the text is not one.
+std::optional<double> parse_size_text(const std::string& text);
 std::string parse_choice_flag(Flag flag, const std::string& text);
 
 const char* flag_type_name(FlagType type);  // "boolean", "integer", "size", "text", "choice"

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -34,24 +33,15 @@ RecomputationReport last_report;
 double budget_from_environment() {
   std::optional<std::string> text = flag_text(Flag::MemoryBudget);
   if (!text || text->empty()) return 0;
-  char* end = nullptr;
-  errno = 0;
-  double number = std::strtod(text->c_str(), &end);
-  std::string suffix = end ? std::string(end) : "";
-  double scale = suffix.empty() || suffix == "B"                      ? 1.0
-                 : suffix == "K" || suffix == "KB" || suffix == "KiB" ? 1024.0
-                 : suffix == "M" || suffix == "MB" || suffix == "MiB" ? 1024.0 * 1024
-                 : suffix == "G" || suffix == "GB" || suffix == "GiB" ? 1024.0 * 1024 * 1024
-                 : suffix == "T" || suffix == "TB" || suffix == "TiB" ? 1024.0 * 1024 * 1024 * 1024
-                                                                      : -1.0;
-  if (end == text->c_str() || errno != 0 || scale < 0 || !(number >= 0) || !std::isfinite(number)) {
+  std::optional<double> bytes = parse_size_text(*text);
+  if (!bytes) {
     std::fprintf(stderr,
                  "metajit: warning: METAJIT_MEMORY_BUDGET='%s' is not a budget (use bytes, a number with K, M, G "
                  "or T, or a fraction between 0 and 1); no budget is used\n",
                  text->c_str());
     return 0;
   }
-  return number * scale;
+  return *bytes;
 }
 
 // Kinds whose value a clone can recompute from its inputs alone. Data, Code, Custom and host operations are kept:
