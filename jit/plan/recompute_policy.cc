@@ -267,12 +267,13 @@ Choice choose(std::vector<Node*> groups, std::unordered_set<Node*> stored, Reade
     if (reading < 2) continue;
     Rebuild rebuild = recompute_cost(node, stored);
     int64_t own = bytes_of(*node);
-    int64_t launch = node->numel() < kMinimumElements && !index.earliest_reader_takes_it_as_sibling(node) &&
-                             !rebuilds_a_shared_link(node, stored, index)
-                         ? kLaunchBytes
-                         : 0;
     bool long_chain = rebuild.operations > kMaximumRecomputedOperations;
-    if (rebuild.bytes > 0 && (long_chain || (reading - 1) * rebuild.bytes > (reading + 1) * own + launch)) {
+    int64_t recomputed = (reading - 1) * rebuild.bytes, kept = (reading + 1) * own;
+    bool store = rebuild.bytes > 0 && (long_chain || recomputed > kept);
+    // A small value's launch is counted only where it decides, since asking whether it is free walks the graph.
+    if (store && !long_chain && node->numel() < kMinimumElements && recomputed <= kept + kLaunchBytes)
+      store = index.earliest_reader_takes_it_as_sibling(node) || rebuilds_a_shared_link(node, stored, index);
+    if (store) {
       stored.insert(node);
       groups.push_back(node);
       choice.stored_values.push_back(node);
