@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "jit/plan/planning_state.h"
+#include "meta_ops/elementwise.h"
 
 namespace metajit {
 namespace {
@@ -14,8 +15,9 @@ namespace {
 // a convolution): counted through them, an unrolled LSTM's steps were cut wherever the count reached the limit,
 // a different point of a step each time, and each cut made kernels no other step had (a 100-step LSTMCell's
 // gradient: 59 distinct kernels to compile; 20 without those cuts). A contraction goes to the library, or is a
-// loop nest of its own whose operands, read at the summed index, are values stored first. Other reductions
-// still count: inlined as per-row passes of per-row passes they nest as deep as the chain.
+// loop (of its own, or inlined into its reader) whose operands, read at the summed index, are stored first, so no
+// kernel inlines a chain through it. Other reductions still count: inlined as per-row passes of per-row passes
+// they nest as deep as the chain.
 Node* below_views(Node* node) {
   while ((node->kind == NodeKind::View || node->kind == NodeKind::Reshape) && !node->inputs.empty())
     node = node->inputs[0].get();
@@ -25,7 +27,7 @@ Node* below_views(Node* node) {
 bool starts_a_chain_again(const Node& node) {
   if (node.kind != NodeKind::Reduce || node.inputs[0]->kind != NodeKind::Binary) return false;
   const Node& product = *node.inputs[0];
-  if (product.op_name() != "mul" || product.inputs.size() != 2) return false;
+  if (BinaryOp(product.op_code) != BinaryOp::Multiply || product.inputs.size() != 2) return false;
   for (const NodePtr& operand : product.inputs)
     if (below_views(operand.get())->numel() >= product.numel()) return false;
   return node.numel() < product.numel();
