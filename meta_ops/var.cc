@@ -575,6 +575,13 @@ VarPtr Var::make_detached_alias(const VarPtr& base, bool shares_versions) {
   child->shares_versions = shares_versions;
   child->made_in_grad_mode = grad_enabled();
   child->value = detached(base_node);
+  if (shares_versions) {
+    std::vector<std::weak_ptr<AliasGroup>>& siblings = parent.version_sharing_children;
+    siblings.erase(std::remove_if(siblings.begin(), siblings.end(),
+                                  [](const std::weak_ptr<AliasGroup>& sibling) { return sibling.expired(); }),
+                   siblings.end());
+    siblings.push_back(child);
+  }
   auto alias = std::make_shared<Var>(child->value);
   alias->group_ = std::move(child);
   alias->strides_ = base->strides();
@@ -662,15 +669,23 @@ void Var::write(NodePtr value, const std::string& operation, uint64_t first_node
   carry_to_gradient(gradient_of_, current, node_);  // a view that was assigned as a gradient itself
 }
 
-
 // PyTorch's version counters: a write bumps the counter of what it wrote and of the storage it shares; a .data
-// alias has a counter of its own.
+// alias has a counter of its own. detach() shares its parent's, so the groups sharing one counter are a tree:
+// up from the written group to its root, then down to every detach() alias of it.
 void Var::mark_versions(Node& current, const std::string& operation, uint64_t first_node_id) {
   mark_overwritten(current, operation, first_node_id);
-  for (AliasGroup* group = group_.get(); group; group = group->shares_versions ? group->parent.get() : nullptr) {
+  if (!group_) return;
+  AliasGroup* root = group_.get();
+  while (root->shares_versions && root->parent) root = root->parent.get();
+  std::vector<AliasGroup*> pending{root};
+  while (!pending.empty()) {
+    AliasGroup* group = pending.back();
+    pending.pop_back();
     mark_overwritten(*group->value, operation, first_node_id);
     for (const std::weak_ptr<Node>& earlier : group->earlier_values)
       if (NodePtr node = earlier.lock()) mark_overwritten(*node, operation, first_node_id);
+    for (const std::weak_ptr<AliasGroup>& weak_child : group->version_sharing_children)
+      if (std::shared_ptr<AliasGroup> child = weak_child.lock()) pending.push_back(child.get());
   }
 }
 

@@ -50,6 +50,10 @@ struct AliasGroup {
   // `value` becomes `next`; the value it held joins earlier_values.
   void replace_value(NodePtr next);
   void remember(const NodePtr& node);  // adds `node` to earlier_values
+  // The detach() aliases of this group (weak: an alias keeps its parent alive, not the reverse). They share its
+  // version counter, so a write here must mark their values too: a computed alias holds its value apart from
+  // ours, and our replaced node, which it would lead back to, may be gone by backward.
+  std::vector<std::weak_ptr<AliasGroup>> version_sharing_children;
 };
 
 class Var;
