@@ -292,6 +292,99 @@ def test_a_value_saved_for_backward_then_modified_makes_backward_fail_naming_the
     run_both(unaffected)
 
 
+DETACHED_ALIAS_WRITES = ["the base", "a view of the base", "another detach()", "a detach() of a detach()",
+                         "the base under no_grad"]
+
+
+def write_what_a_detached_alias_shares(lib, write, base):
+    if write == "the base":
+        base[0, :] = -1.78
+    elif write == "a view of the base":
+        base[1].mul_(2)
+    elif write == "another detach()":
+        base.detach()[0, 1] = 3.0
+    elif write == "a detach() of a detach()":
+        base.detach().detach()[1].add_(1)
+    elif write == "the base under no_grad":
+        with lib.no_grad():
+            base.add_(1)
+
+
+def detached_alias_program(write, computed, write_after_backward=False):
+    """Mutation fuzz seed 91555: detach() shares its source's version counter. A computed source's detach() holds
+    the values apart from the source's node, which a later write of the source replaces and frees: the write
+    must mark the alias itself, or backward silently used the recorded values where PyTorch raises. (No view of
+    the base may outlive the write here: it would keep the replaced node alive and hide that.)"""
+    def program(lib):
+        base = lib.tensor([[-0.45, 0.25, 1.95, -1.25], [-0.58, -1.46, -1.88, -1.25]]) * 2.0
+        if computed and lib is mj:
+            base.numpy()
+        leaf = base.detach().requires_grad_()
+        view = leaf[:]
+        square = view * view  # saves the view of the alias
+        loss = (leaf * -0.47).sum() + (view * 1.06).sum() + (square * square).sum()
+        if write_after_backward:
+            loss.backward()
+        write_what_a_detached_alias_shares(lib, write, base)
+        if computed and lib is mj:
+            base.numpy()  # the new value stops reading the replaced one
+        if not write_after_backward:
+            loss.backward()
+        return {"leaf.grad": leaf.grad, "base": base}
+    return program
+
+
+@pytest.mark.parametrize("computed", [False, True], ids=["pending", "computed"])
+@pytest.mark.parametrize("write", DETACHED_ALIAS_WRITES)
+def test_a_write_through_what_a_detached_alias_shares_makes_backward_fail(write, computed):
+    raises_in_both(detached_alias_program(write, computed), "modified by an inplace operation: .* changed by")
+
+
+@pytest.mark.parametrize("computed", [False, True], ids=["pending", "computed"])
+@pytest.mark.parametrize("write", [None, "the base", "another detach()"], ids=["no write", "base", "sibling"])
+def test_a_detached_alias_keeps_its_gradient_where_pytorch_does_not_raise(write, computed):
+    """No write, or the write after backward(): the same program, no error, PyTorch's gradient."""
+    program = detached_alias_program(write, computed, write_after_backward=True)
+    expected = {name: numpy_of(value) for name, value in program(torch).items()}
+    got = {name: numpy_of(value) for name, value in program(mj).items()}
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("computed", [False, True], ids=["pending", "computed"])
+def test_a_write_of_a_detached_alias_s_base_is_allowed_when_nothing_saved_the_alias(computed):
+    def program(lib):
+        base = lib.tensor([[0.5, -1.5], [2.0, 0.25]]) * 2.0
+        if computed and lib is mj:
+            base.numpy()
+        leaf = base.detach().requires_grad_()
+        loss = (leaf[1:] * 3.0).sum() + leaf.sum()  # a product with a constant saves nothing
+        base[0, :] = -1.78
+        loss.backward()
+        return {"leaf.grad": leaf.grad, "leaf": leaf}
+    expected = {name: numpy_of(value) for name, value in program(torch).items()}
+    got = {name: numpy_of(value) for name, value in program(mj).items()}
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("computed", [False, True], ids=["pending", "computed"])
+def test_a_write_of_the_parent_reaches_a_detached_alias_with_history(computed):
+    """The alias was written a value with history, so it keeps a grad_fn of its own; the parent's write still
+    moves their shared counter."""
+    def program(lib):
+        a = lib.tensor([0.5, -1.5, 2.0], requires_grad=True)
+        parent = lib.tensor([1.0, 2.0, 3.0]) * 2.0
+        if computed and lib is mj:
+            parent.numpy()
+        alias = parent.detach()
+        alias[0] = (a * 3.0)[0]
+        square = alias * alias
+        parent[1] = 5.0
+        square.sum().backward()
+    raises_in_both(program, "modified by an inplace operation")
+
+
 def test_module_conversion_keeps_parameters_as_the_same_leaves():
     model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))  # every parameter gets a gradient
     parameters = list(model.parameters())
