@@ -8,6 +8,7 @@
 
 #include "meta_ops/broadcast.h"
 #include "meta_ops/elementwise.h"
+#include "meta_ops/gradient_sum.h"
 #include "meta_ops/recomputation.h"
 #include "meta_ops/reduce.h"
 
@@ -198,21 +199,28 @@ std::vector<NodePtr> gradients(const NodePtr& output, const std::vector<NodePtr>
     // Under mj.flags.memory_budget, rules read recomputed clones of some forward values instead of the values
     // themselves (meta_ops/recomputation.h); gradients still accumulate onto the forward nodes' inputs.
     Recomputation recomputation(output, order, inputs);
-    std::unordered_map<Node*, NodePtr> accumulated{{output.get(), output_grad}};
+    // Each node's gradient terms in arrival order, summed when the walk reaches the node (by then every user,
+    // newer than it, has added its term): GradientSum makes terms of one contraction one product.
+    std::unordered_map<Node*, std::vector<NodePtr>> accumulated{{output.get(), {output_grad}}};
+    GradientSum gradient_sum;
+    auto gradient_of = [&](Node* raw) -> NodePtr {
+      auto found = accumulated.find(raw);
+      if (found == accumulated.end()) return nullptr;
+      if (found->second.size() > 1) found->second = {gradient_sum.total(found->second)};
+      return found->second[0];
+    };
     std::unordered_set<Node*> done_outputs;  // outputs of multi-output ops whose rule already ran
     for (Node* raw : order) {
-      auto found = accumulated.find(raw);
-      if (found == accumulated.end() || !relevant.count(raw) || done_outputs.count(raw)) continue;
+      if (!accumulated.count(raw) || !relevant.count(raw) || done_outputs.count(raw)) continue;
       NodePtr node = shared_pointer(output, raw, owners);
-      NodePtr grad = found->second;
-      if (!node->any_input_requires_grad()) continue;  // a leaf
+      if (!node->any_input_requires_grad()) continue;  // a leaf: summed with the results, below
+      NodePtr grad = gradient_of(raw);
       check_saved_values(*node);
       std::vector<NodePtr> input_grads;
       if (auto* multi = dynamic_cast<const MultiOutputPayload*>(node->payload.get())) {
         std::vector<NodePtr> output_grads;
         for (const NodePtr& sibling : multi->outputs()) {
-          auto sibling_grad = sibling ? accumulated.find(sibling.get()) : accumulated.end();
-          output_grads.push_back(sibling_grad == accumulated.end() ? nullptr : sibling_grad->second);
+          output_grads.push_back(sibling ? gradient_of(sibling.get()) : nullptr);
           if (sibling) done_outputs.insert(sibling.get());
         }
         std::vector<bool> needed;
@@ -232,16 +240,15 @@ std::vector<NodePtr> gradients(const NodePtr& output, const std::vector<NodePtr>
           throw std::logic_error("internal error: gradient of " + node->op_name() + " input " + std::to_string(index) +
                                  " has shape " + shape_to_string(contribution->shape) + ", expected " +
                                  shape_to_string(input->shape));
-        contribution = cast(contribution, input->dtype);
-        auto slot = accumulated.find(input.get());
-        if (slot == accumulated.end()) accumulated.emplace(input.get(), contribution);
-        else slot->second = binary(BinaryOp::Add, slot->second, contribution);
+        accumulated[input.get()].push_back(cast(contribution, input->dtype));
       }
     }
-    for (size_t index = 0; index < inputs.size(); ++index) {
-      auto found = accumulated.find(inputs[index].get());
-      if (found != accumulated.end()) results[index] = found->second;
-    }
+    // Larger gradients first: a weight's sum stacks the operands its bias's sum can then reuse (GradientSum).
+    std::vector<size_t> by_size(inputs.size());
+    for (size_t index = 0; index < inputs.size(); ++index) by_size[index] = index;
+    std::stable_sort(by_size.begin(), by_size.end(),
+                     [&](size_t a, size_t b) { return inputs[a]->numel() > inputs[b]->numel(); });
+    for (size_t index : by_size) results[index] = gradient_of(inputs[index].get());
   }
   for (size_t index = 0; index < inputs.size(); ++index)
     if (!results[index]) results[index] = constant(inputs[index]->shape, inputs[index]->dtype, 0.0);
