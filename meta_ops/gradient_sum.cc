@@ -121,6 +121,17 @@ bool collect_stacked(const std::vector<NodePtr>& nodes, int depth, std::vector<s
   return true;
 }
 
+// A term's sum below the reshapes that give it its value's shape (matmul's gradient, built with grad mode on,
+// reshapes its [1, K, N] placement back to [K, N]).
+NodePtr summed_core(const NodePtr& term) {
+  NodePtr core = term;
+  for (int step = 0;
+       step < kMostOperandSteps && core->kind == NodeKind::Reshape && core->inputs.size() == 1 && core->inputs[0];
+       ++step)
+    core = core->inputs[0];
+  return core;
+}
+
 // A term the rewrite can take: a sum (over some dims) of a product or of a value, in a floating dtype.
 bool is_summed_term(const Node& node) {
   return node.kind == NodeKind::Reduce && ReduceOp(node.op_code) == ReduceOp::Add && !node.keepdim &&
@@ -183,7 +194,9 @@ NodePtr GradientSum::lift(const std::vector<NodePtr>& nodes, int depth) {
   return view(input, shape, std::move(mapping));
 }
 
-NodePtr GradientSum::stacked_contraction(const std::vector<NodePtr>& terms) {
+NodePtr GradientSum::stacked_contraction(const std::vector<NodePtr>& reshaped_terms) {
+  std::vector<NodePtr> terms;
+  for (const NodePtr& term : reshaped_terms) terms.push_back(summed_core(term));
   std::vector<std::vector<NodePtr>> positions = operand_positions(terms), stacks;
   for (const std::vector<NodePtr>& position : positions)
     if (!collect_stacked(position, 1, stacks)) return nullptr;
@@ -200,7 +213,7 @@ NodePtr GradientSum::stacked_contraction(const std::vector<NodePtr>& terms) {
   std::vector<int64_t> dims{0};  // the steps, and each term's own summed dims
   for (int dim = 0; dim < int(terms[0]->inputs[0]->shape.size()); ++dim)
     if (terms[0]->reduce_mask >> dim & 1) dims.push_back(dim + 1);
-  return reduce(summed, ReduceOp::Add, dims, false);
+  return reshape(reduce(summed, ReduceOp::Add, dims, false), reshaped_terms[0]->shape);
 }
 
 NodePtr GradientSum::total(const std::vector<NodePtr>& terms) {
@@ -209,9 +222,10 @@ NodePtr GradientSum::total(const std::vector<NodePtr>& terms) {
   std::vector<std::vector<NodePtr>> groups;
   for (const NodePtr& term : terms) {
     bool placed = false;
-    if (is_summed_term(*term))
+    NodePtr core = summed_core(term);
+    if (is_summed_term(*core))
       for (std::vector<NodePtr>& group : groups)
-        if (is_summed_term(*group[0]) && same_form(*group[0], *term)) {
+        if (NodePtr first = summed_core(group[0]); is_summed_term(*first) && same_form(*first, *core)) {
           group.push_back(term);
           placed = true;
           break;

@@ -101,3 +101,30 @@ def test_second_derivatives_through_a_stacked_sum_match_pytorch(rng):
     np.testing.assert_allclose(gradient.numpy(), expected.detach().numpy(), rtol=1e-5, atol=1e-5)
     for got, want in zip(second, expected_second):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("through", ["grad", "backward"])
+def test_a_hand_written_recurrences_weights_get_one_product_each(rng, through):
+    """h = tanh(x_t @ W_x + h @ W_h): matmul's weight gradient (reshaped back from [1, K, N] when built with grad
+    mode on, as mj.grad builds it) is stacked over the steps like Linear's."""
+    steps, batch = 6, 8
+    data = rng.standard_normal((steps, batch, 32)).astype(np.float32)
+    weights = [(rng.standard_normal(shape) * 0.1).astype(np.float32) for shape in ((32, 64), (64, 64))]
+
+    def run(framework, array):
+        w_x, w_h = (array(value).requires_grad_() for value in weights)
+        x, h = array(data), framework.zeros(batch, 64)
+        for step in range(steps):
+            h = framework.tanh(x[step] @ w_x + h @ w_h)
+        loss = (h * h).sum()
+        if framework is mj and through == "grad":
+            return mj.grad(loss, [w_x, w_h])
+        loss.backward()
+        return w_x.grad, w_h.grad
+
+    ours = run(mj, mj.array)
+    for gradient, rows in zip(ours, (32, 64)):
+        calls = library_calls(gradient)
+        assert any(f"onednn matmul {rows}x{steps * batch}x64" in call for call in calls), calls
+    for got, want in zip(ours, run(torch, torch.from_numpy)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
