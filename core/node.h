@@ -151,6 +151,10 @@ struct Node {
   // PyTorch saves an in-place op's original self (a copy), so no later write touches them.
   std::vector<std::pair<uint64_t, uint64_t>> read_by_in_place_ops;
   std::weak_ptr<Node> shares_value_of;  // a detached Data node sharing a computed node's storage: that node
+  // Set on the node a .data alias reads its source through (meta_ops/var.cc): PyTorch's .data has a version
+  // counter of its own, so the version check does not follow this node to its source, and views of it are not
+  // composed past it.
+  bool own_version_counter = false;
   // Scratch of the graph walks a sync makes under its lock (core/executor.cc, jit/plan_cache.cc): a walk takes a
   // fresh mark from next_walk_mark() and stamps the nodes it reaches, where a hash set of node pointers cost a
   // heap allocation per node (4834 nodes in a 64-step LSTM's training step, 9700 allocations a sync).

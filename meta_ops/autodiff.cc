@@ -104,6 +104,7 @@ namespace {
 // mask, not the tensor it came from, so following comparisons raised where PyTorch does not.)
 std::vector<const Node*> sharing_sources(const Node& node) {
   std::vector<const Node*> sources;
+  if (node.own_version_counter) return sources;  // a .data alias: the storage is shared, its counter is not
   if (NodePtr shared = node.shares_value_of.lock()) sources.push_back(shared.get());
   if ((node.kind == NodeKind::View || node.kind == NodeKind::Reshape) && !node.inputs.empty() && node.inputs[0])
     sources.push_back(node.inputs[0].get());

@@ -39,8 +39,9 @@ NodePtr view(const NodePtr& input, const Shape& shape, std::vector<ViewDimension
     identity = dimensions[dim].output_dim == int(dim) && dimensions[dim].step == 1 && dimensions[dim].offset == 0;
   if (identity) return input;
   NodePtr source = input->kind == NodeKind::View ? pending_source(*input) : nullptr;
-  // Composition skips the inner node, so it must not be a gradient target or a gradient stop.
-  if (source && !input->requires_grad && !source->requires_grad) {
+  // Composition skips the inner node, so it must not be a gradient target or a gradient stop, nor a .data
+  // alias's node (the version check stops there).
+  if (source && !input->requires_grad && !source->requires_grad && !input->own_version_counter) {
     // Compose: inner index = offset + step * (outer offset + outer step * i[outer dim]).
     std::vector<ViewDimension> composed;
     for (const ViewDimension& inner : input->view) {

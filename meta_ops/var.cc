@@ -396,9 +396,11 @@ const NodePtr& AliasGroup::current() {
   GradModeScope scope(made_in_grad_mode);
   NodePtr derived = parent_value;
   for (const ViewStep& step : from_parent) derived = apply_view_step(derived, step);
+  derived->own_version_counter = !shares_versions;
   // A leaf stays one (x.detach().requires_grad_()); a value with history keeps it, its values changed under it,
-  // as PyTorch keeps a tensor's grad_fn when another alias of its storage is written.
-  value = successor(value, std::move(derived), true);
+  // as PyTorch keeps a tensor's grad_fn when another alias of its storage is written. The value replaced stays
+  // this alias's (an earlier value): a later write counted here must mark it too.
+  replace_value(successor(value, std::move(derived), true));
   parent_version_seen = parent->version;
   ++version;
   return value;
@@ -575,6 +577,7 @@ VarPtr Var::make_detached_alias(const VarPtr& base, bool shares_versions) {
   child->shares_versions = shares_versions;
   child->made_in_grad_mode = grad_enabled();
   child->value = detached(base_node);
+  child->value->own_version_counter = !shares_versions;
   if (shares_versions) {
     std::vector<std::weak_ptr<AliasGroup>>& siblings = parent.version_sharing_children;
     siblings.erase(std::remove_if(siblings.begin(), siblings.end(),

@@ -43,9 +43,9 @@ struct AliasGroup {
   std::weak_ptr<Node::GradientSlot> gradient_of;
   // The value now: re-derived from the parent when the parent was written since.
   const NodePtr& current();
-  // The values a write replaced, and the values written through views (an in-place op's result, which PyTorch's
-  // autograd may save), still alive somewhere: they are the same storage, whose version counter a later
-  // counted write moves for them too.
+  // The values a write (or a re-derivation from the parent) replaced, and the values written through views (an
+  // in-place op's result, which PyTorch's autograd may save), still alive somewhere: they are the same storage,
+  // whose version counter a later counted write moves for them too.
   std::vector<std::weak_ptr<Node>> earlier_values;
   // `value` becomes `next`; the value it held joins earlier_values.
   void replace_value(NodePtr next);
