@@ -18,6 +18,12 @@
 namespace metajit {
 namespace {
 
+// The longest post-op chain offered to a backend: oneDNN refuses longer ones (its post_ops_limit), and each
+// prefix offered is an epilogue kernel built and a primitive tried. A sum of 2000 products that reaches a
+// library call (an unrolled recurrence's weight gradient, some terms stored by earlier syncs) built 2000
+// epilogues of 2000 statements and tried 1968 primitives before this limit.
+constexpr size_t kMostPostOps = 32;
+
 bool is_index_op(const IrExprPtr& expression, IndexOperator op) {
   return expression->kind == IrKind::IndexBinary && IndexOperator(expression->op) == op;
 }
@@ -536,7 +542,8 @@ class Matcher {
       std::set<std::string> folded;  // the lets it replaces
     };
     std::vector<Prefix> prefixes;
-    for (size_t position = loop_position_ + 1; position < body.size() && uses[current] == 1; ++position) {
+    for (size_t position = loop_position_ + 1;
+         position < body.size() && uses[current] == 1 && post_ops.size() < kMostPostOps; ++position) {
       const IrStatement& statement = body[position];
       if (statement.kind != IrStatement::Kind::Let || !statement.value) continue;
       bool reads_current = false;
