@@ -1,6 +1,8 @@
 #include "meta_ops/gradient_sum.h"
 
 #include <stdexcept>
+#include <string>
+#include <unordered_map>
 
 #include "meta_ops/broadcast.h"
 #include "meta_ops/elementwise.h"
@@ -143,14 +145,37 @@ bool is_product(const Node& node) {
          node.inputs[0] && node.inputs[1] && node.inputs[0]->shape == node.shape && node.inputs[1]->shape == node.shape;
 }
 
-// Terms that may be one contraction: the same sum of the same shape, both products or neither.
-bool same_form(const Node& a, const Node& b) {
-  const Node& summed_a = *a.inputs[0];
-  const Node& summed_b = *b.inputs[0];
-  return a.reduce_mask == b.reduce_mask && a.dtype == b.dtype && summed_a.shape == summed_b.shape &&
-         summed_a.dtype == summed_b.dtype && is_product(summed_a) == is_product(summed_b) &&
-         (!is_product(summed_a) || (summed_a.inputs[0]->dtype == summed_b.inputs[0]->dtype &&
-                                    summed_a.inputs[1]->dtype == summed_b.inputs[1]->dtype));
+// The views and reshapes an operand is reached through, as text: kinds, shapes and which dims each view walks
+// with which step (not where it starts: a slice of each step's input is stacked). Terms whose paths differ are
+// not stacked together (a view computed by an earlier sync has lost its input: its terms keep their own sums).
+void describe_path(const Node& node, int depth, std::string& text) {
+  text += shape_to_string(node.shape);
+  text += dtype_name(node.dtype);
+  if ((node.kind != NodeKind::View && node.kind != NodeKind::Reshape) || depth > kMostOperandSteps) return;
+  text += node.kind == NodeKind::View ? " view" : " reshape";
+  for (const ViewDimension& dimension : node.view)
+    text += " " + std::to_string(dimension.output_dim) + ":" + std::to_string(dimension.step);
+  if (node.inputs.size() != 1 || !node.inputs[0]) {
+    text += " of a computed value";
+    return;
+  }
+  text += " of ";
+  describe_path(*node.inputs[0], depth + 1, text);
+}
+
+// Terms that may be one contraction share this text: the same sum of the same shape, both products or neither,
+// with operands reached the same way.
+std::string form_of(const Node& core) {
+  const Node& summed = *core.inputs[0];
+  std::string text = std::to_string(core.reduce_mask) + " ";
+  if (!is_product(summed))
+    describe_path(summed, 1, text);
+  else
+    for (const NodePtr& factor : summed.inputs) {
+      text += " | ";
+      describe_path(*factor, 1, text);
+    }
+  return text;
 }
 
 // The positions below the sum where the terms' operands start: the product's two factors, or the summed value.
@@ -220,17 +245,16 @@ NodePtr GradientSum::total(const std::vector<NodePtr>& terms) {
   if (terms.empty()) throw std::logic_error("internal error: GradientSum::total of no terms");
   // Groups of terms of one form, in the order of their first term; a term of no such form is a group of one.
   std::vector<std::vector<NodePtr>> groups;
+  std::unordered_map<std::string, size_t> group_of_form;
   for (const NodePtr& term : terms) {
-    bool placed = false;
     NodePtr core = summed_core(term);
-    if (is_summed_term(*core))
-      for (std::vector<NodePtr>& group : groups)
-        if (NodePtr first = summed_core(group[0]); is_summed_term(*first) && same_form(*first, *core)) {
-          group.push_back(term);
-          placed = true;
-          break;
-        }
-    if (!placed) groups.push_back({term});
+    if (!is_summed_term(*core)) {
+      groups.push_back({term});
+      continue;
+    }
+    auto [found, added] = group_of_form.emplace(form_of(*core), groups.size());
+    if (added) groups.emplace_back();
+    groups[found->second].push_back(term);
   }
   std::vector<NodePtr> values;  // one per group, null where the group's terms are added one by one
   bool any_stacked = false;
