@@ -365,7 +365,12 @@ class Lowerer {
   bool cuttable(Node* node) const {
     bool elementwise = node->kind == NodeKind::Unary || node->kind == NodeKind::Binary ||
                        node->kind == NodeKind::Where || node->kind == NodeKind::Cast;
-    if (!consumers_ || node->numel() > shape_numel(kernel_->domain)) return false;
+    // A value larger than the kernel's output is left inlined, unless the kernel is already past
+    // kMaximumKernelValues: a contraction with a small output (an unrolled LSTMCell's [8, 10] head, once per
+    // step) otherwise inlined the whole cell-state chain behind its operand, back to the first step, in every
+    // step's kernel, and planning grew with the square of the steps.
+    if (!consumers_ || (node->numel() > shape_numel(kernel_->domain) && inlined_values_ <= kMaximumKernelValues))
+      return false;
     if (node->kind == NodeKind::Reduce) return inlined_values_ > kMaximumKernelValues;
     if (!elementwise) return false;
     if (inlined_values_ > kMaximumKernelValues) return true;
