@@ -450,9 +450,11 @@ PYBIND11_MODULE(_core, module) {
   module.def("next_node_id", &next_node_id_value);
   // A new node holding `node`'s value, differentiable to it: what copy_ and x[k] = v write, so the written Var
   // never shares a node with the Var it copied (a later write to one must not count as a write to the other).
+  // Its storage and version counter are its own: the version check stops at it (mutation fuzz seed 303818).
   module.def("_copy_node", [](const NodePtr& node) {
     NodePtr copy = make_node(NodeKind::View, node->dtype, node->shape, {node});
     for (int dim = 0; dim < int(node->shape.size()); ++dim) copy->view.push_back({dim, 1, 0});
+    copy->own_version_counter = true;
     return copy;
   });
   module.def("_unaliased", [](const NodePtr& node) { return node; });

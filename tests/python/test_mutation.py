@@ -484,6 +484,43 @@ def test_a_value_saved_through_data_keeps_its_recorded_values_where_pytorch_read
     np.testing.assert_allclose(numpy_of(program(mj)["weight.grad"]), [2.0, 4.0, 6.0], rtol=1e-6)
 
 
+# copy_ and x[k] = v copy: the written tensor's storage is its own, so a later write of the tensor copied from
+# changes nothing it saved (mutation fuzz seed 303818: the check followed the copy's node to its source's).
+COPY_WRITES = ["copy_", "copy_ broadcast", "setitem"]
+COPIED_SOURCE_WRITES = ["the source", "a view of the source", "a detach() of the source", "the source's .data"]
+
+
+@pytest.mark.parametrize("computed", [False, True], ids=["pending", "computed"])
+@pytest.mark.parametrize("source_write", COPIED_SOURCE_WRITES)
+@pytest.mark.parametrize("copy", COPY_WRITES)
+def test_a_write_of_what_was_copied_from_does_not_fail_backward_through_the_copy(copy, source_write, computed):
+    def program(lib):
+        weight = lib.tensor([0.5, -1.0, 2.0], requires_grad=True)
+        source = lib.tensor([1.0, 2.0, 3.0]) * 2.0
+        if computed and lib is mj:
+            source.numpy()
+        target = lib.zeros(3)
+        if copy == "copy_":
+            target.copy_(source)
+        elif copy == "copy_ broadcast":
+            target.copy_(source[1:2])
+        else:
+            target[:] = source
+        product = target * weight  # saves target for weight's gradient
+        view_product = target[1:] * weight[1:]  # saves a view of target
+        if source_write == "the source":
+            source.mul_(3.0)
+        elif source_write == "a view of the source":
+            source.reshape(-1)[1:].add_(1.0)
+        elif source_write == "a detach() of the source":
+            source.detach().clamp_(5.0, 6.0)
+        else:
+            source.data[0] = 7.0
+        (product.sum() + view_product.sum()).backward()
+        return {"weight.grad": weight.grad, "target": target, "source": source}
+    run_both(program)
+
+
 def test_module_conversion_keeps_parameters_as_the_same_leaves():
     model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))  # every parameter gets a gradient
     parameters = list(model.parameters())
