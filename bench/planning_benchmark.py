@@ -6,9 +6,9 @@ nodes, planned in several syncs (recording syncs a chain once it is 10,000 ops d
 process, so no plan is cached, after a warm-up process has compiled its kernels, so the time is planning rather
 than compiling: mj.stats()['planning_seconds'] over mj.stats()['planned_nodes'] (the pending nodes of the graphs
 planned). The same forward pass alone under no_grad is measured too: without a backward pass reading the cell
-states, only the planner's own cuts keep its kernels short. Planning runs on the calling thread; the processes run with one kernel thread and one BLAS thread so that
-idle worker threads spinning on a small machine do not take its cores. PyTorch eager's time for the same program
-is shown for scale. Writes bench/PLANNING.md.
+states, only the planner's own cuts keep its kernels short. Planning runs on the calling thread; the processes run
+with one kernel thread and one BLAS thread so that idle worker threads spinning on a small machine do not take its
+cores. PyTorch eager's time for the same program is shown for scale. Writes bench/PLANNING.md.
 
     python bench/planning_benchmark.py [--steps 250,500,1000,2000] [--runs 3] [--output bench/PLANNING.md]
 """
