@@ -2,6 +2,7 @@
 backward(), .grad, no_grad() and detach(). The gradient rules themselves live in C++ beside each meta-op."""
 import contextlib
 import functools
+import threading
 import weakref
 
 from . import _core
@@ -11,6 +12,15 @@ from ._core import Var
 # update, so reading the loss afterwards costs nothing. Weak references: a loss the program dropped is not
 # computed, and a loop of backward() calls without optimizer steps (manual updates) keeps no graphs alive.
 _pending_outputs = []
+
+# True on a thread while backward() without retain_graph builds its gradients: the graph it walks is freed once
+# computed, so a gradient rule may let go of what it kept for this backward (mj.utils.checkpoint's inputs).
+_frees_graph = threading.local()
+
+
+def backward_frees_graph():
+    """Whether the gradients being built are backward()'s without retain_graph (the graph is used once)."""
+    return getattr(_frees_graph, "value", False)
 
 
 def _as_list(value):
@@ -50,8 +60,12 @@ def backward(self, gradient=None, retain_graph=None):
         raise RuntimeError(f"backward: grad can be implicitly created only for a Var with one element, this one "
                            f"has shape {tuple(self.shape)}; pass gradient=")
     leaves = _core.gradient_leaves(self)
-    with no_grad():
-        grads = grad(self, leaves, gradient) if leaves else []
+    outer, _frees_graph.value = backward_frees_graph(), not retain_graph
+    try:
+        with no_grad():
+            grads = grad(self, leaves, gradient) if leaves else []
+    finally:
+        _frees_graph.value = outer
     if _core.memory_budget():
         _warn_if_over_budget()
     with no_grad():

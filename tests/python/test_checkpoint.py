@@ -78,3 +78,85 @@ def test_the_random_state_round_trips():
         mj.set_rng_state(b"nonsense")
     with pytest.raises(TypeError, match="expected a uint8 state"):
         mj.set_rng_state(np.zeros(3, np.float32))
+
+
+class ResidualBlock(mj.nn.Module):
+    """x + W2 relu(W1 x); TorchResidualBlock is PyTorch's."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.first, self.second = mj.nn.Linear(width, width), mj.nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + self.second(self.first(x).relu())
+
+
+class TorchResidualBlock(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.first, self.second = torch.nn.Linear(width, width), torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + self.second(self.first(x).relu())
+
+
+def residual_step(checkpointed, width=256, batch=2048, depth=8):
+    """Peak bytes of an SGD step of `depth` residual blocks (each one checkpointed, or not) after a warm-up step,
+    with the loss, the input's gradient and the parameters' gradients of the measured step."""
+    torch.manual_seed(0)
+    theirs = torch.nn.Sequential(*[TorchResidualBlock(width) for _ in range(depth)])
+    ours = mj.nn.Sequential(*[ResidualBlock(width) for _ in range(depth)])
+    ours.load_state_dict({name: value.detach().numpy() for name, value in theirs.state_dict().items()})
+    if checkpointed:
+        for block in ours:
+            block.forward = lambda x, forward=block.forward: checkpoint(forward, x)
+    optimizer = mj.optim.SGD(ours.parameters(), lr=0.0)  # a step that changes nothing: each measures the same
+    x = mj.array(np.random.default_rng(5).standard_normal((batch, width)).astype(np.float32), requires_grad=True)
+
+    def step():
+        x.grad = None
+        loss = (ours(x) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+    step()
+    mj.reset_peak_memory_stats()
+    loss = step()
+    return (mj.max_memory_allocated(), loss, x.grad.numpy(), [p.grad.numpy() for p in ours.parameters()],
+            theirs, x.numpy())
+
+
+def test_checkpointing_residual_blocks_lowers_the_peak_and_keeps_pytorchs_gradients():
+    plain_peak, plain_loss, _, _, _, _ = residual_step(False)
+    peak, loss, x_grad, parameter_grads, theirs, values = residual_step(True)
+    # When written: 59 MiB without checkpoints, 31 with. Before, each checkpoint's context held its input until
+    # the step's run ended, and checkpointing saved nothing (58 MiB).
+    assert peak < 0.75 * plain_peak, (peak / 2**20, plain_peak / 2**20)
+    np.testing.assert_allclose(loss, plain_loss, rtol=1e-5)
+    tx = torch.tensor(values, requires_grad=True)
+    blocks = list(theirs)
+    value = tx
+    for block in blocks:
+        value = torch.utils.checkpoint.checkpoint(block, value, use_reentrant=False)
+    (value ** 2).mean().backward()
+    np.testing.assert_allclose(loss, (value ** 2).mean().item(), rtol=1e-4)
+    np.testing.assert_allclose(x_grad, tx.grad.numpy(), rtol=1e-4, atol=1e-7)
+    for ours, reference in zip(parameter_grads, theirs.parameters()):
+        np.testing.assert_allclose(ours, reference.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_a_second_backward_through_a_checkpoint_needs_retain_graph():
+    ours, theirs = pair_of_mlps()
+    values = np.random.default_rng(6).standard_normal((3, 5)).astype(np.float32)
+    x = mj.array(values, requires_grad=True)
+    loss = checkpoint(ours, x).sum()
+    loss.backward(retain_graph=True)
+    loss.backward()  # the inputs were kept for it
+    tx = torch.tensor(values, requires_grad=True)
+    torch_loss = torch.utils.checkpoint.checkpoint(theirs, tx, use_reentrant=False).sum()
+    torch_loss.backward(retain_graph=True)
+    torch_loss.backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="a second time"):
+        loss.backward()

@@ -10,7 +10,7 @@ checkpoint_sequential(functions, segments, input) checkpoints a Sequential (or a
 pieces, the last one run normally, as PyTorch does.
 """
 from .. import _core
-from .._autograd import enable_grad, grad
+from .._autograd import backward_frees_graph, enable_grad, grad
 from .._core import Var
 from .._function import Function
 
@@ -26,6 +26,9 @@ class _Checkpoint(Function):
 
     @staticmethod
     def backward(context, *output_grads):
+        if context.inputs is None:
+            raise RuntimeError("checkpoint: backward through a checkpointed function a second time, after the first "
+                               "backward freed its inputs; pass retain_graph=True to the first backward")
         now = _core.random_state()
         if context.random_state is not None:
             _core.set_random_state(context.random_state)
@@ -36,6 +39,11 @@ class _Checkpoint(Function):
                 outputs = context.function(*detached, **context.kwargs)
         finally:
             _core.set_random_state(now)
+        if backward_frees_graph():
+            # The recomputation just recorded reads the inputs through graph edges. A reference kept here would
+            # hold each checkpoint's inputs (and so its output, which reads them) until the step's run ends: the
+            # run releases a buffer early only when nothing but the graph holds it (jit/plan/buffer_lifetimes.cc).
+            context.inputs = None
         outputs = [outputs] if isinstance(outputs, Var) else list(outputs)
         # One scalar whose gradient is the chain rule for every output at once.
         with enable_grad():
