@@ -2,6 +2,7 @@
 #include "meta_ops/var.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include "meta_ops/broadcast.h"
@@ -142,6 +143,26 @@ std::vector<ViewDimension> compose(const std::vector<ViewDimension>& first, cons
   return composed;
 }
 
+// A reshape that only adds or drops dims of extent 1 (unsqueeze, squeeze) as the View it also is: one per input
+// dim, the input's other dims walking the output's in order. Null for any other reshape.
+std::optional<std::vector<ViewDimension>> unit_dims_reshape(const Shape& input, const Shape& output) {
+  std::vector<ViewDimension> dimensions;
+  size_t next = 0;  // the first output dim not yet walked
+  for (int64_t extent : input) {
+    if (extent == 1) {
+      dimensions.push_back({-1, 0, 0});
+      continue;
+    }
+    while (next < output.size() && output[next] == 1) ++next;
+    if (next == output.size() || output[next] != extent) return std::nullopt;
+    dimensions.push_back({int32_t(next), 1, 0});
+    ++next;
+  }
+  for (; next < output.size(); ++next)
+    if (output[next] != 1) return std::nullopt;
+  return dimensions;
+}
+
 // `base_value` with the elements that the first `step_count` steps (View and Reshape steps: a Detach step only
 // ever ends a child group's path from its parent and is never among them) read replaced by
 // `value`, written back one segment at a time: a run of View steps is one composed View (so a slice of an
@@ -159,11 +180,16 @@ NodePtr write_back_path(const NodePtr& base_value, const std::vector<ViewStep>& 
   for (size_t index = 0; index < step_count; ++index) {
     const ViewStep& step = steps[index];
     if (step.kind == ViewStep::Kind::Detach) throw std::logic_error("internal error: a Detach step inside a path");
-    bool affine = step.kind == ViewStep::Kind::Affine;
+    // An unsqueeze or squeeze joins the views around it: a slice of an unsqueezed expanded alias writes only its
+    // own elements, where writing the reshape's whole input back through the expand would refuse.
+    std::optional<std::vector<ViewDimension>> unit_reshape;
+    if (step.kind == ViewStep::Kind::Reshape) unit_reshape = unit_dims_reshape(walked->shape, step.shape);
+    bool affine = step.kind == ViewStep::Kind::Affine || unit_reshape;
+    const std::vector<ViewDimension>& dimensions = unit_reshape ? *unit_reshape : step.dimensions;
     if (affine && !segments.empty() && segments.back().affine)
-      segments.back().dimensions = compose(segments.back().dimensions, step.dimensions);
+      segments.back().dimensions = compose(segments.back().dimensions, dimensions);
     else
-      segments.push_back({affine, affine ? step.dimensions : std::vector<ViewDimension>{}, walked, {}});
+      segments.push_back({affine, affine ? dimensions : std::vector<ViewDimension>{}, walked, {}});
     segments.back().output_shape = step.shape;
     if (index + 1 < step_count) walked = apply_view_step(walked, step);
   }

@@ -162,6 +162,20 @@ def test_writing_one_element_of_an_expanded_view_through_a_squeeze():
     run_both(program)
 
 
+@pytest.mark.parametrize("alias", ["data", "detach"])
+def test_writing_one_element_of_an_expanded_alias_through_an_unsqueeze(alias):
+    """The same through a .data or detach() alias of the expanded view (mutation fuzz seed 304981): the write
+    reaches the base along the alias's parent path, where the unsqueeze, a reshape, split the path too."""
+    def program(lib):
+        base = lib.tensor(np.arange(10, dtype=np.float32).reshape(2, 5, 1))
+        expanded = base.expand(2, 5, 3)
+        aliased = expanded.data if alias == "data" else expanded.detach()
+        aliased.unsqueeze(0)[:, :, 4:, 0] = lib.tensor([-1.15])
+        aliased.unsqueeze(-1)[1, 2:4, 0, 0] = lib.tensor([7.0, 8.0])
+        return {"base": base, "expanded": expanded}
+    run_both(program)
+
+
 # ------------------------------------------------------------------------------------ in-place methods
 
 def test_in_place_methods_match_pytorch():
