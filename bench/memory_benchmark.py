@@ -305,7 +305,8 @@ def write_report(arguments, rows, torch_version, seconds):
               "shrink parameters, momentum, gradients, the updated copies of both while the update runs, or oneDNN's "
               "scratchpads (held until the step's run ends), which set ResNet-18's floor. metajit's unbudgeted "
               "peak is above PyTorch's for the same reasons (issue 45 part 4). mj.utils.checkpoint per block "
-              "leaves ResNet-18's peak about where it was, which this benchmark does not explain.", ""]
+              "lowers ResNet-18's forward peak, but the step's peak is at the update, and about one block output "
+              "per checkpointed block is still held until the step's run ends (docs/autodiff.md).", ""]
     with open(arguments.output, "w") as output:
         output.write("\n".join(lines))
     print("\n".join(lines))
