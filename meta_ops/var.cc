@@ -143,23 +143,22 @@ std::vector<ViewDimension> compose(const std::vector<ViewDimension>& first, cons
   return composed;
 }
 
-// A reshape that only adds or drops dims of extent 1 (unsqueeze, squeeze) as the View it also is: one per input
-// dim, the input's other dims walking the output's in order. Null for any other reshape.
-std::optional<std::vector<ViewDimension>> unit_dims_reshape(const Shape& input, const Shape& output) {
+// A reshape that only adds or drops size-1 dims as an affine step (each other dim to the same dim in order), or
+// nothing when it regroups elements.
+std::optional<std::vector<ViewDimension>> reshape_as_affine(const Shape& input_shape, const Shape& shape) {
   std::vector<ViewDimension> dimensions;
-  size_t next = 0;  // the first output dim not yet walked
-  for (int64_t extent : input) {
+  size_t output = 0;
+  for (int64_t extent : input_shape) {
     if (extent == 1) {
       dimensions.push_back({-1, 0, 0});
       continue;
     }
-    while (next < output.size() && output[next] == 1) ++next;
-    if (next == output.size() || output[next] != extent) return std::nullopt;
-    dimensions.push_back({int32_t(next), 1, 0});
-    ++next;
+    while (output < shape.size() && shape[output] == 1) ++output;
+    if (output == shape.size() || shape[output] != extent) return std::nullopt;
+    dimensions.push_back({int32_t(output++), 1, 0});
   }
-  for (; next < output.size(); ++next)
-    if (output[next] != 1) return std::nullopt;
+  while (output < shape.size() && shape[output] == 1) ++output;
+  if (output != shape.size()) return std::nullopt;
   return dimensions;
 }
 
@@ -183,7 +182,7 @@ NodePtr write_back_path(const NodePtr& base_value, const std::vector<ViewStep>& 
     // An unsqueeze or squeeze joins the views around it: a slice of an unsqueezed expanded alias writes only its
     // own elements, where writing the reshape's whole input back through the expand would refuse.
     std::optional<std::vector<ViewDimension>> unit_reshape;
-    if (step.kind == ViewStep::Kind::Reshape) unit_reshape = unit_dims_reshape(walked->shape, step.shape);
+    if (step.kind == ViewStep::Kind::Reshape) unit_reshape = reshape_as_affine(walked->shape, step.shape);
     bool affine = step.kind == ViewStep::Kind::Affine || unit_reshape;
     const std::vector<ViewDimension>& dimensions = unit_reshape ? *unit_reshape : step.dimensions;
     if (affine && !segments.empty() && segments.back().affine)
@@ -272,25 +271,6 @@ static bool keeps_row_major_order(const ViewStep& step, const Shape& input_shape
 // a loop that views its own view (`x = x.reshape(2, 1); x += 1; x = x.reshape(2)`) otherwise makes a path as
 // long as the loop, and every use re-derives it and every write scatters back through it: time and memory
 // growing as the square of the loop.
-// A reshape that only adds or drops size-1 dims as an affine step (each other dim to the same dim in order), or
-// nothing when it regroups elements.
-static std::optional<std::vector<ViewDimension>> reshape_as_affine(const Shape& input_shape, const Shape& shape) {
-  std::vector<ViewDimension> dimensions;
-  size_t output = 0;
-  for (int64_t extent : input_shape) {
-    if (extent == 1) {
-      dimensions.push_back({-1, 0, 0});
-      continue;
-    }
-    while (output < shape.size() && shape[output] == 1) ++output;
-    if (output == shape.size() || shape[output] != extent) return std::nullopt;
-    dimensions.push_back({int32_t(output++), 1, 0});
-  }
-  while (output < shape.size() && shape[output] == 1) ++output;
-  if (output != shape.size()) return std::nullopt;
-  return dimensions;
-}
-
 static void append_view_step(std::vector<ViewStep>& steps, ViewStep step, const Shape& input_shape) {
   // A squeeze or unsqueeze after an affine step joins it: writing through an expanded view needs the run of
   // affine steps whole (see below).
