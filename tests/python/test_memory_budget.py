@@ -89,8 +89,9 @@ def gradients_of_a_step(name, budget):
 # Bit for bit where backward's kernels reduce what they reduced without recomputation. With BatchNorm and
 # LayerNorm, a batch statistic's gradient sums over recomputed values that the planner now fuses into the reduction
 # (it summed a stored value before), so the order of the additions differs: there, differences of float32 rounding,
-# at most 1e-5 of the gradient's largest magnitude (seen: 6e-9 absolute on values up to 3e-3), plus 1e-7 for
-# gradients that are zero up to rounding (a convolution's bias before BatchNorm: values of 1e-8 either way).
+# at most 1e-5 of the gradient's largest magnitude (seen: 6e-9 absolute on values up to 3e-3), plus 5e-7 for
+# gradients that are zero up to rounding (a convolution's bias before BatchNorm: sums of 2048 terms that cancel,
+# values up to 1.3e-7 either way).
 EXACT = {"mlp": True, "dropout": True, "cnn_batchnorm_relu": False, "residual": False}
 
 
@@ -107,7 +108,7 @@ def test_gradients_under_a_budget_equal_those_without(name):
             np.testing.assert_array_equal(value, reference, err_msg=f"{name}: value {index}")
         else:
             scale = float(np.abs(reference).max())
-            np.testing.assert_allclose(value, reference, rtol=0, atol=1e-5 * scale + 1e-7,
+            np.testing.assert_allclose(value, reference, rtol=0, atol=1e-5 * scale + 5e-7,
                                        err_msg=f"{name}: value {index}")
 
 

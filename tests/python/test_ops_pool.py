@@ -1,9 +1,7 @@
 """Pooling (metajit.ops.pool): max, average, adaptive average and adaptive max pooling against PyTorch (float64
 value and input gradient) with strides, padding, dilation, ceil_mode, count_include_pad, divisor_override and
-return_indices; the tie-splitting gradient of max against a numpy reference; finite differences; errors.
-
-Random float inputs have no ties, so torch's max_pool gradient (all to one element) and metajit's (ties split
-evenly) agree on them."""
+return_indices; max pooling's gradient with tied maxima, NaN and -inf windows against PyTorch's rule (all of a
+window's gradient to the element return_indices names); finite differences; errors."""
 import numpy as np
 import pytest
 
@@ -65,10 +63,71 @@ def test_max_pool2d_integer_input(rng):
     assert_close(F.max_pool2d(mj.array(image), 3, stride=2, padding=1), expected, dtype=np.int32)
 
 
-def test_max_pool2d_gradient_splits_ties_evenly():
-    # The two tied maxima of the window share its gradient (torch.amax's rule; torch's max_pool2d picks one).
-    input = mj.array(np.array([[[[1.0, 3.0], [3.0, 2.0]]]]), requires_grad=True)
-    assert_close(mj.grad(F.max_pool2d(input, 2).sum(), input), np.array([[[[0.0, 0.5], [0.5, 0.0]]]]))
+TIED_CASES = [
+    ("max_pool2d", {"kernel_size": 2}),  # windows that tile the input: the gradient is gathered back
+    ("max_pool2d", {"kernel_size": 3, "stride": 2, "padding": 1}),  # overlapping windows: scattered back
+    ("max_pool2d", {"kernel_size": 2, "stride": 1, "dilation": 2, "ceil_mode": True}),
+    ("max_pool1d", {"kernel_size": 3, "stride": 1, "padding": 1}),
+    ("max_pool3d", {"kernel_size": 2, "stride": (1, 2, 2)}),
+    ("adaptive_max_pool2d", {"output_size": (3, 2)}),  # windows of unequal lengths
+    ("adaptive_max_pool2d", {"output_size": 1}),
+]
+
+
+@pytest.mark.parametrize("name, options", TIED_CASES, ids=str)
+def test_max_pool_gradient_goes_to_one_tied_maximum_as_torch(rng, name, options):
+    """Integer-valued inputs tie in most windows; a window's gradient goes to its first maximum, as in PyTorch
+    (the gradient of amax would split it), and the returned indices name that element."""
+    spatial = 3 if name.endswith("3d") else 1 if name.endswith("1d") else 2
+    image = rng.integers(0, 3, size=(2, 3) + (6, 7, 5)[:spatial]).astype(np.float64)
+    assert_matches_torch(lambda x: getattr(F, name)(x, return_indices=True, **options),
+                         lambda x: getattr(TF, name)(x, return_indices=True, **options), image)
+    assert_matches_torch(lambda x: getattr(F, name)(x, **options), lambda x: getattr(TF, name)(x, **options), image)
+
+
+def test_max_pool2d_gradient_of_nan_and_infinite_windows_as_torch():
+    """A window holding NaNs passes NaN and gives its gradient to its last NaN (PyTorch's CPU rule); a window of
+    -inf only gives it to its first element inside the input, never to the padding."""
+    nan, inf = float("nan"), float("inf")
+    image = np.array([[[[nan, 1.0, -inf, -inf, 2.0],
+                        [nan, 2.0, -inf, -inf, 2.0],
+                        [0.0, nan, 1.0, 5.0, 5.0],
+                        [3.0, 4.0, nan, 5.0, inf]]]])
+    for options in ({"kernel_size": 2}, {"kernel_size": 2, "stride": 1, "padding": 1},
+                    {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}):
+        input = mj.array(image, requires_grad=True)
+        tensor = torch.tensor(image, requires_grad=True)
+        output, indices = F.max_pool2d(input, return_indices=True, **options)
+        expected, expected_indices = TF.max_pool2d(tensor, return_indices=True, **options)
+        assert_close(output, expected.detach().numpy(), rtol=0, equal_nan=True)
+        assert_close(indices, expected_indices.numpy(), dtype=np.int64)
+        weights = np.arange(1.0, 1.0 + expected.numel()).reshape(tuple(expected.shape))
+        (expected * torch.tensor(weights)).sum().backward()
+        assert_close(mj.grad((output * mj.array(weights)).sum(), input), tensor.grad.numpy(), rtol=0)
+
+
+def test_max_pool2d_gradient_ignores_later_writes_to_its_input():
+    """The backward finds each window's maximum from the values pooled, not from what the input holds later."""
+    base = mj.array(np.array([[[[1.0, 3.0], [2.0, 0.0]]]]), requires_grad=True)
+    input = base * 1.0
+    output = F.max_pool2d(input, 2)
+    input[0, 0, 0, 0] = 10.0  # would win the window now
+    assert_close(mj.grad(output.sum(), base), np.array([[[[0.0, 1.0], [0.0, 0.0]]]]), rtol=0)
+
+
+def test_max_pool2d_second_order_gradient(rng):
+    """The backward is made of ops: the gradient of a function of the input gradient matches PyTorch's."""
+    image = rng.integers(0, 3, size=(1, 2, 4, 6)).astype(np.float64)
+    input = mj.array(image, requires_grad=True)
+    tensor = torch.tensor(image, requires_grad=True)
+    weights = rng.standard_normal((1, 2, 3, 5))
+    output = (F.max_pool2d(input, 2, stride=1) ** 2 * mj.array(weights)).sum()
+    expected = (TF.max_pool2d(tensor, 2, stride=1) ** 2 * torch.tensor(weights)).sum()
+    expected_first, = torch.autograd.grad(expected, [tensor], create_graph=True)
+    (expected_first ** 2).sum().backward()
+    first = mj.grad(output, input)
+    assert_close(first, expected_first.detach().numpy())
+    assert_close(mj.grad((first ** 2).sum(), input), tensor.grad.numpy())
 
 
 def test_max_pool2d_is_one_kernel(rng):

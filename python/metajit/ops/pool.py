@@ -2,13 +2,14 @@
 
 The input is reindexed into a window view [N, C, *output, *kernel]: window positions outside the input read
 -inf for max pooling and 0 for average pooling, so padding costs nothing. The reduction over the kernel dims
-fuses with the reindex into one kernel. Gradients come from the meta-ops' rules; note that the gradient of a
-max splits ties evenly between the tied elements (as torch.amax does), where torch's max_pool gives it all to
-one element.
+fuses with the reindex into one kernel. Average pooling's gradient comes from the meta-ops' rules. Max
+pooling's is PyTorch's (see _gradient_to_maximum): a window's gradient goes to the one element return_indices
+names, where the gradient of amax would split it between tied maxima.
 
 Average-pooling divisors depend only on shapes: they are elementwise functions of arange vectors, one per
 spatial dimension, which fuse into the same kernel."""
 from .. import _core
+from .._autograd import is_grad_enabled, no_grad
 from .conv import _affine, _batched, _is_integer, _tuple
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
@@ -59,13 +60,36 @@ def _window_arguments(input, kernel_size, stride, padding, dilation, ceil_mode, 
     return kernel, stride, padding, dilation, sizes
 
 
-def _windows(input, kernel, stride, padding, dilation, sizes, overflow_value):
-    """The window view [N, C, *output, *kernel] of input; positions outside it read overflow_value."""
+def _window_map(input_shape, kernel, stride, padding, dilation, sizes):
+    """The window view's shape [N, C, *output, *kernel] and index expressions (into the input)."""
     spatial = len(kernel)
     indexes = ["i0", "i1"] + [_affine((stride[d], f"i{2 + d}"), (dilation[d], f"i{2 + spatial + d}"), -padding[d])
                               for d in range(spatial)]
-    shape = list(input.shape[:2]) + sizes + kernel
+    return list(input_shape[:2]) + list(sizes) + list(kernel), indexes
+
+
+def _windows(input, kernel, stride, padding, dilation, sizes, overflow_value):
+    """The window view [N, C, *output, *kernel] of input; positions outside it read overflow_value."""
+    shape, indexes = _window_map(input.shape, kernel, stride, padding, dilation, sizes)
     return _core.reindex(input, shape, indexes, overflow_value, [], [])
+
+
+def _tiles_input(input_shape, kernel, stride, padding, dilation, sizes):
+    """Whether the windows cover the input exactly once each (U-Net's 2x2 pools): no overlap, gap or padding."""
+    return stride == kernel and all(p == 0 for p in padding) and all(d == 1 for d in dilation) and \
+        all(size * k == extent for size, k, extent in zip(sizes, kernel, input_shape[2:]))
+
+
+def _windows_gradient(window_grad, input_shape, kernel, stride, padding, dilation, sizes):
+    """The gradient of the window view for `window_grad` [N, C, *output, *kernel]: each element added to the input
+    element its slot reads, as the gradient of the view's reindex (a scatter). Windows that tile the input are a
+    permute and a reshape away from it, and that gather runs 2-3x faster than the scatter."""
+    spatial = len(kernel)
+    if _tiles_input(input_shape, kernel, stride, padding, dilation, sizes):
+        interleaved = [0, 1] + [axis for d in range(spatial) for axis in (2 + d, 2 + spatial + d)]
+        return window_grad.permute(interleaved).reshape(list(input_shape))
+    _, indexes = _window_map(input_shape, kernel, stride, padding, dilation, sizes)
+    return _core.reindex_reduce(window_grad, "add", list(input_shape), indexes, [], [])
 
 
 def _kernel_dims(spatial):
@@ -85,31 +109,79 @@ def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_i
                                                                  ceil_mode, spatial, function)
     windows = _windows(input, kernel, stride, padding, dilation, sizes, _lowest(input.dtype))
     output = windows.amax(_kernel_dims(spatial))
+    differentiable = input.requires_grad and is_grad_enabled()
+    if not return_indices and not differentiable:
+        return _unbatch(output, unbatched)
+    input_shape = list(input.shape)
+
+    def window_view(value, outside):
+        return _windows(value, kernel, stride, padding, dilation, sizes, outside)
+
+    def windows_gradient(window_grad):
+        return _windows_gradient(window_grad, input_shape, kernel, stride, padding, dilation, sizes)
+
+    indices = _maximum_indices(input_shape, windows, output, window_view) if return_indices else None
+    if differentiable:
+        output = _gradient_to_maximum(input, windows, output, window_view, windows_gradient)
     if not return_indices:
         return _unbatch(output, unbatched)
-    indices = _maximum_indices(input, windows, output,
-                               lambda positions, count: _windows(positions, kernel, stride, padding, dilation, sizes,
-                                                                 float(count)))
     return _unbatch(output, unbatched), _unbatch(indices, unbatched)
 
 
-def _maximum_indices(input, windows, output, window_view):
-    """For each window, the flat index (within one channel's spatial plane) of its first maximum, as PyTorch's
-    return_indices. window_view(positions, count) lays out the int64 position plane like `windows`, with `count`
-    outside the input, so those slots never win the min."""
+def _plane_positions(input_shape):
+    """The flat position (h * W + w) of each element within its channel's plane, int64 [1, 1, *spatial], and the
+    plane's size."""
     from .. import arange
-    from .._autograd import no_grad
-    spatial = input.ndim - 2
+    extents = list(input_shape[2:])
+    count = 1
+    for extent in extents:
+        count *= extent
+    return arange(0, count, 1, "int64").reshape([1, 1] + extents), count
+
+
+def _maximum_indices(input_shape, windows, output, window_view):
+    """For each window, the flat index (within one channel's spatial plane) of its maximum, as PyTorch's
+    return_indices: the first of tied maxima, or the last NaN where the window holds any (PyTorch's CPU kernels
+    take a NaN whenever they meet one). window_view(positions, count) lays out the int64 position plane like
+    `windows`, with `count` outside the input. One reduction ranks the slots: a NaN at p scores 2C + p, a
+    maximum 2C - 1 - p, anything else -1; a slot outside the input scores at most C - 1, below any maximum
+    inside it, so it wins only a window with no element inside (which a valid padding never makes)."""
     with no_grad():
-        extents = list(input.shape[2:])
-        count = 1
-        for extent in extents:
-            count *= extent
-        positions = arange(0, count, 1, "int64").reshape([1, 1] + extents)
+        positions, count = _plane_positions(input_shape)
+        spatial = len(input_shape) - 2
+        slot_positions = window_view(positions, count)
         maxima = output.reshape(list(output.shape) + [1] * spatial)
-        is_maximum = (windows == maxima) | (windows != windows)  # a NaN is the maximum, as in PyTorch
-        outside = _core.constant([], "int64", count)
-        return _core.where(is_maximum, window_view(positions, count), outside).amin(_kernel_dims(spatial))
+        is_nan = windows != windows
+        minus_one = _core.constant([], "int64", -1)
+        score = _core.where(is_nan, slot_positions + 2 * count,
+                            _core.where(windows == maxima, (2 * count - 1) - slot_positions, minus_one))
+        best = score.amax(_kernel_dims(spatial))
+        return _core.where(best >= 2 * count, best - 2 * count, (2 * count - 1) - best)
+
+
+def _gradient_to_maximum(input, windows, output, window_view, windows_gradient):
+    """`output` (the pooled maxima) with PyTorch's max-pooling gradient: all of a window's gradient goes to the
+    element return_indices names (the gradient of amax would split it between tied maxima). The backward finds
+    those elements from the forward's own window view and maxima, so a later in-place write to `input` cannot
+    change them: one reduction per window in place of the tie rule's stored mask of every window element and
+    its count."""
+    input_shape = list(input.shape)
+    spatial = len(input_shape) - 2
+    for kept in (windows, output):  # read fused by the backward; no reason for a sync to store them
+        kept._stop_counting_as_handle()
+
+    def backward(output_grads):
+        grad = output_grads[0]
+        if grad is None:
+            return [None]
+        with no_grad():
+            winners = _maximum_indices(input_shape, windows, output, window_view)
+            positions, count = _plane_positions(input_shape)
+            is_winner = window_view(positions, count) == winners.reshape(list(winners.shape) + [1] * spatial)
+        expanded = grad.reshape(list(grad.shape) + [1] * spatial)
+        return [windows_gradient(_core.where(is_winner, expanded, _core.constant([], grad.dtype, 0.0)))]
+
+    return _core.custom_function([output], [input], backward, "max_pool")[0]
 
 
 def _window_counts(extent, size, kernel, stride, padding, include_padding):
@@ -196,15 +268,14 @@ def _adaptive_sizes(input, output_size, spatial, function):
     return sizes
 
 
-def _adaptive_windows(input, sizes, overflow_value):
-    """Window view [N, C, *output, *largest window] for adaptive pooling. Output o along a dim of extent I covers
-    [floor(o*I/O), ceil((o+1)*I/O)); window slots past that end read overflow_value. Also returns, per dim,
-    the window lengths as an int64 Var of length O."""
-    from .. import arange
+def _adaptive_window_map(input_shape, sizes):
+    """The adaptive window view's shape [N, C, *output, *largest window], index expressions and overflow
+    conditions. Output o along a dim of extent I covers [floor(o*I/O), ceil((o+1)*I/O)); the conditions mark the
+    slots past a shorter window's end."""
     spatial = len(sizes)
-    indexes, conditions, lengths, kernel = ["i0", "i1"], [], [], []
+    indexes, conditions, kernel = ["i0", "i1"], [], []
     for d, size in enumerate(sizes):
-        extent = input.shape[2 + d]
+        extent = input_shape[2 + d]
         output, slot = f"i{2 + d}", f"i{2 + spatial + d}"
         if extent % size == 0:
             # Equal windows with no gaps (a global average pool's one window, or 56 -> 7): plain strided windows,
@@ -212,16 +283,29 @@ def _adaptive_windows(input, sizes, overflow_value):
             length = extent // size
             indexes.append(f"{output}*{length}+{slot}")
             kernel.append(length)
-            lengths.append(_core.constant([size], "int64", length))
             continue
         start = f"({output}*{extent})/{size}"
         end = f"(({output}+1)*{extent}+{size - 1})/{size}"
         indexes.append(f"{start}+{slot}")
         conditions.append(f"{slot}>={end}-{start}")
         kernel.append(max(((o + 1) * extent + size - 1) // size - (o * extent) // size for o in range(size)))
+    return list(input_shape[:2]) + list(sizes) + kernel, indexes, conditions
+
+
+def _adaptive_windows(input, sizes, overflow_value):
+    """Window view [N, C, *output, *largest window] for adaptive pooling (see _adaptive_window_map); window slots
+    past a window's end read overflow_value. Also returns, per dim, the window lengths as an int64 Var of length
+    O."""
+    from .. import arange
+    lengths = []
+    for d, size in enumerate(sizes):
+        extent = input.shape[2 + d]
+        if extent % size == 0:
+            lengths.append(_core.constant([size], "int64", extent // size))
+            continue
         positions = arange(0, size, 1, "int64")
         lengths.append(((positions + 1) * extent + (size - 1)) // size - (positions * extent) // size)
-    shape = list(input.shape[:2]) + list(sizes) + kernel
+    shape, indexes, conditions = _adaptive_window_map(input.shape, sizes)
     return _core.reindex(input, shape, indexes, overflow_value, conditions, []), lengths
 
 
@@ -248,10 +332,23 @@ def _adaptive_max_pool(input, output_size, return_indices, spatial, function):
     sizes = _adaptive_sizes(input, output_size, spatial, function)
     windows, _ = _adaptive_windows(input, sizes, _lowest(input.dtype))
     output = windows.amax(_kernel_dims(spatial))
+    differentiable = input.requires_grad and is_grad_enabled()
+    if not return_indices and not differentiable:
+        return _unbatch(output, unbatched)
+    input_shape = list(input.shape)
+
+    def window_view(value, outside):
+        return _adaptive_windows(value, sizes, float(outside))[0]
+
+    def windows_gradient(window_grad):
+        _, indexes, conditions = _adaptive_window_map(input_shape, sizes)
+        return _core.reindex_reduce(window_grad, "add", input_shape, indexes, conditions, [])
+
+    indices = _maximum_indices(input_shape, windows, output, window_view) if return_indices else None
+    if differentiable:
+        output = _gradient_to_maximum(input, windows, output, window_view, windows_gradient)
     if not return_indices:
         return _unbatch(output, unbatched)
-    indices = _maximum_indices(input, windows, output,
-                               lambda positions, count: _adaptive_windows(positions, sizes, float(count))[0])
     return _unbatch(output, unbatched), _unbatch(indices, unbatched)
 
 
