@@ -35,6 +35,7 @@
 #include "meta_ops/random_values.h"
 #include "meta_ops/reduce.h"
 #include "meta_ops/var.h"
+#include "python_call_site.h"
 
 namespace py = pybind11;
 using namespace metajit;
@@ -46,6 +47,7 @@ void bind_flags(py::module_& module);  // flags_bindings.cc
 void bind_distributed(py::module_& module);  // distributed_bindings.cc
 void bind_trace(py::module_& module);        // trace_bindings.cc
 void bind_runtime(py::module_& module);      // runtime_bindings.cc
+void bind_composites(py::module_& module);   // composite_bindings.cc
 
 namespace {
 
@@ -214,22 +216,6 @@ bool exact_integer(py::handle value, int64_t* result, bool* overflow) {
   return true;
 }
 
-// The place in Python code that passes a scalar operand (meta_ops/scalar_sites.h): the calling frame's code
-// object and instruction offset, so two operators on one line are two places.
-uint64_t python_call_site() {
-  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
-  if (!frame) return 0;
-  PyCodeObject* code = PyFrame_GetCode(frame);  // a new reference
-  uint64_t site = uint64_t(reinterpret_cast<uintptr_t>(code));
-  Py_DECREF(code);
-#if PY_VERSION_HEX >= 0x030B0000
-  int offset = PyFrame_GetLasti(frame);
-#else
-  int offset = PyFrame_GetLineNumber(frame);
-#endif
-  return site * 1000003u + uint64_t(offset) + 1;
-}
-
 py::object binary_dispatch(BinaryOp op, const NodePtr& self, py::handle other, bool reflected) {
   // numpy scalars (np.float32(2), np.int64(3), np.bool_(True)) act as the Python numbers they hold, as in PyTorch;
   // left to numpy, `x + np.float32(2)` would turn x into an ndarray and `np.float32(2) * x` would fail.
@@ -290,6 +276,22 @@ std::string describe(const NodePtr& node) {
 
 }  // namespace
 
+// The place in Python code that passes a scalar operand (meta_ops/scalar_sites.h): the calling frame's code
+// object and instruction offset, so two operators on one line are two places.
+uint64_t python_call_site() {
+  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+  if (!frame) return 0;
+  PyCodeObject* code = PyFrame_GetCode(frame);  // a new reference
+  uint64_t site = uint64_t(reinterpret_cast<uintptr_t>(code));
+  Py_DECREF(code);
+#if PY_VERSION_HEX >= 0x030B0000
+  int offset = PyFrame_GetLasti(frame);
+#else
+  int offset = PyFrame_GetLineNumber(frame);
+#endif
+  return site * 1000003u + uint64_t(offset) + 1;
+}
+
 PYBIND11_MODULE(_core, module) {
   module.doc() = "metajit C++ core: lazy meta-op graph, fuser, in-process Clang JIT and kernel cache";
   register_op_names();
@@ -306,6 +308,7 @@ PYBIND11_MODULE(_core, module) {
   bind_cache(module);
   bind_trace(module);
   bind_runtime(module);
+  bind_composites(module);
   bind_cuda(module);
   bind_flags(module);
   bind_distributed(module);

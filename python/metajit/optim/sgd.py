@@ -1,6 +1,8 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay (torch.optim.SGD's update rule).
 
 The update is built lazily for the base class's fused step; it must not read values back to the host."""
+from .. import _core
+from .._core import Var
 from .optimizer import Optimizer, _zeros_buffer
 
 
@@ -33,16 +35,22 @@ class SGD(Optimizer):
     def _update(self, group, param, grad, state, scalar):
         if group["maximize"]:
             grad = -grad
-        if group["weight_decay"] != 0:
-            grad = grad + scalar("weight_decay", group["weight_decay"]) * param
+        weight_decay = scalar("weight_decay", group["weight_decay"]) if group["weight_decay"] != 0 else None
         momentum = group["momentum"]
+        buffer = keep = take = nesterov = None
         if momentum != 0:
             first = state.get("momentum_buffer") is None
             buffer = _zeros_buffer(param) if first else state["momentum_buffer"]
             # The first step's buf = g is written as 0 * buf + 1 * g so it uses the later steps' kernel.
             keep = scalar("momentum_keep", 0.0 if first else momentum)
             take = scalar("momentum_take", 1.0 if first else 1.0 - group["dampening"])
-            buffer = keep * buffer + take * grad
-            state["momentum_buffer"] = buffer
-            grad = grad + scalar("momentum", momentum) * buffer if group["nesterov"] else buffer
-        return param - scalar("lr", group["lr"]) * grad
+            if group["nesterov"]:
+                nesterov = scalar("momentum", momentum)
+        lr = scalar("lr", group["lr"])
+        if not isinstance(param, Var):
+            return param  # mj.trace's scalar pass (optimizer._Phantom): only the scalar() calls above matter
+        # One call records the update's ops (meta_ops/optimizer_updates.h), not one Python call per op.
+        param, new_buffer = _core.sgd_update(param, grad, weight_decay, buffer, keep, take, nesterov, lr)
+        if momentum != 0:
+            state["momentum_buffer"] = new_buffer
+        return param
