@@ -71,32 +71,38 @@ class _BatchNorm(Module):
             raise ValueError(f"{type(self).__name__}: expected {expected} input (got {input.ndim}D input)")
 
     def forward(self, input):
+        # Written for its recording cost (it runs per layer per step): buffers are read and rebound in
+        # self._buffers directly, which is what attribute access and __setattr__ do for them.
         self._check_input_dim(input)
         if input.shape[1] != self.num_features:
             raise ValueError(f"{type(self).__name__}: expected {self.num_features} channels in dim 1, got input of "
                              f"shape {tuple(input.shape)}")
-        use_batch_statistics = self.training or self.running_mean is None
-        update = self.training and self.track_running_stats
+        buffers = self._buffers
+        training, track = self.training, self.track_running_stats
+        running_mean, running_var = buffers["running_mean"], buffers["running_var"]
+        use_batch_statistics = training or running_mean is None
+        update = training and track
         momentum = self.momentum
         if update:
-            with _autograd.no_grad():
-                self.num_batches_tracked = _updated_buffer(self.num_batches_tracked, self.num_batches_tracked + 1)
+            buffers["num_batches_tracked"] = _updated_buffer(buffers["num_batches_tracked"],
+                                                             buffers["num_batches_tracked"] + 1)
             if momentum is None:
                 # A cumulative average needs 1 / batches-seen; momentum=1 yields the batch statistics, which
                 # are then averaged in below with that factor as a lazy Var (no sync for the count).
                 momentum = 1.0
-        running_mean = self.running_mean if not self.training or self.track_running_stats else None
-        running_var = self.running_var if not self.training or self.track_running_stats else None
+        if training and not track:
+            running_mean = running_var = None
         output, new_mean, new_var = F.batch_norm_with_statistics(
-            input, running_mean, running_var, self.weight, self.bias, use_batch_statistics, momentum, self.eps)
+            input, running_mean, running_var, self._parameters["weight"], self._parameters["bias"],
+            use_batch_statistics, momentum, self.eps)
         if update:
-            with _autograd.no_grad():
-                if self.momentum is None:
-                    factor = 1.0 / self.num_batches_tracked.astype(self.running_mean.dtype)
-                    new_mean = self.running_mean + (new_mean - self.running_mean) * factor
-                    new_var = self.running_var + (new_var - self.running_var) * factor
-                self.running_mean = _updated_buffer(self.running_mean, new_mean)
-                self.running_var = _updated_buffer(self.running_var, new_var)
+            if self.momentum is None:
+                with _autograd.no_grad():
+                    factor = 1.0 / buffers["num_batches_tracked"].astype(running_mean.dtype)
+                    new_mean = running_mean + (new_mean - running_mean) * factor
+                    new_var = running_var + (new_var - running_var) * factor
+            buffers["running_mean"] = _updated_buffer(running_mean, new_mean)
+            buffers["running_var"] = _updated_buffer(running_var, new_var)
         return output
 
     def extra_repr(self):
