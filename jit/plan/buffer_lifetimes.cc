@@ -42,20 +42,24 @@ BufferLifetimes buffer_lifetimes(const GraphSignature& signature, const Plan& pl
     for (int input : plan.inputs[kernel]) last_reader[input] = int(kernel);
   lifetimes.last_read_by.resize(plan.outputs.size());
   for (size_t position = 0; position < nodes.size(); ++position)
-    if (lifetimes.is_kernel_output[position] && !lifetimes.is_target[position] && last_reader[position] >= 0)
+    if ((lifetimes.is_kernel_output[position] || nodes[position]->is_computed()) && !lifetimes.is_target[position] &&
+        last_reader[position] >= 0)
       lifetimes.last_read_by[last_reader[position]].push_back(int(position));
   return lifetimes;
 }
 
-std::vector<uint8_t> releasable_buffers(const BufferLifetimes& lifetimes, const std::vector<NodePtr>& nodes) {
+std::vector<uint8_t> releasable_buffers(const BufferLifetimes& lifetimes, const std::vector<NodePtr>& nodes,
+                                        bool computed_inputs) {
   // dies[p]: when the run ends, nothing holds node p any more. A node dies when nothing outside the graph holds
   // it (its reference count is the signature's list plus its readers' edges) and each reader drops its edge: a
   // kernel output has its edges cut after it is computed, and a reader that dies drops everything it holds.
+  // Computed inputs count too: a parameter an optimizer step has already rebound to its update (optim/optimizer.py)
+  // is held by the graph alone, and goes right after its update reads it instead of at the end of the step.
   std::vector<uint8_t> dies(nodes.size(), 0);
   for (size_t position = nodes.size(); position-- > 0;) {
     const NodePtr& node = nodes[position];
     const std::vector<int>& readers = lifetimes.readers[position];
-    if (lifetimes.is_target[position] || node->is_computed()) continue;
+    if (lifetimes.is_target[position]) continue;
     if (size_t(node.use_count()) != 1 + readers.size()) continue;
     bool every_edge_dropped = true;
     for (int reader : readers) {
@@ -68,7 +72,8 @@ std::vector<uint8_t> releasable_buffers(const BufferLifetimes& lifetimes, const 
     dies[position] = every_edge_dropped;
   }
   for (size_t position = 0; position < nodes.size(); ++position)
-    dies[position] = dies[position] && lifetimes.is_kernel_output[position];
+    dies[position] =
+        dies[position] && (lifetimes.is_kernel_output[position] || (computed_inputs && nodes[position]->is_computed()));
   return dies;
 }
 

@@ -1,6 +1,6 @@
-// When a plan run can hand an intermediate buffer back to the allocator: right after the last kernel that reads
-// it, instead of at the end of the run. A training step's gradient buffers then reuse each other's memory (and
-// each other's cache lines) instead of all being alive together.
+// When a plan run can hand a buffer back to the allocator: right after the last kernel that reads it, instead of
+// at the end of the run (an intermediate, or an input nothing but the plan's graph holds any more). A training step's
+// gradient buffers then reuse each other's memory (and each other's cache lines) instead of all being alive together.
 //
 // A buffer may go early only if nothing outside the plan's graph holds its node (no Var, no leaf's .grad, no
 // pending node of another graph) and the graph itself lets go of it when the run ends: every node that reads it
@@ -22,14 +22,17 @@ struct BufferLifetimes {
   std::vector<std::vector<int>> readers;       // per position: the pending nodes reading it, once per edge
   std::vector<uint8_t> is_target;
   std::vector<uint8_t> is_kernel_output;       // computed by one of the plan's kernels (an output or a sibling)
-  std::vector<std::vector<int>> last_read_by;  // per kernel: kernel outputs (not targets) no later kernel reads
+  // Per kernel: the kernel outputs and computed inputs (not targets) no later kernel reads.
+  std::vector<std::vector<int>> last_read_by;
 };
 
 // Built when the plan is cached, from the signature's nodes as they are before the run.
 BufferLifetimes buffer_lifetimes(const GraphSignature& signature, const Plan& plan);
 
-// Per position, at the start of a run: true where the node's buffer may go after its last reader.
-std::vector<uint8_t> releasable_buffers(const BufferLifetimes& lifetimes, const std::vector<NodePtr>& nodes);
+// Per position, at the start of a run: true where the node's buffer may go after its last reader. Computed inputs
+// only with `computed_inputs`: a run that mj.trace records keeps them, since its replays read them again.
+std::vector<uint8_t> releasable_buffers(const BufferLifetimes& lifetimes, const std::vector<NodePtr>& nodes,
+                                        bool computed_inputs);
 
 // Takes a computed node's buffer away (under the executor's edge lock) if its holders are still just the graph
 // edges the plan knows of; tells the library layer the memory is gone (it may have kept copies keyed by its

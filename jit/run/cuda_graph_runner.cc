@@ -117,12 +117,14 @@ void run_on_cuda(const std::vector<NodePtr>& targets) {
   }
   stats().planning_nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now() - planning_start).count();
+  RunValues values(RunValues::Where::OnNodes);
+  std::vector<uint8_t> releasable = releasable_buffers(plan->lifetimes, signature.nodes, !active_capture());
   if (execution_ == CudaExecution::Gpu) {
     CudaStreamDevice device;
-    run_plan(*plan, signature.nodes, device);
+    run_plan(*plan, signature.nodes, device, values, &releasable);
   } else {
     CudaEmulatorDevice device(CudaEmulatorDevice::Memory::EmulatedDevice, kEmulatedBlocks);
-    run_plan(*plan, signature.nodes, device);
+    run_plan(*plan, signature.nodes, device, values, &releasable);
   }
   if (CapturedRun* capture = active_capture()) {
     capture->plan = plan;

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/stats.h"
+#include "jit/plan/buffer_lifetimes.h"
 #include "jit/plan/plan_cache.h"
 #include "jit/run/cpu_device.h"
 #include "jit/run/cuda_graph_runner.h"
@@ -24,7 +25,9 @@ class JitGraphRunner : public GraphRunner {
     stats().planning_nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::steady_clock::now() - planning_start).count();
     CpuDevice device(*plan);
-    run_plan(*plan, signature.nodes, device);
+    RunValues values(RunValues::Where::OnNodes);
+    std::vector<uint8_t> releasable = releasable_buffers(plan->lifetimes, signature.nodes, !captured_run);
+    run_plan(*plan, signature.nodes, device, values, &releasable);
     if (captured_run) {
       captured_run->plan = plan;
       captured_run->signature = std::move(signature);

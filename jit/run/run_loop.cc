@@ -222,7 +222,8 @@ void run_plan(const Plan& plan, const std::vector<NodePtr>& nodes, Device& devic
   bool profiling = kernel_profiling();
   const BufferLifetimes& lifetimes = plan.lifetimes;
   std::vector<uint8_t> releasable;
-  if (values.on_nodes()) releasable = given_releasable ? *given_releasable : releasable_buffers(lifetimes, nodes);
+  if (values.on_nodes())
+    releasable = given_releasable ? *given_releasable : releasable_buffers(lifetimes, nodes, /*computed_inputs=*/true);
   auto release_after = [&](size_t index) {
     if (values.on_nodes()) stats().buffers_released_early += release_after_kernel(lifetimes, releasable, nodes, index);
   };

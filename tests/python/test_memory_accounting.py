@@ -99,3 +99,38 @@ def test_an_empty_profile_has_no_chart_to_draw(tmp_path):
         pass
     with pytest.raises(ValueError, match="no kernel ran"):
         report.export_memory_timeline(str(tmp_path / "memory.png"))
+
+
+@pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
+def test_an_optimizer_step_never_holds_every_parameter_twice(optimizer):
+    """Issue 45 part 4: the parameters take their updates before the step's plan runs, so each old value goes once
+    its update has read it, as PyTorch's in-place updates never hold two copies. A step of four 4 MiB layers
+    (batch 2: activations are tiny) then peaks at most 2 + (state values per parameter) layers' worth above what it
+    held when it began (one update's new weight and state alive with the old ones): seen 3.0 for both. Keeping
+    every old parameter and state until the plan ended, it peaked 5.1 (SGD) and 6.1 (Adam) above."""
+    from metajit import nn, optim
+    layer_bytes = 1024 * 1024 * 4
+    mj.seed(0)
+    model = nn.Sequential(*[nn.Linear(1024, 1024, bias=False) for _ in range(4)])
+    step_options, states = {"SGD": (dict(lr=0.01, momentum=0.9), 1), "Adam": (dict(lr=1e-3), 2)}[optimizer]
+    update = getattr(optim, optimizer)(model.parameters(), **step_options)
+    x = mj.array(np.random.default_rng(0).standard_normal((2, 1024)).astype(np.float32))
+
+    def step():
+        loss = (model(x) ** 2).mean()
+        update.zero_grad()
+        loss.backward()
+        update.step()
+        return loss.item()
+
+    for _ in range(3):
+        step()
+    before = [layer.weight.numpy().copy() for layer in model]
+    mj.gc()
+    mj.reset_peak_memory_stats()
+    start = mj.memory_allocated()
+    step()
+    held = mj.max_memory_allocated() - start
+    assert held <= (2 + states) * layer_bytes, held / layer_bytes
+    for layer, old in zip(model, before):  # the updates landed in the parameters
+        assert np.abs(layer.weight.numpy() - old).max() > 0

@@ -175,11 +175,26 @@ class Optimizer:
             from .. import jit
             jit._note_replay_hook(lambda: self._replay_scalars(updated))
         computed.extend(_autograd.take_pending_outputs())
-        # One plan for the backward pass, the updates and the pending outputs; the parameters are then rebound
-        # to their computed new values (nothing is copied).
-        sync([value for _, value in assignments] + computed)
-        for param, value in assignments:
-            param.assign(value)
+        if tracing:
+            # One plan for the backward pass, the updates and the pending outputs; the parameters are then rebound
+            # to their computed new values (nothing is copied), which mj.trace records as their writes.
+            sync([value for _, value in assignments] + computed)
+            for param, value in assignments:
+                param.assign(value)
+            return loss
+        # The parameters take their (lazy) new values first, so in the one plan that computes the backward pass,
+        # the updates and the pending outputs, each old value is held by the graph alone and its buffer goes as
+        # soon as its update has read it (jit/plan/buffer_lifetimes.h): the step never holds every parameter
+        # twice, as PyTorch's in-place updates never do. Should the plan fail, the parameters keep the updates'
+        # lazy values, and reading them raises the same error.
+        params = [param for param, _ in assignments]
+        with _autograd.no_grad():
+            for param, value in assignments:
+                param._write(value, "assign")
+        # The new values are the parameters' own now: another handle on one would be a value the user holds,
+        # stored by a kernel output of its own.
+        assignments = new_value = value = None
+        sync(params + computed)
         return loss
 
     def _update(self, group, param, grad, state, scalar):
