@@ -474,8 +474,14 @@ void Var::derive() {
   // A view the user made a leaf of (x.detach().requires_grad_()) stays one when its base changes.
   node_ = steps_.empty() ? value : keep_leaf(node_, std::move(value));
   // Recording an op on it in grad mode is refused (make_node); reading it, or using it under no_grad, is not.
-  if (no_grad_view_ && group_->grad_write_version > created_version_ && node_ != group_->value)
+  if (no_grad_view_ && group_->grad_write_version > created_version_ && !steps_.empty()) {
+    if (node_ == group_->value) {  // an identity view (expand to its own shape): the mark needs a node of its own
+      NodePtr own = make_node(NodeKind::View, node_->dtype, node_->shape, {node_});
+      own->view = identity_dimensions(node_->shape.size());
+      node_ = std::move(own);
+    }
     node_->ambiguous_no_grad_view = true;
+  }
   seen_version_ = group_->version;
 }
 

@@ -737,6 +737,18 @@ def test_a_view_made_under_no_grad_refuses_ops_in_grad_mode_after_a_tracked_writ
     raises_in_both(program, "A view was created in no_grad mode and its base")
 
 
+def test_an_identity_view_made_under_no_grad_refuses_ops_after_a_tracked_write_to_its_base():
+    """Mutation fuzz seed 302917: expand() to the tensor's own shape is a view in PyTorch too, though its values are
+    the base's own; it refuses an op in grad mode as any other view made under no_grad does."""
+    def program(lib):
+        base = lib.tensor([1.31, -1.66, -0.54])
+        with lib.no_grad():
+            same = base.expand(3)
+        base.mul_(lib.tensor([2.0], requires_grad=True))
+        same * same
+    raises_in_both(program, "A view was created in no_grad mode and its base")
+
+
 @pytest.mark.parametrize("use", ["read", "under no_grad", "write under no_grad", "write without history"])
 def test_a_view_made_under_no_grad_stays_usable_where_pytorch_allows_it(use):
     def program(lib):
