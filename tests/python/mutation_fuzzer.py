@@ -103,6 +103,21 @@ def read(x):
     return x.numpy().copy()
 
 
+def settle(namespace):
+    """Reads the grad_fn of every PyTorch tensor in `namespace`. PyTorch rebuilds a view's grad_fn when it is read
+    after its base was written in place, and whether it has been rebuilt changes what later ops on the view do (an
+    in-place write to a view not rebuilt since its base gained history raises as if the view were a leaf that
+    requires grad). The generator inspects tensors while it draws statements, which rebuilds them; every PyTorch run
+    of a program reads them all after each statement, so all runs see the state the generator saw (seeds 300165 and
+    302917 raised in the comparison run only)."""
+    for value in list(namespace.values()):
+        if isinstance(value, torch.Tensor):
+            try:
+                value.grad_fn
+            except RuntimeError:  # a view PyTorch refuses to rebuild (made under no_grad): it raises on use anyway
+                pass
+
+
 def execute(statements, lib):
     """Runs the statements with `lib` (torch or mj); returns (namespace, index of the statement that raised or None,
     the exception or None)."""
@@ -114,6 +129,8 @@ def execute(statements, lib):
                 exec(compile(statement.text, f"<mutation fuzz statement {index}>", "exec"), namespace)
             except Exception as error:  # noqa: BLE001  (PyTorch's errors are part of the program; metajit's too)
                 return namespace, index, error
+            if lib is torch:
+                settle(namespace)
     return namespace, None, None
 
 
@@ -578,6 +595,8 @@ class Generator:
                 exec(compile(text, "<generator>", "exec"), self.namespace)
             except Exception as caught:  # noqa: BLE001
                 error = caught
+        if error is None:
+            settle(self.namespace)
         if error is None and "backward" in kind and not self.data_dependent:
             # a backward reading values changed through .data is kept; its gradient values are not compared
             self.data_dependent = data_dependent_backward(self.statements + [statement]) is not None
@@ -811,9 +830,17 @@ def reproducer(program, message):
              "import numpy as np", "import torch", "import metajit as mj", "", "",
              "def read(x):  # the value as a numpy array: a sync point in metajit",
              "    return x.detach().numpy().copy() if isinstance(x, torch.Tensor) else x.numpy().copy()", "", "",
+             "def settle(names):  # PyTorch rebuilds a view's grad_fn when it is read: read them all, as the fuzzer",
+             "    for value in list(names.values()):",
+             "        if isinstance(value, torch.Tensor):",
+             "            try:",
+             "                value.grad_fn",
+             "            except RuntimeError:",
+             "                pass", "", "",
              "def program(lib):  # lib is torch or mj"]
     for statement in program.statements:
         lines += ["    " + line for line in statement.text.split("\n")]
+        lines.append("    settle(locals())")
     lines += ["    return locals()", "", ""]
     if program.expected_error is not None:
         lines += [f"# PyTorch raises at the last statement: {program.expected_error}",
