@@ -202,6 +202,14 @@ void set_device_memory_limit(int64_t bytes) { device_memory_limit_bytes.store(st
 
 void begin_device_launch() { device_launch.fetch_add(1, std::memory_order_relaxed); }
 
+namespace {
+std::atomic<bool> saving_memory_now{false};
+}  // namespace
+
+bool saving_memory() { return saving_memory_now.load(std::memory_order_relaxed); }
+
+void set_saving_memory(bool saving) { saving_memory_now.store(saving, std::memory_order_relaxed); }
+
 void Storage::mark_device_use() const {
   last_device_use_.store(device_launch.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }

@@ -107,6 +107,12 @@ void begin_device_launch();
 // Drops every cached free host block back to the system (mj.gc()); the CUDA backend does the same for its own.
 void release_cached_memory();
 
+// Whether the program asked to save memory (mj.flags.memory_budget is set; meta_ops/recomputation.cc says so):
+// caches that trade memory for time keep nothing then (oneDNN's layout copies kept for a later call,
+// libraries/cpu/onednn_layout_cache.h).
+bool saving_memory();
+void set_saving_memory(bool saving);
+
 // Called with a host buffer's bytes when the Storage holding them dies, before the block goes back to the
 // allocator: a cache of values derived from a buffer and keyed by its address (oneDNN's reordered weights,
 // libraries/cpu/onednn_layout_cache.h) forgets them there, so a later buffer at the same address is never taken for it.

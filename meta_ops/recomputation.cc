@@ -20,6 +20,7 @@
 
 #include "core/flags.h"
 #include "core/stats.h"
+#include "core/storage.h"
 #include "meta_ops/autodiff.h"
 #include "meta_ops/elementwise.h"
 
@@ -100,6 +101,7 @@ double memory_budget() {
   if (value < 0) {
     value = budget_from_environment();
     budget_value.store(value, std::memory_order_relaxed);
+    set_saving_memory(value > 0);
   }
   return value;
 }
@@ -110,6 +112,7 @@ void set_memory_budget(double budget) {
         "memory_budget must be 0 (off), a fraction between 0 and 1, or a number of bytes, got " +
         std::to_string(budget));
   budget_value.store(budget, std::memory_order_relaxed);
+  set_saving_memory(budget > 0);
 }
 
 RecomputationReport last_recomputation_report() {

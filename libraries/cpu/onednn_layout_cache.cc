@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/stats.h"
+#include "core/storage.h"
 
 namespace metajit {
 namespace {
@@ -122,7 +123,9 @@ dnnl::memory reordered_input(const dnnl::memory& user, const dnnl::memory::desc&
   dnnl::memory source_memory = user;  // execute() takes non-const handles
   dnnl::reorder(source_memory, copy).execute(stream, source_memory, copy);
   stats().library_reorders++;
-  if (state.bytes + owner->bytes() <= kMaxKeptBytes) {
+  // Under a memory budget a copy is made again where it is needed: kept, the blocked copies of ResNet-18's
+  // activations and weights held 27 MiB at its step's peak (batch 16 and 32) for 43 fewer reorders a step.
+  if (!saving_memory() && state.bytes + owner->bytes() <= kMaxKeptBytes) {
     state.bytes += owner->bytes();
     state.copies.push_back({source, user_desc, library, copy, owner, state.requests});
   } else {
