@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <unordered_map>
@@ -303,6 +305,23 @@ bool onednn_winograd_pays(const ConvolutionProblem& problem) {
   return tiles >= 128;
 }
 
+// The most scratchpad `auto` lets a Winograd call take: 8x its three tensors' bytes, or 16 MiB (which no training
+// step notices). oneDNN's Winograd weight gradient sums a transformed copy of the weights (36 values per 3x3 filter)
+// per thread, so its scratchpad grows with the channels squared and the thread count, not with the data:
+// ResNet-18's 512-channel layers at batch 32 asked for 120 MiB on 2 threads, 11x their tensors, while every
+// activation was still held, which made it the training step's peak (448 MiB; 351 with those calls direct, each
+// about 3 ms slower). The next largest in that step, 256 channels' weight gradient, is 7x (44 MiB); forward and
+// backward data are about 3x.
+constexpr size_t kWinogradScratchpadFactor = 8;
+constexpr size_t kWinogradScratchpadAlways = size_t(16) << 20;
+
+size_t winograd_scratchpad_limit(const ConvolutionProblem& problem) {
+  size_t elements = 0;
+  for (const TensorLayout* layout : {&problem.source, &problem.weights, &problem.destination})
+    elements += size_t(std::accumulate(layout->dims.begin(), layout->dims.end(), int64_t(1), std::multiplies<>()));
+  return std::max(elements * sizeof(float) * kWinogradScratchpadFactor, kWinogradScratchpadAlways);
+}
+
 // Channels-last activations for a convolution with fewer output channels than a vector (an image network's last
 // layer, 16 -> 3 channels; a segmentation head). oneDNN's blocked layouts pad those channels to 16, and the
 // backward-data pass sums over them. Timed on this machine (C++ against oneDNN 2.6, 2 AVX-512 cores, the call's
@@ -343,7 +362,9 @@ class ConvolutionCall : public LibraryCall {
     if (winograd) {
       try {
         build(dnnl::algorithm::convolution_winograd);
-        return;
+        if (preference == ConvolutionAlgorithm::Winograd ||
+            scratchpad_.get_size() <= winograd_scratchpad_limit(problem))
+          return;                     // else `auto` finds its scratchpad too large: direct
       } catch (const dnnl::error&) {  // not for this shape or this CPU: the direct kernels take it
       }
     }

@@ -47,8 +47,8 @@ class _Flags:
     def conv_algorithm(self):
         """How lowered convolutions compute (METAJIT_CONV_ALGORITHM): 'auto' (default) takes Winograd F(4x4, 3x3)
         for 3x3 stride-1 convolutions with at least 32 channels and 128 output tiles, where it measured about 2x
-        faster; 'direct' never uses it (the smallest rounding error); 'winograd' uses it wherever oneDNN has it.
-        See docs/lowering.md."""
+        faster, unless its scratchpad would pass 8x the call's tensors; 'direct' never uses it (the smallest
+        rounding error); 'winograd' uses it wherever oneDNN has it. See docs/lowering.md."""
         return _core.conv_algorithm()
 
     @conv_algorithm.setter

@@ -928,6 +928,26 @@ def test_auto_takes_winograd_for_backward_weights_from_fewer_tiles(rng, conv_alg
         assert scaled_error(result.numpy(), reference) < 2e-5
 
 
+def test_auto_keeps_the_weight_gradient_direct_where_winograd_wants_a_huge_scratchpad(rng, conv_algorithm):
+    """512 channels, 4x4 maps, batch 32 (ResNet-18's last stage): oneDNN's Winograd weight gradient sums a
+    transformed copy of the weights per thread and asked for about 120 MiB of scratchpad, 11x the call's tensors
+    (11 MiB), at the top of a training step's peak. `auto` takes the direct kernels there, so the call adds little
+    beyond its tensors and the gradient still matches float64."""
+    mj.flags.conv_algorithm = "auto"
+    x, w, upstream = floats(rng, 32, 512, 4, 4), floats(rng, 512, 512, 3, 3) / 48, floats(rng, 32, 512, 4, 4)
+    mx, mw, mu = mj.array(x), mj.array(w, requires_grad=True), mj.array(upstream)
+    mj.sync(mx, mw, mu)
+    mj.reset_peak_memory_stats()
+    before = mj.memory_allocated()
+    (gw,) = mj.grad((F.conv2d(mx, mw, padding=1) * mu).sum(), [mw])
+    names = [kernel.library for kernel in mj.inspect(gw) if kernel.kind.startswith("library")]
+    mj.sync(gw)
+    added_mib = (mj.max_memory_allocated() - before) / 2**20
+    assert added_mib < 48, (added_mib, names)  # the gradient (9 MiB) and layout copies; Winograd's took 149
+    assert not any("wino" in name for name in names), names
+    assert scaled_error(gw.numpy(), float64_reference(x, w, upstream, padding=1)[2]) < 1e-5
+
+
 @pytest.mark.parametrize("shape, options", [((2, 5, 7, 9), dict(padding=1)), ((2, 4, 6, 6), dict(padding=0)),
                                             ((2, 3, 5, 4), dict(padding=2)), ((8, 16, 1, 1), dict(padding=1)),
                                             ((2, 5, 9, 11), dict(padding=2, dilation=2)),
