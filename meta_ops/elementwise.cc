@@ -267,7 +267,8 @@ std::vector<NodePtr> unary_gradient(const NodePtr& node, const NodePtr& grad) {
     case UnaryOp::Cos: return {unary(UnaryOp::Negate, multiply(grad, unary(UnaryOp::Sin, x)))};
     case UnaryOp::Tanh: return {multiply(grad, subtract(ones_like(node), multiply(node, node)))};
     case UnaryOp::Sigmoid: return {multiply(grad, multiply(node, subtract(ones_like(node), node)))};
-    case UnaryOp::Relu: return {masked(compare(BinaryOp::Greater, x, zeros_like(x)), grad)};
+    case UnaryOp::Relu:  // from the output, as PyTorch: no need to keep the input, and NaN passes the gradient
+      return {where(compare(BinaryOp::LessEqual, node, zeros_like(node)), zeros_like(grad), grad)};
     case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round: return {zeros_like(grad)};
     case UnaryOp::Log1p: return {divide(grad, binary_with_scalar(BinaryOp::Add, x, 1.0, true, false))};
     case UnaryOp::Expm1: return {multiply(grad, binary_with_scalar(BinaryOp::Add, node, 1.0, true, false))};

@@ -1,8 +1,8 @@
 // The policy behind mj.flags.memory_budget and the clones it makes. The model is deliberately coarse: a step's peak
 // is taken as what is allocated when backward is recorded (parameters, inputs, optimizer state), plus every
-// parameter gradient (they wait for the update, which runs last), plus four of the largest forward values (values
-// in flight), plus the forward values backward reads. Library scratchpads (oneDNN's Winograd weight gradient takes
-// 120 MB in ResNet-18) are not in it: meta_ops cannot see them. Recomputation shrinks only
+// parameter gradient (they wait for the update, which runs last), plus two of the largest forward values (values
+// in flight), plus the forward values backward reads. Library scratchpads (oneDNN's Winograd calls take up to
+// 44 MB in ResNet-18) are not in it: meta_ops cannot see them. Recomputation shrinks only
 // the last term, in two stages (docs/memory.md): first elementwise values are recomputed from the reductions and
 // contractions they were computed from (nearly free: the clones fuse into the gradient kernels that read them);
 // if that is not enough, Chen et al.'s segments: only some of those reductions are kept, the others recomputed
@@ -187,14 +187,16 @@ Recomputation::Recomputation(const NodePtr& output, const std::vector<Node*>& or
     value = recomputable_.count(*value) && (is_reduction(**value) || operands.count(*value)) ? std::next(value)
                                                                                              : saved.erase(value);
 
-  // Each elementwise value backward reads hangs off the newest reduction it was computed from (its anchor): the
-  // planner stores a reduction anyway, so without recomputation backward holds both. A value computed from kept
-  // values only (a dropout mask from its random draws) has no anchor and costs nothing to recompute.
-  std::unordered_map<Node*, int64_t> unit_bytes;  // per anchor: its bytes plus its elementwise values'
+  // Each elementwise value backward reads hangs off the newest reduction it was computed from (its anchor), from
+  // which stage 1 recomputes it. An anchor costs memory without recomputation only when backward reads it too (a
+  // convolution's output that BatchNorm's gradient reads; not a matrix product's output that only a ReLU read,
+  // whose gradient reads the ReLU's output). A value computed from kept values only (a dropout mask from its
+  // random draws) has no anchor and costs nothing to recompute.
+  std::unordered_map<Node*, int64_t> hanging_bytes;  // per anchor: the bytes of its elementwise values
   int64_t anchorless_bytes = 0;
   for (Node* value : saved) {
     if (is_reduction(*value)) {
-      unit_bytes.emplace(value, bytes_of(*value));  // once, whether it is saved, an anchor or both
+      hanging_bytes.emplace(value, 0);
       continue;
     }
     Node* anchor = nullptr;
@@ -208,13 +210,13 @@ Recomputation::Recomputation(const NodePtr& output, const std::vector<Node*>& or
         if (!is_reduction(*input)) {
           walk.push_back(input.get());
         } else {
-          unit_bytes.emplace(input.get(), bytes_of(*input));  // the anchor itself, once
+          hanging_bytes.emplace(input.get(), 0);
           if (!anchor || input->id > anchor->id) anchor = input.get();
         }
       }
     }
     if (anchor)
-      unit_bytes[anchor] += bytes_of(*value);
+      hanging_bytes[anchor] += bytes_of(*value);
     else
       anchorless_bytes += bytes_of(*value);
   }
@@ -227,13 +229,15 @@ Recomputation::Recomputation(const NodePtr& output, const std::vector<Node*>& or
   for (const NodePtr& input : inputs) gradients_bytes += bytes_of(*input);
   report.held_bytes = stats().bytes_allocated.load(std::memory_order_relaxed);
   // In flight besides: gradients, the gradients they produce, recomputed values and library calls' reordered copies
-  // of them. Four of the largest values (with the recomputed segment counted on its own) held the peaks of a
-  // 16-layer MLP, an 8-block residual MLP and the transformer LM within about 5% of the model.
-  int64_t base = report.held_bytes + gradients_bytes + 4 * largest;
+  // of them. Two of the largest values (with the recomputed segment counted on its own): under budgets the model
+  // planned 48, 37 and 72 MiB where a 16-layer MLP, an 8-block residual MLP and the transformer LM peaked at 42, 33
+  // and 60; unconstrained, 84, 65 and 102 where they peaked at 85, 77 and 118. (Four had fitted them within 5%
+  // while ReLU's gradient read its input, which kept each ReLU's input too.)
+  int64_t base = report.held_bytes + gradients_bytes + 2 * largest;
   std::vector<Node*> sequence;  // the anchors in forward order
-  for (const auto& [anchor, bytes] : unit_bytes) {
+  for (const auto& [anchor, bytes] : hanging_bytes) {
     sequence.push_back(anchor);
-    report.saved_bytes += bytes;
+    report.saved_bytes += bytes + (saved.count(anchor) ? bytes_of(*anchor) : 0);
   }
   std::sort(sequence.begin(), sequence.end(), [](Node* a, Node* b) { return a->id < b->id; });
   report.saved_bytes += anchorless_bytes;
@@ -252,7 +256,7 @@ Recomputation::Recomputation(const NodePtr& output, const std::vector<Node*>& or
   int64_t anchor_bytes = 0, largest_extra = 0;
   for (Node* anchor : sequence) {
     anchor_bytes += bytes_of(*anchor);
-    largest_extra = std::max(largest_extra, unit_bytes[anchor] - bytes_of(*anchor));
+    largest_extra = std::max(largest_extra, hanging_bytes[anchor]);
   }
   kept_.insert(sequence.begin(), sequence.end());
   report.kept_bytes = anchor_bytes;
@@ -293,12 +297,10 @@ Recomputation::Recomputation(const NodePtr& output, const std::vector<Node*>& or
       if (bytes_of(*anchor) * 64 < largest) small.insert(anchor);
     int64_t small_bytes = 0;
     for (Node* anchor : small) small_bytes += bytes_of(*anchor);
-    // The values backward would hold without recomputation: the anchors and what hangs off them.
+    // The values backward would hold without recomputation.
     std::unordered_set<Node*> held;
     for (Node* value : saved)
       if (!small.count(value)) held.insert(value);
-    for (Node* anchor : sequence)
-      if (!small.count(anchor)) held.insert(anchor);
     struct Choice {
       int64_t kept = 0, segment = 0;
       std::unordered_set<Node*> checkpoints;
