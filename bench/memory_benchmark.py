@@ -373,11 +373,12 @@ def write_report(arguments, rows, largest, torch_version, seconds):
     lines += ["Target (issue 45): under a budget of half the unconstrained peak, each model trains within it at most "
               "1.3x slower. See docs/memory.md for what the budget's model counts and what it leaves out.", "",
               "Reading the tables: the budget shrinks what the step adds on top of what it holds anyway; it cannot "
-              "shrink parameters, momentum, gradients, or oneDNN's Winograd scratchpad and the blocked weight copies "
-              "kept for backward, which set ResNet-18's floor (the update no longer adds to it: each old parameter "
-              "goes once its update has read it). metajit's unbudgeted peak is above PyTorch's for the same reasons "
-              "(issue 45 part 4). mj.utils.checkpoint per block lowers ResNet-18's forward peak, but about one block "
-              "output per checkpointed block is still held until the step's run ends (docs/autodiff.md).", ""]
+              "shrink parameters, momentum and gradients (128 MiB for ResNet-18: more than half its unbudgeted peak "
+              "at batch 16, so no plan meets a budget of 1/2 there) or oneDNN's Winograd scratchpad (up to 44 MiB at "
+              "batch 32, not in the budget's model). Without a budget, the scratchpad and the layout copies oneDNN "
+              "keeps for backward are most of what puts metajit's peak above PyTorch's (issue 45 part 4). "
+              "mj.utils.checkpoint per block lowers ResNet-18's forward peak, but about one block output per "
+              "checkpointed block is still held until the step's run ends (docs/autodiff.md).", ""]
     with open(arguments.output, "w") as output:
         output.write("\n".join(lines))
     print("\n".join(lines))
