@@ -40,7 +40,8 @@ StoragePtr take_storage(Node& node);
 // The first input of a pending node, or null once the node is computed; safe against a concurrent sync.
 NodePtr pending_source(const Node& node);
 // The longest chain of pending nodes ending at any of `nodes`, counted again from the graph as it is now, and
-// written back to each pending node behind them (Node::pending_depth counts inputs computed since it was made).
+// written back to each pending node behind them whose count predates the latest sync (Node::pending_depth counts
+// inputs computed since it was made; Node::depth_epoch says when it was counted). Takes the sync lock.
 uint32_t recount_pending_depth(const std::vector<NodePtr>& nodes);
 // Whether the calling thread is inside sync() (where nodes must not start another sync).
 bool inside_sync();

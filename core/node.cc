@@ -119,28 +119,38 @@ NodePtr make_node(NodeKind kind, DType dtype, Shape shape, std::vector<NodePtr> 
     if (extent > 0 && __builtin_mul_overflow(bytes, extent, &bytes))
       throw std::invalid_argument("shape " + shape_to_string(shape) + " is too large: its size in bytes (" +
                                   dtype_name(dtype) + ") does not fit in 64 bits");
-  uint32_t depth = 0;
+  uint32_t depth = 0, epoch = uint32_t(sync_epoch());
+  bool counted_since_sync = true;  // every pending input's depth was counted in this sync epoch
   for (const NodePtr& input : inputs) {
     if (!input) continue;
-    if (!input->is_computed()) depth = std::max(depth, input->pending_depth.load(std::memory_order_relaxed));
+    if (!input->is_computed()) {
+      depth = std::max(depth, input->pending_depth.load(std::memory_order_relaxed));
+      counted_since_sync = counted_since_sync && input->depth_epoch.load(std::memory_order_relaxed) == epoch;
+    }
     if (input->ambiguous_no_grad_view && grad_mode && is_floating(dtype))
       throw std::runtime_error(kAmbiguousNoGradViewMessage);
   }
   // Not while syncs are refused (mj.trace records): the whole chain then goes into the trace's one plan.
-  // The inputs' depths are counted again first: a sync since they were made may have computed values their
-  // chains ran through. A backward reading forward values that a prefix sync inlined, not stored, otherwise
-  // synced again at almost every step (a 1000-step LSTMCell's training step: 117 plans, most of one kernel).
-  if (depth >= kMaximumPendingDepth && !inside_sync() && !syncs_refused()) depth = recount_pending_depth(inputs);
+  // Depths counted before a sync are counted again first: that sync may have computed values their chains ran
+  // through. A backward reading forward values that a prefix sync inlined, not stored, otherwise synced again at
+  // almost every step (a 1000-step LSTMCell's training step: 117 plans, most of one kernel).
+  if (depth >= kMaximumPendingDepth && !inside_sync() && !syncs_refused() && !counted_since_sync) {
+    depth = recount_pending_depth(inputs);
+    counted_since_sync = true;
+  }
   if (depth >= kMaximumPendingDepth && !inside_sync() && !syncs_refused()) {
     std::vector<NodePtr> pending;
     for (const NodePtr& input : inputs)
       if (input && !input->is_computed()) pending.push_back(input);
     sync(pending);
     depth = 0;
+    epoch = uint32_t(sync_epoch());
+    counted_since_sync = true;
   }
   auto node = std::make_shared<Node>(kind, dtype, std::move(shape));
   node->inputs = std::move(inputs);
   node->pending_depth.store(depth + 1, std::memory_order_relaxed);
+  node->depth_epoch.store(counted_since_sync ? epoch : epoch - 1, std::memory_order_relaxed);
   node->requires_grad = grad_mode && is_floating(node->dtype) && node->any_input_requires_grad();
   node->gradient_history = node->requires_grad;
   node->provenance = current_provenance();

@@ -164,6 +164,8 @@ struct Node {
   // that planned this node refreshes it). make_node computes a chain by itself once it reaches
   // kMaximumPendingDepth (see there). Atomic: a sync refreshes it while another thread may record a reader.
   std::atomic<uint32_t> pending_depth{1};
+  // The sync epoch (core/executor.h) pending_depth was counted in: a count from an earlier epoch may be too high.
+  std::atomic<uint32_t> depth_epoch{0};
 
   bool is_computed() const { return storage != nullptr; }
   bool any_input_requires_grad() const;  // false for a gradient_leaf: its inputs carry no gradient
