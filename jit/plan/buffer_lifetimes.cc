@@ -40,6 +40,14 @@ BufferLifetimes buffer_lifetimes(const GraphSignature& signature, const Plan& pl
   std::vector<int> last_reader(nodes.size(), -1);
   for (size_t kernel = 0; kernel < plan.inputs.size(); ++kernel)
     for (int input : plan.inputs[kernel]) last_reader[input] = int(kernel);
+  // A kernel output no later kernel reads (a sibling output kept for a reader that ended up rebuilding the value
+  // itself) goes right after the kernel that wrote it, if it is releasable at all: held to the end of the run, a
+  // checkpointed BatchNorm block's sum held one activation per block.
+  for (size_t kernel = 0; kernel < plan.outputs.size(); ++kernel) {
+    if (last_reader[plan.outputs[kernel]] < 0) last_reader[plan.outputs[kernel]] = int(kernel);
+    for (int sibling : plan.siblings[kernel])
+      if (last_reader[sibling] < 0) last_reader[sibling] = int(kernel);
+  }
   lifetimes.last_read_by.resize(plan.outputs.size());
   for (size_t position = 0; position < nodes.size(); ++position)
     if ((lifetimes.is_kernel_output[position] || nodes[position]->is_computed()) && !lifetimes.is_target[position] &&

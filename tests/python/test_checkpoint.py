@@ -160,3 +160,50 @@ def test_a_second_backward_through_a_checkpoint_needs_retain_graph():
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
     with pytest.raises(RuntimeError, match="a second time"):
         loss.backward()
+
+
+class BatchNormResidualBlock(mj.nn.Module):
+    """relu(x + bn(W x)): a ResNet block's shape, on vectors."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.linear, self.norm = mj.nn.Linear(width, width), mj.nn.BatchNorm1d(width)
+
+    def forward(self, x):
+        return (x + self.norm(self.linear(x))).relu()
+
+
+def batch_norm_residual_peak(checkpointed, width=256, batch=4096, depth=6):
+    """Peak bytes a forward and backward of `depth` BatchNorm residual blocks adds to what was allocated before
+    it (after a warm-up one), and the input's gradient."""
+    mj.manual_seed(0)
+    blocks = [BatchNormResidualBlock(width) for _ in range(depth)]
+    parameters = [parameter for block in blocks for parameter in block.parameters()]
+    x = mj.array(np.random.default_rng(6).standard_normal((batch, width)).astype(np.float32), requires_grad=True)
+
+    def step():
+        for value in parameters + [x]:
+            value.grad = None
+        value = x
+        for block in blocks:
+            value = checkpoint(block, value) if checkpointed else block(value)
+        value.sum().backward()
+        mj.sync(x.grad, *[parameter.grad for parameter in parameters])
+        return x.grad.numpy()
+    step()
+    mj.gc()
+    mj.reset_peak_memory_stats()
+    start = mj.memory_allocated()
+    gradient = step()
+    return mj.max_memory_allocated() - start, gradient
+
+
+def test_checkpointing_batch_norm_blocks_lowers_the_peak():
+    """The recomputed BatchNorm block's kernel also wrote the block's sum before the ReLU, which no later kernel
+    read; held to the end of the step's run (a kernel output is released after its last reader, and it had
+    none), it kept one activation per block, and checkpointing raised the peak: 24.5 activations above the start
+    against 21.5 without checkpoints. Such an output now goes right after the kernel that wrote it (18.8)."""
+    plain_peak, plain_gradient = batch_norm_residual_peak(False)
+    peak, gradient = batch_norm_residual_peak(True)
+    assert peak < 0.95 * plain_peak, (peak / 2**20, plain_peak / 2**20)
+    np.testing.assert_allclose(gradient, plain_gradient, rtol=1e-4, atol=1e-5)
