@@ -149,6 +149,14 @@ void check_interrupt() {
 namespace {
 thread_local bool syncing = false;
 thread_local const char* sync_refusal = nullptr;
+
+// Marks the thread as inside a sync (or a run that holds the sync lock): nodes it makes then start no sync and
+// recount no depth, both of which take the sync lock.
+struct SyncingScope {
+  bool previous = syncing;
+  SyncingScope() { syncing = true; }
+  ~SyncingScope() { syncing = previous; }
+};
 }  // namespace
 
 const char* refuse_syncs(const char* reason) {
@@ -172,6 +180,7 @@ std::vector<NodePtr> values_a_sync_stores(const std::vector<NodePtr>& targets) {
 bool syncs_refused() { return sync_refusal != nullptr; }
 
 void run_exclusively(const std::function<void()>& work) {
+  SyncingScope scope;
   std::lock_guard<std::mutex> lock(sync_mutex());
   work();
 }
@@ -218,11 +227,7 @@ void sync_ordered_nodes() {
 }
 
 void sync(const std::vector<NodePtr>& targets) {
-  struct Scope {
-    bool previous = syncing;
-    Scope() { syncing = true; }
-    ~Scope() { syncing = previous; }
-  } scope;
+  SyncingScope scope;
   std::vector<NodePtr> pending;
   for (const NodePtr& target : targets)
     if (target && !target->is_computed()) pending.push_back(target);

@@ -43,7 +43,7 @@ NodePtr pending_source(const Node& node);
 // written back to each pending node behind them whose count predates the latest sync (Node::pending_depth counts
 // inputs computed since it was made; Node::depth_epoch says when it was counted). Takes the sync lock.
 uint32_t recount_pending_depth(const std::vector<NodePtr>& nodes);
-// Whether the calling thread is inside sync() (where nodes must not start another sync).
+// Whether the calling thread is inside sync() or run_exclusively() (where nodes must not start another sync).
 bool inside_sync();
 // While set on the calling thread (mj.trace recording a function), sync() refuses with `reason` followed by
 // where the first value asked for was made: a value read back inside a traced function would be a constant of
