@@ -515,8 +515,9 @@ def test_short_rows_split_across_threads_anywhere_match_numpy(rng, last, threads
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_reciprocal_square_root_of_negative_zero_stays_negative_infinity_in_a_comparison(dtype):
-    """1 / sqrt(-0) is -inf. LLVM 14 takes a quotient of a square root as never negative, and folded
-    `-4 >= rsqrt(x)` to false even for x = -0 (tools/fuzz.py seed 120205); x ** -0.5 is rendered the same way."""
+    """1 / sqrt(-0) is -inf. LLVM 14 takes a square root as never negative and a quotient of positives as
+    positive, and folded `-4 >= rsqrt(x)` and `-4 >= 1 / sqrt(x)` to false even for x = -0 (tools/fuzz.py seed
+    120205); x ** 0.5 and x ** -0.5 are rendered as sqrt and rsqrt."""
     values = np.array([-0.0, 0.0, 4.0, 0.25, -1.0, np.inf, -np.inf, np.nan], dtype)
     with np.errstate(divide="ignore", invalid="ignore"):
         expected = -4 >= 1 / np.sqrt(values)
@@ -524,3 +525,5 @@ def test_the_reciprocal_square_root_of_negative_zero_stays_negative_infinity_in_
     np.testing.assert_array_equal((-4 >= mj.rsqrt(x)).numpy(), expected)
     np.testing.assert_array_equal((-4 >= x ** -0.5).numpy(), expected)
     np.testing.assert_array_equal(mj.rsqrt(x).numpy() < 0, expected)
+    np.testing.assert_array_equal((-4 >= 1 / mj.sqrt(x)).numpy(), expected)
+    np.testing.assert_array_equal((-8 >= 2 / x ** 0.5).numpy(), expected)

@@ -7,12 +7,12 @@
 namespace metajit {
 namespace {
 
-// 1 / sqrt(x) (`square_root` renders sqrt(x)), with zeros divided directly: 1 / sqrt(-0) is -inf, but LLVM 14 takes
-// a quotient of a square root as never negative and folded `1 / sqrt(x) <= -4` to false (tools/fuzz.py seed
-// 120205). Its answer at x = -0 cannot be folded away.
-std::string reciprocal_square_root(const std::string& x, const std::string& square_root, bool single) {
-  std::string one = single ? "1.0f" : "1.0";
-  return "(" + x + " == 0 ? " + one + " / " + x + " : " + one + " / " + square_root + ")";
+// sqrt(x) (`builtin_sqrt` renders the builtin), zeros passed through: the value is the same, sqrt(-0) being -0,
+// but LLVM 14 takes a square root as never negative and a quotient of positives as positive, forgetting that
+// 1 / -0 is -inf: it folded `1 / sqrt(x) <= -4` and `rsqrt(x) <= -4` to false at x = -0 (tools/fuzz.py seed
+// 120205). A select between x and the builtin is not known to be positive.
+std::string square_root(const std::string& x, const std::string& builtin_sqrt) {
+  return "(" + x + " == 0 ? " + x + " : " + builtin_sqrt + ")";
 }
 
 }  // namespace
@@ -132,8 +132,9 @@ std::string ExpressionRenderer::unary(UnaryOp op, DType dtype, const IrExprPtr& 
       return dtype == DType::Bool || dtype == DType::UInt8 ? x : "(" + type + ")(" + x + " < 0 ? -" + x + " : " + x + ")";
     case UnaryOp::Exp: return single ? "mj_exp(" + x + ")" : "exp(" + x + ")";
     case UnaryOp::Log: return single ? "mj_log(" + x + ")" : "log(" + x + ")";
-    case UnaryOp::Sqrt: return builtin("sqrt", single, x);
-    case UnaryOp::Rsqrt: return reciprocal_square_root(x, builtin("sqrt", single, x), single);
+    case UnaryOp::Sqrt: return square_root(x, builtin("sqrt", single, x));
+    case UnaryOp::Rsqrt:
+      return std::string(single ? "(1.0f / " : "(1.0 / ") + square_root(x, builtin("sqrt", single, x)) + ")";
     case UnaryOp::Sin: return (single ? "mj_sin(" : "sin(") + x + ")";
     case UnaryOp::Cos: return (single ? "mj_cos(" : "cos(") + x + ")";
     case UnaryOp::Tanh: return (single ? "mj_tanh(" : "tanh(") + x + ")";
@@ -188,9 +189,9 @@ std::string ExpressionRenderer::binary(BinaryOp op, DType dtype, const IrExprPtr
       // PyTorch takes x ** 0.5 and x ** -0.5 as sqrt and rsqrt, which differ from pow at -inf (NaN, not inf or 0)
       // and at -0 (sqrt(-0) is -0).
       if (floating && right_node->kind == IrKind::FloatConstant && right_node->floating == 0.5)
-        return builtin("sqrt", single, a);
+        return square_root(a, builtin("sqrt", single, a));
       if (floating && right_node->kind == IrKind::FloatConstant && right_node->floating == -0.5)
-        return wrap(reciprocal_square_root(a, builtin("sqrt", single, a), single));
+        return wrap(std::string(single ? "1.0f / " : "1.0 / ") + square_root(a, builtin("sqrt", single, a)));
       if (floating) return wrap((single ? "powf(" : "pow(") + a + ", " + b + ")");
       return wrap("mj_integer_power(" + a + ", " + b + ")");
     case BinaryOp::Maximum: return "mj_max<" + type + ">(" + a + ", " + b + ")";
